@@ -1,0 +1,58 @@
+// Benchmarks report ratios against a baseline measured in the same run, never a bare time.
+//
+// RatioReporter wraps Google Benchmark's console reporter, remembers each run's time per
+// iteration and its items/s, and at the end prints a table "name  time  items/s  ×baseline",
+// where a benchmark's baseline is named by the part of its name after "vs:" in its label,
+// or set with add_pair(candidate, baseline).
+#pragma once
+#include <benchmark/benchmark.h>
+#include <fmt/core.h>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cqbench {
+
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  /// Say that `candidate`'s speed is to be reported as a multiple of `baseline`'s.
+  void add_pair(std::string candidate, std::string baseline) {
+    pairs_.emplace_back(std::move(candidate), std::move(baseline));
+  }
+
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const auto& run : runs) {
+      if (run.run_type != Run::RT_Iteration || run.error_occurred) continue;
+      seconds_[run.benchmark_name()] = run.GetAdjustedRealTime() /
+                                       benchmark::GetTimeUnitMultiplier(run.time_unit);
+    }
+  }
+
+  /// Seconds per iteration of a finished benchmark (0 when it did not run).
+  double seconds(const std::string& name) const {
+    auto it = seconds_.find(name);
+    return it == seconds_.end() ? 0.0 : it->second;
+  }
+
+  /// Prints "candidate is N.NN× baseline" for every pair; returns the ratios in order.
+  std::vector<double> print_ratios() const {
+    std::vector<double> ratios;
+    fmt::print("\nratios (baseline time / candidate time, same run; > 1 means faster):\n");
+    for (const auto& [cand, base] : pairs_) {
+      double tc = seconds(cand), tb = seconds(base);
+      double r = (tc > 0 && tb > 0) ? tb / tc : 0.0;
+      ratios.push_back(r);
+      fmt::print("  {:<52} {:8.2f}x  {}\n", cand, r, base);
+    }
+    return ratios;
+  }
+
+ private:
+  std::map<std::string, double> seconds_;
+  std::vector<std::pair<std::string, std::string>> pairs_;
+};
+
+}  // namespace cqbench

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs, with apt-get, whatever of causalqwen's Debian packages is missing; does nothing
+# (and needs no network) when everything is present. Idempotent.
+#   bash cmake/install-deps.sh            build + demo
+#   bash cmake/install-deps.sh --tests    also what the test suite and benchmarks use
+set -euo pipefail
+pkgs=(g++ make cmake libeigen3-dev libxtensor-dev xtensor-dev libxsimd-dev libfmt-dev
+      nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libopenblas-dev)
+if [[ "${1:-}" == "--tests" ]]; then
+  pkgs+=(doctest-dev libbenchmark-dev libboost-math-dev python3-torch)
+  command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "install-deps: all ${#pkgs[@]} packages present"
+fi

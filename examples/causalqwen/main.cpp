@@ -1,0 +1,31 @@
+// causalqwen: the command-line program. Subcommands live in cmd_*.cpp beside this file.
+#include "command.hpp"
+
+#include <causalqwen/version.hpp>
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <exception>
+
+int main(int argc, char** argv) {
+  CLI::App app{"causalqwen: a Qwen2 language model whose heads carry Cauchy distributions",
+               "causalqwen"};
+  app.set_version_flag("--version", std::string(causalqwen::version_string));
+  app.require_subcommand(1);
+
+  auto& table = cqcli::command_table();
+  std::sort(table.begin(), table.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
+  for (const auto& entry : table) entry.install(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "causalqwen: error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}
