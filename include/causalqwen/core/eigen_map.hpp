@@ -30,4 +30,22 @@ ConstMatMap<T> mat(const T* data, std::ptrdiff_t rows, std::ptrdiff_t cols) {
   return ConstMatMap<T>(data, rows, cols);
 }
 
+/// A row-major [rows, cols] matrix whose rows are `row_stride` elements apart (one head of a
+/// [S, heads, head_dim] buffer is `strided_mat(base + h*head_dim, S, head_dim, heads*head_dim)`).
+template <class T>
+using StridedMatMap = Eigen::Map<RowMatrix<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+template <class T>
+using ConstStridedMatMap = Eigen::Map<const RowMatrix<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+
+template <class T>
+StridedMatMap<T> strided_mat(T* data, std::ptrdiff_t rows, std::ptrdiff_t cols,
+                             std::ptrdiff_t row_stride) {
+  return StridedMatMap<T>(data, rows, cols, Eigen::OuterStride<>(row_stride));
+}
+template <class T>
+ConstStridedMatMap<T> strided_mat(const T* data, std::ptrdiff_t rows, std::ptrdiff_t cols,
+                                  std::ptrdiff_t row_stride) {
+  return ConstStridedMatMap<T>(data, rows, cols, Eigen::OuterStride<>(row_stride));
+}
+
 }  // namespace causalqwen

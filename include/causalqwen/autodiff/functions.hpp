@@ -1,0 +1,83 @@
+/// The one table of elementwise functions (Adept style): each entry gives its value and its
+/// derivative, the derivative taking both x and y = f(x) so that entries can use whichever is
+/// cheaper (derivative-from-result: exp, sigmoid, tanh, sqrt). Expression templates
+/// (`expression.hpp`) and the dynamic tape read derivatives only from here. A user adds a
+/// function by writing a struct with the same three members and calling `apply<F>(e)`.
+#pragma once
+#include <cmath>
+
+namespace causalqwen::autodiff {
+
+/// -x ; d/dx = -1
+struct Neg {
+  static constexpr const char* name = "neg";
+  template <class T> static T value(T x) { return -x; }
+  template <class T> static T derivative(T, T) { return T(-1); }
+};
+/// x² ; d/dx = 2x
+struct Square {
+  static constexpr const char* name = "square";
+  template <class T> static T value(T x) { return x * x; }
+  template <class T> static T derivative(T x, T) { return T(2) * x; }
+};
+/// √x ; d/dx = 1/(2y)
+struct Sqrt {
+  static constexpr const char* name = "sqrt";
+  template <class T> static T value(T x) { return std::sqrt(x); }
+  template <class T> static T derivative(T, T y) { return T(0.5) / y; }
+};
+/// eˣ ; d/dx = y
+struct Exp {
+  static constexpr const char* name = "exp";
+  template <class T> static T value(T x) { return std::exp(x); }
+  template <class T> static T derivative(T, T y) { return y; }
+};
+/// log x ; d/dx = 1/x
+struct Log {
+  static constexpr const char* name = "log";
+  template <class T> static T value(T x) { return std::log(x); }
+  template <class T> static T derivative(T x, T) { return T(1) / x; }
+};
+/// log(1+x) ; d/dx = 1/(1+x)
+struct Log1p {
+  static constexpr const char* name = "log1p";
+  template <class T> static T value(T x) { return std::log1p(x); }
+  template <class T> static T derivative(T x, T) { return T(1) / (T(1) + x); }
+};
+/// σ(x) = 1/(1+e⁻ˣ) ; d/dx = y(1−y)
+struct Sigmoid {
+  static constexpr const char* name = "sigmoid";
+  template <class T> static T value(T x) { return T(1) / (T(1) + std::exp(-x)); }
+  template <class T> static T derivative(T, T y) { return y * (T(1) - y); }
+};
+/// tanh x ; d/dx = 1 − y²
+struct Tanh {
+  static constexpr const char* name = "tanh";
+  template <class T> static T value(T x) { return std::tanh(x); }
+  template <class T> static T derivative(T, T y) { return T(1) - y * y; }
+};
+/// silu(x) = x·σ(x) ; d/dx = σ(x)·(1 + x·(1 − σ(x)))
+struct Silu {
+  static constexpr const char* name = "silu";
+  template <class T> static T value(T x) { return x / (T(1) + std::exp(-x)); }
+  template <class T> static T derivative(T x, T) {
+    const T s = T(1) / (T(1) + std::exp(-x));
+    return s * (T(1) + x * (T(1) - s));
+  }
+};
+/// |x| ; d/dx = sign(x) (0 at 0)
+struct Abs {
+  static constexpr const char* name = "abs";
+  template <class T> static T value(T x) { return std::abs(x); }
+  template <class T> static T derivative(T x, T) { return T((x > T(0)) - (x < T(0))); }
+};
+/// sign(x)·log(1+|x|) (the numeric-embedding magnitude) ; d/dx = 1/(1+|x|)
+struct SignedLog1p {
+  static constexpr const char* name = "signed_log1p";
+  template <class T> static T value(T x) {
+    return x < T(0) ? -std::log1p(-x) : std::log1p(x);
+  }
+  template <class T> static T derivative(T x, T) { return T(1) / (T(1) + std::abs(x)); }
+};
+
+}  // namespace causalqwen::autodiff

@@ -1,0 +1,141 @@
+/// Arenas, llm.c style: one allocation holding many named tensors ("slots"). A `Layout` lists
+/// the slots (name, shape, offset); an `Arena<T>` is one aligned buffer laid out by a Layout.
+/// Parameters, gradients and optimiser moments share one Layout, so zero-grad, optimiser steps,
+/// parameter counts and checkpoint I/O are plain loops over `layout().slots()` or over `span()`.
+#pragma once
+#include "causalqwen/core/error.hpp"
+#include "causalqwen/core/tensor.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace causalqwen {
+
+/// How a slot is placed: `aligned` starts at the next 64-byte boundary; `packed` starts right
+/// after the previous slot, so consecutive packed slots form one contiguous block (e.g. the
+/// q, k and v projection weights read by one fused GEMM).
+enum class Placement { aligned, packed };
+
+/// The named slots of an arena, in order. Offsets are in elements.
+class Layout {
+ public:
+  struct Slot {
+    std::string name;
+    std::vector<std::size_t> shape;
+    std::size_t offset = 0;  // elements from the start of the arena
+    std::size_t size = 0;    // elements
+  };
+
+  explicit Layout(std::size_t alignment_elements = 16) : align_(alignment_elements) {}
+
+  /// Appends a slot and returns its index. Names are unique.
+  std::size_t add(std::string name, std::vector<std::size_t> shape,
+                  Placement placement = Placement::aligned) {
+    detail::require(!index_.contains(name), "Layout::add", "duplicate slot name '{}'", name);
+    std::size_t size = 1;
+    for (auto e : shape) size *= e;
+    std::size_t offset = total_;
+    if (placement == Placement::aligned) offset = (total_ + align_ - 1) / align_ * align_;
+    index_.emplace(name, slots_.size());
+    slots_.push_back(Slot{std::move(name), std::move(shape), offset, size});
+    total_ = offset + size;
+    return slots_.size() - 1;
+  }
+
+  const std::vector<Slot>& slots() const { return slots_; }
+  bool contains(const std::string& name) const { return index_.contains(name); }
+  const Slot& slot(const std::string& name) const {
+    auto it = index_.find(name);
+    detail::require(it != index_.end(), "Layout::slot", "no slot named '{}'", name);
+    return slots_[it->second];
+  }
+  /// Elements spanned by the arena (slots plus alignment padding).
+  std::size_t total() const { return total_; }
+  /// Elements held by the slots themselves (e.g. the parameter count).
+  std::size_t count() const {
+    std::size_t n = 0;
+    for (const auto& s : slots_) n += s.size;
+    return n;
+  }
+  std::size_t alignment() const { return align_; }
+
+ private:
+  std::size_t align_;
+  std::size_t total_ = 0;
+  std::vector<Slot> slots_;
+  std::unordered_map<std::string, std::size_t> index_;
+};
+
+/// One zero-initialised, 64-byte-aligned allocation laid out by a Layout.
+template <class T>
+class Arena {
+ public:
+  Arena() = default;
+  explicit Arena(std::shared_ptr<const Layout> layout) { reset(std::move(layout)); }
+
+  /// Re-lays the arena out (reallocating only when it must grow) and zeroes it.
+  void reset(std::shared_ptr<const Layout> layout) {
+    layout_ = std::move(layout);
+    std::size_t n = std::max<std::size_t>(layout_->total(), 1);
+    if (n > capacity_) {
+      std::size_t bytes = (n * sizeof(T) + 63) / 64 * 64;
+      buffer_.reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
+      detail::require(buffer_ != nullptr, "Arena::reset", "cannot allocate {} bytes", bytes);
+      capacity_ = bytes / sizeof(T);
+    }
+    zero();
+  }
+
+  const Layout& layout() const { return *layout_; }
+  std::shared_ptr<const Layout> shared_layout() const { return layout_; }
+  T* data() { return buffer_.get(); }
+  const T* data() const { return buffer_.get(); }
+  std::size_t size() const { return layout_ ? layout_->total() : 0; }
+  std::size_t bytes() const { return capacity_ * sizeof(T); }
+  std::span<T> span() { return {data(), size()}; }
+  std::span<const T> span() const { return {data(), size()}; }
+  void zero() { std::fill(data(), data() + size(), T(0)); }
+
+  /// The named slot as a rank-N view; N must equal the slot's rank.
+  template <std::size_t N>
+  TensorView<T, N> view(const std::string& name) {
+    const auto& s = layout_->slot(name);
+    detail::require(s.shape.size() == N, "Arena::view", "slot '{}' has rank {}, asked for {}",
+                    name, s.shape.size(), N);
+    Shape<N> shape{};
+    std::copy(s.shape.begin(), s.shape.end(), shape.begin());
+    return TensorView<T, N>(data() + s.offset, shape);
+  }
+  template <std::size_t N>
+  TensorView<const T, N> view(const std::string& name) const {
+    return const_cast<Arena*>(this)->template view<N>(name);
+  }
+  /// The named slot as a flat span.
+  std::span<T> slot_span(const std::string& name) {
+    const auto& s = layout_->slot(name);
+    return {data() + s.offset, s.size};
+  }
+
+  /// Parameter generation: bumped by `touch()` after the values change (optimiser step,
+  /// checkpoint load) so caches derived from the values (|W|) know to rebuild.
+  std::uint64_t version() const { return version_; }
+  void touch() { ++version_; }
+
+ private:
+  struct Free {
+    void operator()(T* p) const { std::free(p); }
+  };
+  std::shared_ptr<const Layout> layout_;
+  std::unique_ptr<T, Free> buffer_;
+  std::size_t capacity_ = 0;
+  std::uint64_t version_ = 0;
+};
+
+}  // namespace causalqwen

@@ -1,0 +1,77 @@
+/// The Cauchy scale products of a linear map: a Cauchy vector with scales `scale` pushed
+/// through W has scales scale' = scale·|W|ᵀ. |W| is cached (`AbsWeightCache`) and rebuilt when
+/// W's arena version changes (`Arena::touch()` after an optimiser step or a load) or when
+/// `invalidate()` is called.
+#pragma once
+#include "causalqwen/core/eigen_map.hpp"
+#include "causalqwen/core/tensor.hpp"
+#include "causalqwen/linalg/gemm.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace causalqwen::linalg {
+
+/// |W| for one weight matrix, rebuilt only when W (its address, shape or version) changes.
+template <class T>
+class AbsWeightCache {
+ public:
+  /// |W| [N,K] for W [N,K] at parameter version `version`.
+  TensorView<const T, 2> get(TensorView<const T, 2> w, std::uint64_t version) {
+    if (!valid_ || w.data != source_ || w.shape != shape_ || version != version_) {
+      abs_.resize(w.size());
+      for (std::size_t i = 0; i < w.size(); ++i) abs_[i] = w.data[i] < T(0) ? -w.data[i] : w.data[i];
+      source_ = w.data;
+      shape_ = w.shape;
+      version_ = version;
+      valid_ = true;
+      ++rebuilds_;
+    }
+    return TensorView<const T, 2>(abs_.data(), shape_);
+  }
+  void invalidate() { valid_ = false; }
+  /// How many times |W| was recomputed (for tests and diagnostics).
+  std::uint64_t rebuilds() const { return rebuilds_; }
+
+ private:
+  std::vector<T> abs_;
+  const T* source_ = nullptr;
+  Shape<2> shape_{};
+  std::uint64_t version_ = 0;
+  std::uint64_t rebuilds_ = 0;
+  bool valid_ = false;
+};
+
+/// scale' = scale·|W|ᵀ:  scale [M,K], |W| [N,K], scale' [M,N].
+template <class T>
+void abs_linear_forward(TensorView<T, 2> scale_out, TensorView<const T, 2> scale,
+                        TensorView<const T, 2> abs_w) {
+  linear_forward<T>(scale_out, scale, abs_w);
+}
+
+/// dscale += dscale'·|W|:  dscale' [M,N], |W| [N,K], dscale [M,K].
+template <class T>
+void abs_linear_backward_input(TensorView<T, 2> dscale, TensorView<const T, 2> dscale_out,
+                               TensorView<const T, 2> abs_w) {
+  linear_backward_input<T>(dscale, dscale_out, abs_w);
+}
+
+/// dW += sign(W) ⊙ (dscale'ᵀ·scale):  dscale' [M,N], scale [M,K], W and dW [N,K];
+/// sign(0) = 0 (the subgradient of |w| at 0 used here).
+template <class T>
+void abs_linear_backward_weight(TensorView<T, 2> dw, TensorView<const T, 2> dscale_out,
+                                TensorView<const T, 2> scale, TensorView<const T, 2> w) {
+  using detail_gemm::ix;
+  const std::size_t m = dscale_out.shape[0], n = dscale_out.shape[1], k = scale.shape[1];
+  detail::require(scale.shape[0] == m, "abs_linear_backward_weight",
+                  "scale {} does not match dscale' {}", shape_string(scale.shape),
+                  shape_string(dscale_out.shape));
+  require_shape(w, {n, k}, "abs_linear_backward_weight", "W");
+  require_shape(dw, {n, k}, "abs_linear_backward_weight", "dW");
+  RowMatrix<T> g(ix(n), ix(k));
+  g.noalias() = mat(dscale_out.data, ix(m), ix(n)).transpose() * mat(scale.data, ix(m), ix(k));
+  auto W = mat(w.data, ix(n), ix(k));
+  mat(dw.data, ix(n), ix(k)).array() += W.array().sign() * g.array();
+}
+
+}  // namespace causalqwen::linalg

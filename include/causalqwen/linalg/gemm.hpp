@@ -1,0 +1,68 @@
+/// GEMM wrappers over row-major `Eigen::Map`s with `noalias()`: the products of a linear
+/// layer and their backward. All shapes are checked; gradients accumulate (+=).
+/// Call these outside your own `omp parallel` regions: Eigen threads its GEMM itself there.
+/// Built with -DCAUSALQWEN_EIGEN_USE_BLAS=ON, Eigen forwards these products to OpenBLAS sgemm.
+#pragma once
+#include "causalqwen/core/eigen_map.hpp"
+#include "causalqwen/core/tensor.hpp"
+
+#include <cstddef>
+
+namespace causalqwen::linalg {
+
+namespace detail_gemm {
+inline auto ix(std::size_t n) { return static_cast<std::ptrdiff_t>(n); }
+}  // namespace detail_gemm
+
+/// Y = X·Wᵀ (+ b):  X [M,K], W [N,K], b [N] (optional: empty view), Y [M,N].
+template <class T>
+void linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, TensorView<const T, 2> w,
+                    TensorView<const T, 1> b = {}) {
+  using detail_gemm::ix;
+  const std::size_t m = x.shape[0], k = x.shape[1], n = w.shape[0];
+  detail::require(w.shape[1] == k, "linear_forward", "W {} does not match X {}",
+                  shape_string(w.shape), shape_string(x.shape));
+  require_shape(y, {m, n}, "linear_forward", "Y");
+  auto Y = mat(y.data, ix(m), ix(n));
+  Y.noalias() = mat(x.data, ix(m), ix(k)) * mat(w.data, ix(n), ix(k)).transpose();
+  if (!b.empty()) {
+    require_shape(b, {n}, "linear_forward", "b");
+    Y.rowwise() += ConstVecMap<T>(b.data, ix(n)).transpose();
+  }
+}
+
+/// dX += dY·W:  dY [M,N], W [N,K], dX [M,K].
+template <class T>
+void linear_backward_input(TensorView<T, 2> dx, TensorView<const T, 2> dy,
+                           TensorView<const T, 2> w) {
+  using detail_gemm::ix;
+  const std::size_t m = dy.shape[0], n = dy.shape[1], k = w.shape[1];
+  detail::require(w.shape[0] == n, "linear_backward_input", "W {} does not match dY {}",
+                  shape_string(w.shape), shape_string(dy.shape));
+  require_shape(dx, {m, k}, "linear_backward_input", "dX");
+  mat(dx.data, ix(m), ix(k)).noalias() += mat(dy.data, ix(m), ix(n)) * mat(w.data, ix(n), ix(k));
+}
+
+/// dW += dYᵀ·X:  dY [M,N], X [M,K], dW [N,K].
+template <class T>
+void linear_backward_weight(TensorView<T, 2> dw, TensorView<const T, 2> dy,
+                            TensorView<const T, 2> x) {
+  using detail_gemm::ix;
+  const std::size_t m = dy.shape[0], n = dy.shape[1], k = x.shape[1];
+  detail::require(x.shape[0] == m, "linear_backward_weight", "X {} does not match dY {}",
+                  shape_string(x.shape), shape_string(dy.shape));
+  require_shape(dw, {n, k}, "linear_backward_weight", "dW");
+  mat(dw.data, ix(n), ix(k)).noalias() +=
+      mat(dy.data, ix(m), ix(n)).transpose() * mat(x.data, ix(m), ix(k));
+}
+
+/// db += colsum(dY):  dY [M,N], db [N].
+template <class T>
+void bias_backward(TensorView<T, 1> db, TensorView<const T, 2> dy) {
+  using detail_gemm::ix;
+  const std::size_t m = dy.shape[0], n = dy.shape[1];
+  require_shape(db, {n}, "bias_backward", "db");
+  VecMap<T>(db.data, ix(n)) += mat(dy.data, ix(m), ix(n)).colwise().sum().transpose();
+}
+
+}  // namespace causalqwen::linalg

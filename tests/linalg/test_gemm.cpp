@@ -1,0 +1,139 @@
+// GEMM wrappers and the Cauchy scale products against naive loops.
+#include <causalqwen/core/arena.hpp>
+#include <causalqwen/linalg/abs_weight.hpp>
+#include <causalqwen/linalg/gemm.hpp>
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace cq = causalqwen;
+using cq::TensorView;
+
+namespace {
+template <class T>
+std::vector<T> random_vector(std::size_t n, std::mt19937_64& rng) {
+  std::normal_distribution<double> d(0, 1);
+  std::vector<T> v(n);
+  for (auto& x : v) x = static_cast<T>(d(rng));
+  return v;
+}
+template <class T>
+TensorView<T, 2> v2(std::vector<T>& v, std::size_t r, std::size_t c) { return {v.data(), {r, c}}; }
+template <class T>
+double tol(std::size_t k) {  // k-term dot products of N(0,1) entries: k·ε·√k-sized sums
+  return 8.0 * double(k) * std::numeric_limits<T>::epsilon() * std::sqrt(double(k));
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("linear products match naive loops", T, float, double) {
+  const std::uint64_t seed = 20261121;
+  MESSAGE("seed ", seed);
+  std::mt19937_64 rng(seed);
+  const std::size_t M = 37, K = 23, N = 19;
+  auto x = random_vector<T>(M * K, rng), w = random_vector<T>(N * K, rng), b = random_vector<T>(N, rng);
+  auto dy = random_vector<T>(M * N, rng);
+  std::vector<T> y(M * N), dx(M * K, T(1)), dw(N * K, T(2)), db(N, T(3));
+  cq::linalg::linear_forward<T>(v2(y, M, N), v2(x, M, K), v2(w, N, K), TensorView<const T, 1>(b.data(), {N}));
+  cq::linalg::linear_backward_input<T>(v2(dx, M, K), v2(dy, M, N), v2(w, N, K));
+  cq::linalg::linear_backward_weight<T>(v2(dw, N, K), v2(dy, M, N), v2(x, M, K));
+  cq::linalg::bias_backward<T>(TensorView<T, 1>(db.data(), {N}), v2(dy, M, N));
+  for (std::size_t m = 0; m < M; ++m)
+    for (std::size_t n = 0; n < N; ++n) {
+      double s = b[n];
+      for (std::size_t k = 0; k < K; ++k) s += double(x[m * K + k]) * w[n * K + k];
+      CHECK(std::abs(y[m * N + n] - s) <= tol<T>(K));
+    }
+  for (std::size_t m = 0; m < M; ++m)
+    for (std::size_t k = 0; k < K; ++k) {
+      double s = 1;
+      for (std::size_t n = 0; n < N; ++n) s += double(dy[m * N + n]) * w[n * K + k];
+      CHECK(std::abs(dx[m * K + k] - s) <= tol<T>(N));
+    }
+  for (std::size_t n = 0; n < N; ++n) {
+    double sb = 3;
+    for (std::size_t m = 0; m < M; ++m) sb += dy[m * N + n];
+    CHECK(std::abs(db[n] - sb) <= tol<T>(M));
+    for (std::size_t k = 0; k < K; ++k) {
+      double s = 2;
+      for (std::size_t m = 0; m < M; ++m) s += double(dy[m * N + n]) * x[m * K + k];
+      CHECK(std::abs(dw[n * K + k] - s) <= tol<T>(M));
+    }
+  }
+}
+
+TEST_CASE_TEMPLATE("Cauchy scale products and the |W| cache", T, float, double) {
+  const std::uint64_t seed = 7;
+  MESSAGE("seed ", seed);
+  std::mt19937_64 rng(seed);
+  const std::size_t M = 11, K = 9, N = 13;
+  auto w = random_vector<T>(N * K, rng), scale = random_vector<T>(M * K, rng), ds = random_vector<T>(M * N, rng);
+  for (auto& s : scale) s = std::abs(s) + T(0.1);
+  w[5] = T(0);  // sign(0) = 0
+  cq::linalg::AbsWeightCache<T> cache;
+  auto absw = cache.get(v2(w, N, K), 0);
+  CHECK(cache.get(v2(w, N, K), 0).data == absw.data);
+  CHECK(cache.rebuilds() == 1);
+  std::vector<T> out(M * N), dscale(M * K, T(0)), dw(N * K, T(0));
+  cq::linalg::abs_linear_forward<T>(v2(out, M, N), v2(scale, M, K), absw);
+  cq::linalg::abs_linear_backward_input<T>(v2(dscale, M, K), v2(ds, M, N), absw);
+  cq::linalg::abs_linear_backward_weight<T>(v2(dw, N, K), v2(ds, M, N), v2(scale, M, K), v2(w, N, K));
+  for (std::size_t m = 0; m < M; ++m)
+    for (std::size_t n = 0; n < N; ++n) {
+      double s = 0;
+      for (std::size_t k = 0; k < K; ++k) s += double(scale[m * K + k]) * std::abs(double(w[n * K + k]));
+      CHECK(std::abs(out[m * N + n] - s) <= tol<T>(K) * 4);
+    }
+  for (std::size_t m = 0; m < M; ++m)
+    for (std::size_t k = 0; k < K; ++k) {
+      double s = 0;
+      for (std::size_t n = 0; n < N; ++n) s += double(ds[m * N + n]) * std::abs(double(w[n * K + k]));
+      CHECK(std::abs(dscale[m * K + k] - s) <= tol<T>(N) * 4);
+    }
+  for (std::size_t n = 0; n < N; ++n)
+    for (std::size_t k = 0; k < K; ++k) {
+      double s = 0;
+      for (std::size_t m = 0; m < M; ++m) s += double(ds[m * N + n]) * scale[m * K + k];
+      const double sgn = w[n * K + k] > 0 ? 1 : (w[n * K + k] < 0 ? -1 : 0);
+      CHECK(std::abs(dw[n * K + k] - sgn * s) <= tol<T>(M) * 4);
+    }
+  // W changes: a new version rebuilds |W|, so does invalidate().
+  w[0] = -w[0] - T(1);
+  CHECK(cache.get(v2(w, N, K), 1)[0] == std::abs(w[0]));
+  CHECK(cache.rebuilds() == 2);
+  cache.invalidate();
+  cache.get(v2(w, N, K), 1);
+  CHECK(cache.rebuilds() == 3);
+}
+
+TEST_CASE("GEMM wrappers reject mismatched shapes") {
+  std::vector<float> a(6), b(6), c(4);
+  CHECK_THROWS_WITH_AS(cq::linalg::linear_forward<float>(v2(c, 2, 2), v2(a, 2, 3), v2(b, 3, 2)),
+                       "causalqwen::linear_forward: W [3,2] does not match X [2,3]", cq::DomainError);
+  CHECK_THROWS_WITH_AS(cq::linalg::linear_forward<float>(v2(c, 1, 4), v2(a, 2, 3), v2(b, 2, 3)),
+                       "causalqwen::linear_forward: Y must have shape [2,2], got [1,4]", cq::DomainError);
+}
+
+TEST_CASE("arena: named slices, packed slots, zeroing, versions") {
+  auto layout = std::make_shared<cq::Layout>();
+  layout->add("a", {3});
+  layout->add("b", {2, 2}, cq::Placement::packed);
+  layout->add("c", {5});
+  CHECK(layout->slot("b").offset == 3);
+  CHECK(layout->slot("c").offset == 16);
+  CHECK(layout->count() == 12);
+  cq::Arena<float> arena(layout);
+  for (auto& v : arena.span()) CHECK(v == 0.0f);
+  arena.view<2>("b")(1, 0) = 4.0f;
+  CHECK(arena.data()[3 + 2] == 4.0f);
+  CHECK_THROWS_WITH_AS(arena.view<1>("b"), "causalqwen::Arena::view: slot 'b' has rank 2, asked for 1",
+                       cq::DomainError);
+  CHECK_THROWS_WITH_AS(layout->add("a", {1}), "causalqwen::Layout::add: duplicate slot name 'a'", cq::DomainError);
+  CHECK(reinterpret_cast<std::uintptr_t>(arena.view<1>("c").data) % 64 == 0);
+  const auto v0 = arena.version();
+  arena.touch();
+  CHECK(arena.version() == v0 + 1);
+  arena.zero();
+  CHECK(arena.view<2>("b")(1, 0) == 0.0f);
+}
