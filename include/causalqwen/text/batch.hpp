@@ -43,7 +43,7 @@ struct BatchOptions {
   Padding padding = Padding::longest;
   PaddingSide padding_side = PaddingSide::right;
   /// Id written on padding; by default <|endoftext|> when the tokenizer has it, else 0.
-  std::optional<TokenId> pad_token_id;
+  std::optional<TokenId> pad_token_id = std::nullopt;
   bool numbers = true;  ///< encode_with_numbers (true) or plain encode (false)
 };
 

@@ -234,7 +234,7 @@ struct NumberFormat {
 };
 
 /// `value` rounded to `significant_digits` and written so that find_numbers reads it back as
-/// one number: plain decimals for 1e-4 ≤ |v| < 1e15 ("42.3", "1234567", "0.00012"), otherwise
+/// one number: plain decimals for 1e-4 ≤ |v| < 1e15 ("42.3", "1234570" for 1234567 at 6 digits, "0.00012"), otherwise
 /// "m.mmme±x" without a "+" or leading zeros in the exponent ("6.02e23", "1.5e-7"); trailing
 /// zeros are dropped. Non-finite values are written "nan", "inf", "-inf".
 inline std::string format_number(double value, NumberFormat format = {}) {

@@ -38,7 +38,7 @@ namespace causalqwen::text {
 struct TokenizerOptions {
   /// Id of <NUM>; by default the first id after the largest id of the vocabulary and the added
   /// tokens (151665 for Qwen2.5's tokenizer, 151669 for Qwen3's).
-  std::optional<TokenId> num_token_id;
+  std::optional<TokenId> num_token_id = std::nullopt;
   /// The text decode() writes for <NUM> when no value is given. Plain text never produces
   /// <NUM>: this text is not an added token ("<NUM>" in text is "<", "NUM", ">").
   std::string num_token_text = "<NUM>";

