@@ -1,5 +1,5 @@
-# Runs `causalqwen tokenize` on three lines and checks the output against ids from the library's
-# own encode() as printed by the reference corpus test (exact expected ids for fixed strings).
+# Runs `causalqwen tokenize` on three lines and checks the exact ids (the same ids the reference
+# JavaScript tokenizer gives for these strings), the --numbers form, and the error on bad input.
 #   cmake -DCLI=<causalqwen> -DTOKENIZER=<tokenizer.json> -DWORK=<dir> -P cli_tokenize.cmake
 file(WRITE ${WORK}/cli_input.jsonl "\"Hello, world!\"\n\"x = 1,234.5\"\n\"\\u4e2d\\u6587\"\n")
 execute_process(COMMAND ${CLI} tokenize --tokenizer ${TOKENIZER}
