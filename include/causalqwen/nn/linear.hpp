@@ -1,0 +1,33 @@
+/// Linear: y = x·Wᵀ + b  (W [out,in], b [out] optional).
+#pragma once
+#include "causalqwen/core/tensor.hpp"
+#include "causalqwen/linalg/gemm.hpp"
+
+namespace causalqwen::nn {
+
+template <class T>
+struct Linear {
+  /// The same struct holds parameters and their gradients (slices of two arenas).
+  struct Params {
+    TensorView<T, 2> weight;  // [out,in]
+    TensorView<T, 1> bias;    // [out], empty when the layer has no bias
+  };
+  struct Cache {
+    TensorView<const T, 2> x;  // [M,in] the input (kept alive by the caller)
+  };
+
+  /// y = x·Wᵀ + b :  x [M,in] → y [M,out]
+  static void forward(const Params& p, TensorView<const T, 2> x, TensorView<T, 2> y, Cache& c) {
+    linalg::linear_forward<T>(y, x, p.weight, p.bias);
+    c.x = x;
+  }
+  /// dW += dyᵀ·x, db += colsum(dy), dx += dy·W (dx may be empty: not needed)
+  static void backward(const Params& p, const Params& g, const Cache& c,
+                       TensorView<const T, 2> dy, TensorView<T, 2> dx) {
+    linalg::linear_backward_weight<T>(g.weight, dy, c.x);
+    if (!g.bias.empty()) linalg::bias_backward<T>(g.bias, dy);
+    if (!dx.empty()) linalg::linear_backward_input<T>(dx, dy, p.weight);
+  }
+};
+
+}  // namespace causalqwen::nn

@@ -1,0 +1,55 @@
+/// SwiGLU MLP: y = down(silu(gate(x)) ⊙ up(x)), no biases (Qwen2).
+/// The elementwise middle is one fused expression-template pass each way.
+#pragma once
+#include "causalqwen/autodiff/expression.hpp"
+#include "causalqwen/core/tensor.hpp"
+#include "causalqwen/linalg/gemm.hpp"
+
+#include <algorithm>
+
+namespace causalqwen::nn {
+
+template <class T>
+struct SwiGLU {
+  struct Params {
+    TensorView<T, 2> gate;  // [F,H]
+    TensorView<T, 2> up;    // [F,H]
+    TensorView<T, 2> down;  // [H,F]
+  };
+  struct Cache {
+    TensorView<const T, 2> x;  // [M,H] input (kept alive by the caller)
+    TensorView<T, 2> g, u, a;  // [M,F] gate(x), up(x), silu(g)⊙u (storage given by the caller)
+  };
+  struct Workspace {
+    TensorView<T, 2> dg, du, da;  // [M,F] scratch
+  };
+
+  /// g = x·Wgᵀ, u = x·Wuᵀ, a = silu(g)⊙u, y = a·Wdᵀ
+  static void forward(const Params& p, TensorView<const T, 2> x, TensorView<T, 2> y, Cache& c) {
+    c.x = x;
+    linalg::linear_forward<T>(c.g, x, p.gate);
+    linalg::linear_forward<T>(c.u, x, p.up);
+    using namespace autodiff;
+    eval(c.a, silu(constant(c.g)) * constant(c.u));
+    linalg::linear_forward<T>(y, c.a, p.down);
+  }
+
+  /// da = dy·Wd, dWd += dyᵀ·a; (dg, du) from one fused pass over silu(g)⊙u;
+  /// dx += dg·Wg + du·Wu; dWg += dgᵀ·x; dWu += duᵀ·x
+  static void backward(const Params& p, const Params& grad, const Cache& c,
+                       TensorView<const T, 2> dy, TensorView<T, 2> dx, Workspace& w) {
+    std::fill(w.da.begin(), w.da.end(), T(0));
+    std::fill(w.dg.begin(), w.dg.end(), T(0));
+    std::fill(w.du.begin(), w.du.end(), T(0));
+    linalg::linear_backward_input<T>(w.da, dy, p.down);
+    linalg::linear_backward_weight<T>(grad.down, dy, c.a);
+    using namespace autodiff;
+    backprop(silu(var(c.g, w.dg)) * var(c.u, w.du), w.da);
+    linalg::linear_backward_input<T>(dx, w.dg, p.gate);
+    linalg::linear_backward_input<T>(dx, w.du, p.up);
+    linalg::linear_backward_weight<T>(grad.gate, w.dg, c.x);
+    linalg::linear_backward_weight<T>(grad.up, w.du, c.x);
+  }
+};
+
+}  // namespace causalqwen::nn

@@ -1,0 +1,157 @@
+// RoPE (pinned NEOX values) and causal grouped-query attention (padding, grouping, gradients).
+#include "grad_harness.hpp"
+
+#include <causalqwen/nn.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace cq = causalqwen;
+namespace nn = causalqwen::nn;
+using cq::TensorView;
+using cqtest::randn;
+
+namespace {
+constexpr std::size_t B = 2, S = 5, NH = 4, NKV = 2, D = 2;  // H = 8
+// row 0 right-padded, row 1 left-padded (its first two queries see no key at all)
+const std::vector<std::int64_t> kMask = {1, 1, 1, 1, 0, 0, 0, 1, 1, 1};
+const std::vector<std::int64_t> kPositions = {0, 1, 2, 3, 4, 1, 1, 0, 1, 2};
+}  // namespace
+
+TEST_CASE("RoPE is the NEOX rotate-half convention (hand-computed values)") {
+  // D = 4, θ = 1e4, position 1: inv_freq = (1, 0.01), angles (1, 0.01); x = (1, 2, 3, 4).
+  //   y0 = x0·cos1 − x2·sin1,  y1 = x1·cos.01 − x3·sin.01,
+  //   y2 = x2·cos1 + x0·sin1,  y3 = x3·cos.01 + x1·sin.01
+  nn::RotaryEmbedding<double> rope{4, 1e4};
+  std::vector<std::int64_t> pos = {1, 0};
+  nn::RotaryEmbedding<double>::Table table;
+  rope.build(TensorView<const std::int64_t, 1>(pos.data(), {2}), table);
+  std::vector<double> x = {1, 2, 3, 4, 1, 2, 3, 4};  // two rows (positions 1 and 0), one head
+  rope.rotate(x.data(), 4, 0, 1, table);
+  const double neox[4] = {-1.9841106485555495, 1.959900667496664, 2.4623779024123156, 4.019799668334994};
+  const double gptj[4] = {-1.1426396637476532, 1.922075596544176, 2.9598506679133294, 4.029799501669161};
+  double from_gptj = 0;
+  for (int j = 0; j < 4; ++j) {
+    CHECK(x[j] == doctest::Approx(neox[j]).epsilon(1e-15));
+    from_gptj = std::max(from_gptj, std::abs(x[j] - gptj[j]));
+    CHECK(x[4 + j] == double(j + 1));  // position 0 is the identity
+  }
+  CHECK(from_gptj > 0.5);  // the interleaved GPT-J pairing is told apart
+  // the inverse rotation (backward) undoes it
+  rope.rotate(x.data(), 4, 0, 1, table, -1);
+  for (int j = 0; j < 4; ++j) CHECK(x[j] == doctest::Approx(j + 1).epsilon(1e-15));
+}
+
+TEST_CASE("RoPE with Qwen2's θ = 1e6: angle of the last pair at position 100") {
+  // D = 64: a_31 = 100·1e6^(−62/64), checked through y_31 = −x_63·sin a_31 for x = e_63.
+  nn::RotaryEmbedding<double> rope{64, 1e6};
+  std::vector<std::int64_t> pos = {100};
+  nn::RotaryEmbedding<double>::Table table;
+  rope.build(TensorView<const std::int64_t, 1>(pos.data(), {1}), table);
+  std::vector<double> x(64, 0.0);
+  x[63] = 1.0;
+  rope.rotate(x.data(), 64, 0, 1, table);
+  const double a = 100.0 * std::pow(1e6, -62.0 / 64.0);
+  CHECK(x[31] == doctest::Approx(-std::sin(a)).epsilon(1e-14));
+  CHECK(x[63] == doctest::Approx(std::cos(a)).epsilon(1e-14));
+}
+
+TEST_CASE("attention: padded keys get zero weight; a query with no visible key outputs 0") {
+  const std::uint64_t seed = 11;
+  MESSAGE("seed ", seed);
+  std::mt19937_64 rng(seed);
+  nn::CausalSelfAttention<double> attn{NH, NKV, D};
+  const std::size_t Q = attn.qkv_width();
+  auto qkv = randn(B * S * Q, rng);
+  std::vector<double> out(B * S * NH * D), probs(B * NH * S * S);
+  nn::CausalSelfAttention<double>::Cache c;
+  c.probs = TensorView<double, 4>(probs.data(), {B, NH, S, S});
+  attn.forward(TensorView<const double, 3>(qkv.data(), {B, S, Q}), TensorView<const std::int64_t, 2>(kMask.data(), {B, S}),
+               TensorView<double, 3>(out.data(), {B, S, NH * D}), c);
+  for (std::size_t h = 0; h < NH; ++h) {
+    for (std::size_t i = 0; i < S; ++i) {
+      double row0 = 0, row1 = 0;
+      for (std::size_t j = 0; j < S; ++j) {
+        const double p0 = c.probs(0, h, i, j), p1 = c.probs(1, h, i, j);
+        if (j > i || j == 4) CHECK(p0 == 0.0);  // future or padded key
+        if (j > i || j < 2) CHECK(p1 == 0.0);
+        row0 += p0, row1 += p1;
+      }
+      CHECK(row0 == doctest::Approx(1.0));
+      CHECK(row1 == doctest::Approx(i < 2 ? 0.0 : 1.0));
+    }
+    for (std::size_t d = 0; d < D; ++d) CHECK(out[(1 * S + 0) * NH * D + h * D + d] == 0.0);
+  }
+}
+
+TEST_CASE("GQA: query head h reads KV head h / (NH/NKV) — equals MHA on repeat_kv'd keys, not on tiled ones") {
+  const std::uint64_t seed = 12;
+  MESSAGE("seed ", seed);
+  std::mt19937_64 rng(seed);
+  nn::CausalSelfAttention<double> gqa{NH, NKV, D}, mha{NH, NH, D};
+  const std::size_t Q = gqa.qkv_width(), Q4 = mha.qkv_width();
+  auto qkv = randn(B * S * Q, rng);
+  // expand: grouped (repeat_kv: kv head of query head h is h / 2) and tiled (h % 2)
+  std::vector<double> grouped(B * S * Q4), tiled(B * S * Q4);
+  for (std::size_t m = 0; m < B * S; ++m) {
+    const double* src = qkv.data() + m * Q;
+    for (std::size_t d = 0; d < NH * D; ++d) grouped[m * Q4 + d] = tiled[m * Q4 + d] = src[d];
+    for (std::size_t h = 0; h < NH; ++h)
+      for (std::size_t part = 0; part < 2; ++part)  // k, v
+        for (std::size_t d = 0; d < D; ++d) {
+          const std::size_t dst = m * Q4 + NH * D + part * NH * D + h * D + d;
+          grouped[dst] = src[NH * D + part * NKV * D + (h / 2) * D + d];
+          tiled[dst] = src[NH * D + part * NKV * D + (h % 2) * D + d];
+        }
+  }
+  auto run = [&](nn::CausalSelfAttention<double>& a, std::vector<double>& in, std::size_t width) {
+    std::vector<double> out(B * S * NH * D), probs(B * NH * S * S);
+    nn::CausalSelfAttention<double>::Cache c;
+    c.probs = TensorView<double, 4>(probs.data(), {B, NH, S, S});
+    a.forward(TensorView<const double, 3>(in.data(), {B, S, width}), {}, TensorView<double, 3>(out.data(), {B, S, NH * D}), c);
+    return out;
+  };
+  auto o_gqa = run(gqa, qkv, Q), o_grouped = run(mha, grouped, Q4), o_tiled = run(mha, tiled, Q4);
+  double diff_tiled = 0;
+  for (std::size_t i = 0; i < o_gqa.size(); ++i) {
+    CHECK(o_gqa[i] == doctest::Approx(o_grouped[i]).epsilon(1e-14));
+    diff_tiled = std::max(diff_tiled, std::abs(o_gqa[i] - o_tiled[i]));
+  }
+  CHECK(diff_tiled > 1e-3);
+}
+
+TEST_CASE("attention + RoPE gradients with padding (B=2, S=5, 4 query / 2 KV heads)") {
+  const std::uint64_t seed = 13;
+  MESSAGE("seed ", seed);
+  std::mt19937_64 rng(seed);
+  nn::CausalSelfAttention<double> attn{NH, NKV, D};
+  nn::RotaryEmbedding<double> rope{D, 1e6};
+  const std::size_t Q = attn.qkv_width();
+  nn::RotaryEmbedding<double>::Table table;
+  rope.build(TensorView<const std::int64_t, 1>(kPositions.data(), {B * S}), table);
+  auto qkv = randn(B * S * Q, rng), r = randn(B * S * NH * D, rng);
+  std::vector<double> rotated(qkv.size()), out(B * S * NH * D), probs(B * NH * S * S), dqkv(qkv.size());
+  nn::CausalSelfAttention<double>::Cache c;
+  nn::CausalSelfAttention<double>::Workspace ws;
+  c.probs = TensorView<double, 4>(probs.data(), {B, NH, S, S});
+  for (bool masked : {true, false}) {
+    CAPTURE(masked);
+    const TensorView<const std::int64_t, 2> mask =
+        masked ? TensorView<const std::int64_t, 2>(kMask.data(), {B, S}) : TensorView<const std::int64_t, 2>{};
+    auto loss = [&] {
+      rotated = qkv;
+      rope.rotate(rotated.data(), Q, 0, NH, table);
+      rope.rotate(rotated.data(), Q, NH * D, NKV, table);
+      attn.forward(TensorView<const double, 3>(rotated.data(), {B, S, Q}), mask,
+                   TensorView<double, 3>(out.data(), {B, S, NH * D}), c);
+      return cqtest::dot(r, out);
+    };
+    loss();
+    std::fill(dqkv.begin(), dqkv.end(), 0.0);
+    attn.backward(c, TensorView<const double, 3>(r.data(), {B, S, NH * D}), TensorView<double, 3>(dqkv.data(), {B, S, Q}), ws);
+    rope.rotate(dqkv.data(), Q, 0, NH, table, -1);
+    rope.rotate(dqkv.data(), Q, NH * D, NKV, table, -1);
+    cqtest::check_gradients({{"qkv", qkv, dqkv}}, loss);
+  }
+}
