@@ -1,0 +1,15 @@
+/// The Cauchy math on its own: `#include <causalqwen/cauchy.hpp>`.
+///
+///   special.hpp        softplus, inv_softplus, log_softplus, stable building blocks
+///   distribution.hpp   pdf, log_pdf, cdf, log_cdf, sf, log_sf, quantile, sample, nll (+ *_grad)
+///   ovr.hpp            ovr_prob, ovr_log_prob, ovr_log_1m_prob, ovr_bce, ovr_bce_eps (+ *_grad)
+///   ovr_row.hpp        the vectorised row kernels ovr_bce_row and ovr_prob_row
+///   cauchy_tensor.hpp  CauchyTensor<T, Rank, Kind>, linear, fuse_linear, affine, add_noise,
+///                      closed_under_v
+#pragma once
+#include <causalqwen/version.hpp>
+#include <causalqwen/cauchy/special.hpp>
+#include <causalqwen/cauchy/distribution.hpp>
+#include <causalqwen/cauchy/ovr.hpp>
+#include <causalqwen/cauchy/ovr_row.hpp>
+#include <causalqwen/cauchy/cauchy_tensor.hpp>

@@ -1,0 +1,59 @@
+// Static tests: the kinds and return types of CauchyTensor operations, and closed_under_v.
+// Compiling this file is the test (static_assert only).
+#include <causalqwen/cauchy.hpp>
+
+#include <type_traits>
+#include <utility>
+
+namespace cq = causalqwen;
+using cq::Kind;
+
+using Ind = cq::CauchyTensor<float, 3, Kind::independent>;
+using Mar = cq::CauchyTensor<float, 3, Kind::marginal>;
+using W2 = xt::xtensor<float, 2>;
+using V1 = xt::xtensor<float, 1>;
+
+// defaults
+static_assert(std::is_same_v<cq::CauchyTensor<double>, cq::CauchyTensor<double, 1, Kind::independent>>);
+static_assert(Ind::rank == 3 && Ind::kind == Kind::independent);
+static_assert(cq::is_cauchy_tensor_v<const Mar&> && !cq::is_cauchy_tensor_v<W2>);
+
+// linear: independent → marginal; never from marginal
+static_assert(std::is_same_v<decltype(cq::linear(std::declval<W2>(), std::declval<V1>(), std::declval<Ind>())), Mar>);
+static_assert(std::is_same_v<decltype(cq::linear(std::declval<cq::LinearMap<float>>(), std::declval<Ind>())), Mar>);
+static_assert(cq::closed_under_v<cq::ops::linear, Ind>);
+static_assert(!cq::closed_under_v<cq::ops::linear, Mar>);
+
+// closed for both kinds, kind kept
+static_assert(std::is_same_v<decltype(cq::affine(std::declval<Mar>(), std::declval<V1>(), std::declval<V1>())), Mar>);
+static_assert(std::is_same_v<decltype(-std::declval<Ind>()), Ind>);
+static_assert(std::is_same_v<decltype(std::declval<Mar>() * 2.0f), Mar>);
+static_assert(std::is_same_v<decltype(3.0f * std::declval<Ind>()), Ind>);
+static_assert(std::is_same_v<decltype(std::declval<Ind>() / 2.0f + 1.0f), Ind>);
+static_assert(std::is_same_v<decltype(cq::add_noise(std::declval<Ind>(), std::declval<V1>())), Ind>);
+static_assert(std::is_same_v<decltype(cq::add_noise(std::declval<Mar>(), std::declval<V1>())), Mar>);
+template <class X>
+constexpr bool closed_affine_family = cq::closed_under_v<cq::ops::affine, X> && cq::closed_under_v<cq::ops::negate, X> &&
+                                      cq::closed_under_v<cq::ops::add_noise, X> && cq::closed_under_v<cq::ops::sum_independent, X>;
+static_assert(closed_affine_family<Ind> && closed_affine_family<Mar>);
+
+// sums of tensors declared independent: independent only if both are
+static_assert(std::is_same_v<decltype(std::declval<const Ind&>() + cq::assume_independent(std::declval<const Ind&>())), Ind>);
+static_assert(std::is_same_v<decltype(std::declval<const Ind&>() + cq::assume_independent(std::declval<const Mar&>())), Mar>);
+static_assert(std::is_same_v<decltype(std::declval<const Mar&>() + cq::assume_independent(std::declval<const Ind&>())), Mar>);
+
+// refused for both kinds (the failtests check the compiler's sentence for each)
+template <class X>
+constexpr bool refuses_all = !cq::closed_under_v<cq::ops::exp, X> && !cq::closed_under_v<cq::ops::log, X> &&
+                             !cq::closed_under_v<cq::ops::tanh, X> && !cq::closed_under_v<cq::ops::silu, X> &&
+                             !cq::closed_under_v<cq::ops::softmax, X> && !cq::closed_under_v<cq::ops::relu, X> &&
+                             !cq::closed_under_v<cq::ops::abs, X> && !cq::closed_under_v<cq::ops::product, X> &&
+                             !cq::closed_under_v<cq::ops::quotient, X> && !cq::closed_under_v<cq::ops::mean, X> &&
+                             !cq::closed_under_v<cq::ops::variance, X>;
+static_assert(refuses_all<Ind> && refuses_all<Mar>);
+// the trait is false for things that are not Cauchy tensors at all
+static_assert(!cq::closed_under_v<cq::ops::affine, W2>);
+
+// queries return plain tensors of the same rank
+static_assert(std::is_same_v<decltype(std::declval<Mar>().cdf(std::declval<xt::xtensor<float, 3>>())), xt::xtensor<float, 3>>);
+static_assert(std::is_same_v<decltype(std::declval<Ind>().median()), const xt::xtensor<float, 3>&>);
