@@ -10,6 +10,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace text = causalqwen::text;
@@ -144,5 +145,19 @@ TEST_CASE("random text: never crashes, round-trips, malformed bytes are reported
     else CHECK_THROWS_AS(qwen().encode(bytes), causalqwen::DomainError);
     const std::string repaired = text::replace_invalid_utf8(bytes);
     CHECK(lenient.encode(bytes) == qwen().encode(repaired));
+  }
+}
+
+TEST_CASE("encoding from two threads at once gives the same ids (shared cache, per-thread scratch)") {
+  const text::Tokenizer tok = text::Tokenizer::from_file(env("CQ_TOKENIZER_JSON"));
+  const auto& refs = reference();
+  std::vector<Ids> first(refs.size()), second(refs.size());
+  std::thread a([&] { for (std::size_t i = 0; i < refs.size(); ++i) first[i] = tok.encode(refs[i].text); });
+  std::thread b([&] { for (std::size_t i = refs.size(); i-- > 0;) second[i] = tok.encode(refs[i].text); });
+  a.join();
+  b.join();
+  for (std::size_t i = 0; i < refs.size(); ++i) {
+    CHECK(first[i] == refs[i].ids);
+    CHECK(second[i] == refs[i].ids);
   }
 }
