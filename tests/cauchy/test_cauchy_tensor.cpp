@@ -164,14 +164,7 @@ TEST_CASE_TEMPLATE("affine maps, negation, scalar operations and queries", T, fl
 }
 
 TEST_CASE("CauchyTensor rejects bad input with clear messages") {
-  auto message = [](auto f) -> std::string {
-    try {
-      f();
-    } catch (const cq::DomainError& e) {
-      return e.what();
-    }
-    return "no exception";
-  };
+  auto message = [](auto f) { return cqtest::error_message<cq::DomainError>(f); };
   using CT = cq::CauchyTensor<double>;
   CHECK(message([] { CT(xt::xtensor<double, 1>{1.0, 2.0}, xt::xtensor<double, 1>{1.0, 0.0}); }) ==
         "causalqwen::CauchyTensor: scale must be > 0 everywhere, got 0 at flat index 1");

@@ -150,14 +150,7 @@ TEST_CASE_TEMPLATE("special values: ±0, ±∞, NaN", T, float, double) {
 }
 
 TEST_CASE("checked entry points name the function and the argument") {
-  auto message = [](auto f) -> std::string {
-    try {
-      f();
-    } catch (const cq::DomainError& e) {
-      return e.what();
-    }
-    return "no exception";
-  };
+  auto message = [](auto f) { return cqtest::error_message<cq::DomainError>(f); };
   CHECK(message([] { cq::cdf(0.0, 0.0, -1.0); }) == "causalqwen::cdf: scale must be > 0, got -1");
   CHECK(message([] { cq::nll(0.0, 0.0, 0.0); }) == "causalqwen::nll: scale must be > 0, got 0");
   CHECK(message([] { cq::pdf(0.0f, 0.0f, std::numeric_limits<float>::quiet_NaN()); }) ==

@@ -40,6 +40,17 @@ inline std::uint64_t test_seed(std::uint64_t fallback, const char* test_name) {
   return seed;
 }
 
+/// The what() of the exception of type E that f() throws, or "no exception".
+template <class E, class F>
+std::string error_message(F f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "no exception";
+}
+
 /// Central difference (f(x + h) − f(x − h)) / 2h in double with h = step·max(1, |x|).
 template <class F>
 double central_difference(F f, double x, double step = 1e-6) {
