@@ -123,7 +123,19 @@ TEST_CASE_TEMPLATE("ovr_bce_row equals the scalar BCE summed over a row, gradien
         }
         const T weight = T(0.5);
         auto thresholds = per_class ? cq::RowThresholds<T>::per_class_span(thr) : cq::RowThresholds<T>::scalar(thr[0]);
-        const T loss = cq::ovr_bce_row<T>(loc, scale, thresholds, label, weight, {d_loc.data(), d_scale.data(), d_thr.data()});
+        cq::OvrRowStats<T> stats;
+        const T loss = cq::ovr_bce_row<T>(loc, scale, thresholds, label, weight, {d_loc.data(), d_scale.data(), d_thr.data()}, &stats);
+        LD ref_prob_sum = 0;
+        std::int64_t ref_best = -1;
+        LD ref_best_z = -INFINITY;
+        for (std::size_t k = 0; k < K; ++k) {
+          const LD c = per_class ? thr[k] : thr[0];
+          ref_prob_sum += cq::raw::ovr_prob<LD>(loc[k], scale[k], c);
+          const T z = cq::raw::ovr_margin<T>(loc[k], scale[k], static_cast<T>(c));
+          if (z > ref_best_z) ref_best_z = z, ref_best = static_cast<std::int64_t>(k);
+        }
+        CHECK(cqtest::close_rel(stats.prob_sum, static_cast<double>(ref_prob_sum), 64 * std::numeric_limits<T>::epsilon(), 1));
+        CHECK(stats.best_index == ref_best);
         LD ref_loss = 0;
         std::vector<LD> ref_thr(d_thr.size(), 0);
         bool row_ok = true;
@@ -157,4 +169,20 @@ TEST_CASE_TEMPLATE("ovr_prob_row equals the scalar ovr_prob", T, float, double, 
   loc[0] = -T(1e30);
   cq::ovr_prob_row<T>(loc, scale, cq::RowThresholds<T>::scalar(T(10)), prob);
   for (std::size_t k = 0; k < K; ++k) CHECK(close_ulps(prob[k], cq::raw::ovr_prob<LD>(loc[k], scale[k], 10), 8));
+}
+
+TEST_CASE_TEMPLATE("ovr_bce_row's argmax breaks ties towards the lowest class", T, float, double) {
+  const std::size_t K = 300;  // several SIMD batches
+  std::vector<T> loc(K, T(0)), scale(K, T(1));
+  loc[40] = loc[7] = loc[299] = loc[170] = T(5);  // equal best margins
+  cq::OvrRowStats<T> stats;
+  cq::ovr_bce_row<T>(loc, scale, cq::RowThresholds<T>::scalar(T(0)), -100, T(1), {}, &stats);
+  CHECK(stats.best_index == 7);
+  CHECK(stats.best_margin == T(5));
+  CHECK(cqtest::close_rel(stats.prob_sum, 296 * 0.5 + 4 * cq::raw::ovr_prob(5.0, 1.0, 0.0), 1e-5));
+  // the scalar path (long double) agrees
+  std::vector<long double> locl(loc.begin(), loc.end()), scalel(K, 1.0L);
+  cq::OvrRowStats<long double> sl;
+  cq::ovr_bce_row<long double>(locl, scalel, cq::RowThresholds<long double>::scalar(0.0L), -100, 1.0L, {}, &sl);
+  CHECK(sl.best_index == 7);
 }

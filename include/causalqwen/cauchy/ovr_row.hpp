@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <type_traits>
 
@@ -40,6 +41,24 @@ struct OvrRowGrads {
   T* d_threshold = nullptr;
 };
 
+/// Optional by-products of ovr_bce_row over the same row: Σ_k P_k and argmax_k P_k (the class
+/// with the largest margin z_k = (loc_k − C_k)/scale_k; ties go to the lowest index).
+template <Real T>
+struct OvrRowStats {
+  T prob_sum = T(0);
+  T best_margin = -std::numeric_limits<T>::infinity();
+  std::int64_t best_index = -1;
+
+  /// Folds in class k with margin z and probability p (used by the scalar paths).
+  void add(std::size_t k, T z, T p) {
+    prob_sum += p;
+    if (z > best_margin) {
+      best_margin = z;
+      best_index = static_cast<std::int64_t>(k);
+    }
+  }
+};
+
 namespace detail {
 
 template <class T>
@@ -50,7 +69,7 @@ inline constexpr bool simd_row_v = std::is_same_v<T, float> || std::is_same_v<T,
 ///   g = dL/dz = (1/(1+z²))/θ or (1/(1+z²))/(π − θ),  gz = z·g,
 /// with θ = atan2(1, |z|) and the limits g = 0, gz = 1 at z = +∞.
 template <class B, class V>
-inline void ovr_negative_batch(const B& z, B& loss, B& g, B& gz) noexcept {
+inline void ovr_negative_batch(const B& z, B& loss, B& g, B& gz, B& theta_out) noexcept {
   using std::numbers::pi_v;
   const B one(V(1));
   const B t = xsimd::abs(z);
@@ -68,14 +87,20 @@ inline void ovr_negative_batch(const B& z, B& loss, B& g, B& gz) noexcept {
   const auto at_inf = theta == B(V(0));
   g = xsimd::select(at_inf, B(V(0)), (v / rest) * (v / den));
   gz = xsimd::select(at_inf, one, xsimd::select(pos, u, -u) / rest / den);
+  theta_out = theta;
 }
 
 template <Real T, bool PerClass>
 inline T ovr_bce_row_simd(const T* loc, const T* scale, const T* thr, std::size_t K,
-                          std::size_t skip, T weight, OvrRowGrads<T> out) noexcept {
+                          std::size_t skip, T weight, OvrRowGrads<T> out,
+                          OvrRowStats<T>* stats) noexcept {
   using B = xsimd::batch<T>;
   constexpr std::size_t W = B::size;
   B loss_acc(T(0)), dthr_acc(T(0));
+  B prob_acc(T(0)), best_z(-std::numeric_limits<T>::infinity()), best_k(T(-1));
+  alignas(64) T lane_index[W];
+  for (std::size_t i = 0; i < W; ++i) lane_index[i] = static_cast<T>(i);
+  const B lanes = B::load_aligned(lane_index);
   alignas(64) T tail_loc[W], tail_scale[W], tail_thr[W], tail_dloc[W], tail_dscale[W];
   const B w(weight);
   for (std::size_t k0 = 0; k0 < K; k0 += W) {
@@ -95,8 +120,16 @@ inline T ovr_bce_row_simd(const T* loc, const T* scale, const T* thr, std::size_
     const B l = B::load_unaligned(lp), s = B::load_unaligned(sp);
     const B th = PerClass ? B::load_unaligned(tp) : B(thr[0]);
     const B z = (l - th) / s;
-    B loss, g, gz;
-    ovr_negative_batch<B, T>(z, loss, g, gz);
+    B loss, g, gz, theta;
+    ovr_negative_batch<B, T>(z, loss, g, gz, theta);
+    if (stats) {  // P and the running argmax, over the real lanes (the label's included)
+      const auto real = lanes < B(static_cast<T>(n));
+      const B small = theta / B(raw::pi<T>);
+      prob_acc += xsimd::select(real, xsimd::select(z > B(T(0)), B(T(1)) - small, small), B(T(0)));
+      const auto better = real & (z > best_z);
+      best_z = xsimd::select(better, z, best_z);
+      best_k = xsimd::select(better, lanes + B(static_cast<T>(k0)), best_k);
+    }
     if (n < W || (skip >= k0 && skip < k0 + W)) {  // drop padded lanes and the skipped class
       alignas(64) T mask[W];
       for (std::size_t i = 0; i < W; ++i) mask[i] = (i < n && k0 + i != skip) ? T(1) : T(0);
@@ -128,11 +161,26 @@ inline T ovr_bce_row_simd(const T* loc, const T* scale, const T* thr, std::size_
       }
     }
   }
+  if (stats) {
+    alignas(64) T zs[W], ks[W];
+    best_z.store_aligned(zs);
+    best_k.store_aligned(ks);
+    for (std::size_t i = 0; i < W; ++i) {  // lanes hold the first best of their classes
+      const auto k = static_cast<std::int64_t>(ks[i]);
+      if (k < 0) continue;
+      if (zs[i] > stats->best_margin || (zs[i] == stats->best_margin && k < stats->best_index)) {
+        stats->best_margin = zs[i];
+        stats->best_index = k;
+      }
+    }
+  }
 #if XSIMD_VERSION_MAJOR >= 9
+  if (stats) stats->prob_sum += xsimd::reduce_add(prob_acc);
   if constexpr (!PerClass)
     if (out.d_threshold) out.d_threshold[0] += xsimd::reduce_add(dthr_acc);
   return xsimd::reduce_add(loss_acc);
 #else
+  if (stats) stats->prob_sum += xsimd::hadd(prob_acc);
   if constexpr (!PerClass)
     if (out.d_threshold) out.d_threshold[0] += xsimd::hadd(dthr_acc);
   return xsimd::hadd(loss_acc);
@@ -141,11 +189,14 @@ inline T ovr_bce_row_simd(const T* loc, const T* scale, const T* thr, std::size_
 
 template <Real T, bool PerClass>
 inline T ovr_bce_row_scalar(const T* loc, const T* scale, const T* thr, std::size_t K,
-                            std::size_t skip, T weight, OvrRowGrads<T> out) noexcept {
+                            std::size_t skip, T weight, OvrRowGrads<T> out,
+                            OvrRowStats<T>* stats) noexcept {
   T loss = T(0);
   for (std::size_t k = 0; k < K; ++k) {
+    const T c = PerClass ? thr[k] : thr[0];
+    if (stats) stats->add(k, raw::ovr_margin(loc[k], scale[k], c), raw::ovr_prob(loc[k], scale[k], c));
     if (k == skip) continue;
-    const auto g = raw::ovr_bce_grad(T(0), loc[k], scale[k], PerClass ? thr[k] : thr[0]);
+    const auto g = raw::ovr_bce_grad(T(0), loc[k], scale[k], c);
     loss += g.value;
     if (out.d_loc) out.d_loc[k] = weight * g.d_loc;
     if (out.d_scale) out.d_scale[k] = weight * g.d_scale;
@@ -159,12 +210,13 @@ inline T ovr_bce_row_scalar(const T* loc, const T* scale, const T* thr, std::siz
 /// Σ_k BCE(1[k = label], P_k) over one row of K classes, P_k = ½ + atan((loc_k − C_k)/scale_k)/π,
 /// with the stable log P / log(1 − P) forms. Writes weight·∂/∂loc_k and weight·∂/∂scale_k into
 /// `grads` and accumulates weight·∂/∂C into grads.d_threshold; returns the (unweighted) loss.
-/// `label` outside [0, K) means "no positive class" (every class a negative).
+/// `label` outside [0, K) means "no positive class" (every class a negative). With `stats`,
+/// also Σ_k P_k and argmax_k P_k of the row, in the same pass.
 /// Accuracy: within a few ulp of the scalar raw::ovr_bce_grad per class (tested).
 template <Real T>
 inline T ovr_bce_row(std::span<const T> loc, std::span<const T> scale,
                      RowThresholds<T> thresholds, std::int64_t label, T weight = T(1),
-                     OvrRowGrads<T> grads = {}) noexcept {
+                     OvrRowGrads<T> grads = {}, OvrRowStats<T>* stats = nullptr) noexcept {
   const std::size_t K = loc.size();
   // The positive class is left out of the vectorised pass (its lane contributes 0) and
   // evaluated alone, so no term is ever added and then subtracted again.
@@ -174,15 +226,15 @@ inline T ovr_bce_row(std::span<const T> loc, std::span<const T> scale,
   if constexpr (detail::simd_row_v<T>) {
     loss = thresholds.per_class
                ? detail::ovr_bce_row_simd<T, true>(loc.data(), scale.data(), thresholds.values, K,
-                                                   skip, weight, grads)
+                                                   skip, weight, grads, stats)
                : detail::ovr_bce_row_simd<T, false>(loc.data(), scale.data(), thresholds.values,
-                                                    K, skip, weight, grads);
+                                                    K, skip, weight, grads, stats);
   } else {
     loss = thresholds.per_class
                ? detail::ovr_bce_row_scalar<T, true>(loc.data(), scale.data(), thresholds.values,
-                                                     K, skip, weight, grads)
+                                                     K, skip, weight, grads, stats)
                : detail::ovr_bce_row_scalar<T, false>(loc.data(), scale.data(),
-                                                      thresholds.values, K, skip, weight, grads);
+                                                      thresholds.values, K, skip, weight, grads, stats);
   }
   if (has_label) {
     const auto pos = raw::ovr_bce_grad(T(1), loc[skip], scale[skip], thresholds.at(skip));
