@@ -1,0 +1,175 @@
+// The causal heads and the loss: every parameter's gradient (and ∂L/∂z) against central
+// differences in double, in the deterministic and sampling modes, with the stable and the ε
+// BCE; the chunked vocabulary walk against one chunk; hand-computed values on a tiny case.
+#include "../support/test_support.hpp"
+
+#include <causalqwen/autodiff/grad_check.hpp>
+#include <causalqwen/model/causal_head.hpp>
+
+#include <random>
+
+namespace cq = causalqwen;
+using cq::model::ActionMode;
+
+namespace {
+
+struct HeadFixture {
+  cq::model::CausalConfig cfg;
+  std::shared_ptr<cq::Layout> layout = std::make_shared<cq::Layout>();
+  cq::Arena<double> params;
+  std::vector<double> z;                 // [M,H]
+  std::vector<std::int64_t> labels, mask;  // [M]
+  std::vector<double> targets, uniform;  // [M], [M,C]
+  std::size_t M = 6;
+
+  explicit HeadFixture(std::uint64_t seed, cq::model::BceForm form = cq::model::BceForm::stable, double alpha = 0.0) {
+    cfg.backbone = {9, 4, 8, 1, 2, 1, 1e-6, 1e6};
+    cfg.causal_size = 4;
+    cfg.num_classes = 7;  // < vocab 9: two padded rows
+    cfg.num_token_id = 5;
+    cfg.ovr_threshold = {0.5, -0.3, 0.1, 0.0, 0.2, 0.4, -0.1};
+    cfg.alpha_gate = alpha;
+    cfg.reg_loss_weight = 0.7;
+    cfg.bce_form = form;
+    cq::model::add_head_params(*layout, cfg);
+    params.reset(layout);
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> normal(0.0, 0.6);
+    for (auto& v : params.span()) v = normal(rng);
+    for (auto& v : params.slot_span(cq::model::names::abd_scale_b)) v = std::fabs(v) + 0.5;
+    z.resize(M * 4);
+    for (auto& v : z) v = normal(rng);
+    labels = {3, 5, -100, 5, 0, 6};
+    mask = {1, 1, 1, 1, 0, 1};
+    targets = {0.0, 2.5, 0.0, -1.25, 0.0, 0.0};
+    std::uniform_real_distribution<double> u01(0.05, 0.95);
+    uniform.resize(M * 4);
+    for (auto& v : uniform) v = u01(rng);
+  }
+
+  cq::model::HeadTargets<double> head_targets() const {
+    return {{labels.data(), {M}}, {targets.data(), {M}}, {mask.data(), {M}}};
+  }
+  cq::model::SamplingNoise<double> noise(ActionMode mode) const {
+    if (mode == ActionMode::deterministic) return {};
+    return {0.8, {uniform.data(), {M, 4}}};
+  }
+  double loss(ActionMode mode, std::size_t chunk = 3) {
+    cq::model::CausalHead<double> head(cfg, chunk);
+    typename cq::model::CausalHead<double>::Cache cache;
+    const cq::Arena<double>& cp = params;
+    return head.run(cq::model::HeadParams<const double>::bind(cp), params.version() + 1000 + counter++,
+                    {z.data(), {M, 4}}, head_targets(), mode, noise(mode), cache)
+        .L_total;
+  }
+  std::uint64_t counter = 0;  // a new version per call: |W| is recomputed after perturbations
+};
+
+void check_all_gradients(HeadFixture& f, ActionMode mode) {
+  cq::model::CausalHead<double> head(f.cfg, 3);
+  typename cq::model::CausalHead<double>::Cache cache;
+  cq::Arena<double> grads(f.layout);
+  std::vector<double> dz(f.M * 4, 0.0);
+  auto g = cq::model::HeadParams<double>::bind(grads);
+  const cq::Arena<double>& cp = f.params;
+  head.run(cq::model::HeadParams<const double>::bind(cp), 1, {f.z.data(), {f.M, 4}}, f.head_targets(), mode,
+           f.noise(mode), cache, &g, {dz.data(), {f.M, 4}});
+  cq::autodiff::GradCheckOptions opt;
+  opt.rtol = 2e-5;
+  for (const auto& slot : f.layout->slots()) {
+    auto x = f.params.slot_span(slot.name);
+    auto a = grads.slot_span(slot.name);
+    const auto r = cq::autodiff::grad_check(x, std::span<const double>(a.data(), a.size()),
+                                            [&] { return f.loss(mode); }, opt);
+    INFO(slot.name, ": ", r.message());
+    CHECK(r.ok);
+  }
+  const auto r = cq::autodiff::grad_check(std::span<double>(f.z), std::span<const double>(dz), [&] { return f.loss(mode); }, opt);
+  INFO("z: ", r.message());
+  CHECK(r.ok);
+}
+
+}  // namespace
+
+TEST_CASE("CausalHead: every parameter gradient and dz match central differences (deterministic)") {
+  HeadFixture f(cqtest::test_seed(31, "head grad deterministic"));
+  check_all_gradients(f, ActionMode::deterministic);
+}
+
+TEST_CASE("CausalHead: gradients in the sampling mode (noise on the location, temperature 0.8)") {
+  HeadFixture f(cqtest::test_seed(32, "head grad sampling"));
+  check_all_gradients(f, ActionMode::sampling);
+}
+
+TEST_CASE("CausalHead: gradients with α = 0.3 and with the ε-form BCE") {
+  HeadFixture f(cqtest::test_seed(33, "head grad alpha"), cq::model::BceForm::stable, 0.3);
+  check_all_gradients(f, ActionMode::deterministic);
+  HeadFixture e(cqtest::test_seed(34, "head grad eps"), cq::model::BceForm::epsilon);
+  check_all_gradients(e, ActionMode::deterministic);
+}
+
+TEST_CASE("CausalHead: the chunk size does not change the result") {
+  HeadFixture f(cqtest::test_seed(35, "head chunks"));
+  const double one = f.loss(ActionMode::deterministic, 7), three = f.loss(ActionMode::deterministic, 3),
+               single = f.loss(ActionMode::deterministic, 1);
+  CHECK(three == doctest::Approx(one).epsilon(1e-13));
+  CHECK(single == doctest::Approx(one).epsilon(1e-13));
+}
+
+TEST_CASE("CausalHead: values by hand on one position") {
+  // H = C = 2 with everything on the first component: W_loc = diag(2, 0), b_loc = (0.5, 0),
+  // W_scale = 0, b_scale = softplus⁻¹(3), W_cls = [1 0; −2 0], b_cls = (0, 1), w_reg = (0.5, 0),
+  // b_reg = 1, b_noise = −0.25, thresholds 1; K = 2, <NUM> = 1.
+  cq::model::CausalConfig cfg;
+  cfg.backbone = {2, 2, 1, 1, 1, 1, 1e-6, 1e6};
+  cfg.causal_size = 2;
+  cfg.num_classes = 2;
+  cfg.num_token_id = 1;
+  cfg.ovr_threshold = {1.0};
+  auto layout = std::make_shared<cq::Layout>();
+  cq::model::add_head_params(*layout, cfg);
+  cq::Arena<double> params(layout);
+  auto p = cq::model::HeadParams<double>::bind(params);
+  p.loc_weight(0, 0) = 2; p.loc_bias[0] = 0.5;
+  for (auto& b : p.scale_bias) b = cq::inv_softplus(3.0);
+  p.cls_weight(0, 0) = 1; p.cls_weight(1, 0) = -2; p.cls_bias[0] = 0; p.cls_bias[1] = 1;
+  p.reg_weight(0, 0) = 0.5; p.reg_bias[0] = 1;
+  for (auto& b : p.b_noise) b = -0.25;
+  p.threshold[0] = p.threshold[1] = 1;
+  const double z[2] = {1.5, 0.0}, y = 4.0;
+  const std::int64_t label = 1;
+  cq::model::CausalHead<double> head(cfg);
+  typename cq::model::CausalHead<double>::Cache cache;
+  const cq::Arena<double>& cp = params;
+  const auto m = head.run(cq::model::HeadParams<const double>::bind(cp), 0, {z, {1, 2}}, {{&label, {1}}, {&y, {1}}, {}},
+                          ActionMode::deterministic, {}, cache);
+  // loc_U = 3.5, scale_U = 3, scale_A = 3.25; loc_S = (3.5, −6), scale_S = (3.25, 6.5)
+  const double P0 = 0.5 + std::atan((3.5 - 1) / 3.25) / M_PI, P1 = 0.5 + std::atan((-6.0 - 1) / 6.5) / M_PI;
+  const double L_cls = -std::log(1 - P0) - std::log(P1);
+  const double loc_Y = 0.5 * 3.5 + 1, scale_Y = 0.5 * 3.25;
+  const double nll = std::log(M_PI * scale_Y) + std::log1p(std::pow((y - loc_Y) / scale_Y, 2));
+  CHECK(cache.loc_U[0] == 3.5);
+  CHECK(cache.scale_U[0] == doctest::Approx(3.0).epsilon(1e-15));
+  CHECK(m.L_cls_mean == doctest::Approx(L_cls).epsilon(1e-14));
+  CHECK(cache.P_num[0] == doctest::Approx(P1).epsilon(1e-14));
+  CHECK(m.L_reg_eff == doctest::Approx(P1 * nll).epsilon(1e-14));
+  CHECK(m.L_total == doctest::Approx(L_cls + P1 * nll).epsilon(1e-14));
+  CHECK(m.reg_mae == doctest::Approx(std::fabs(y - loc_Y)));
+  CHECK(m.ovr_prob_sum == doctest::Approx(P0 + P1).epsilon(1e-14));
+  CHECK(cache.pred[0] == 0);  // margin 0.77 beats −1.08
+  CHECK(m.accuracy == 0.0);
+  CHECK(m.num_accuracy == 0.0);
+  CHECK(m.units_mean_scale == doctest::Approx(3.0));
+  CHECK(m.units_mean_loc == doctest::Approx(1.75));
+}
+
+TEST_CASE("CausalHead rejects labels outside the classes and bad sampling input") {
+  HeadFixture f(1);
+  f.labels[0] = 7;  // K = 7: ids 7, 8 are padded vocabulary rows
+  CHECK(cqtest::error_message<cq::DomainError>([&] { f.loss(ActionMode::deterministic); }) ==
+        "causalqwen::CausalHead: label 7 at position 0 is neither -100 nor a class id in [0, 7)");
+  f.labels[0] = 3;
+  f.uniform[2] = 1.0;
+  CHECK(cqtest::error_message<cq::DomainError>([&] { f.loss(ActionMode::sampling); }) ==
+        "causalqwen::CausalHead: sampling uniforms must lie in (0, 1), got 1");
+}
