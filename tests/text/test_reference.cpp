@@ -29,7 +29,7 @@ const text::Tokenizer& qwen() {
 }
 
 struct Reference {
-  std::string text, decoded;
+  std::string text, decoded, decoded_half;
   Ids ids;
 };
 
@@ -42,7 +42,8 @@ const std::vector<Reference>& reference() {
     while (std::getline(in, line)) {
       if (line.empty()) continue;
       const auto j = nlohmann::json::parse(line);
-      out.push_back({j["text"].get<std::string>(), j["decoded"].get<std::string>(), j["ids"].get<Ids>()});
+      out.push_back({j["text"].get<std::string>(), j["decoded"].get<std::string>(),
+                     j["decoded_half"].get<std::string>(), j["ids"].get<Ids>()});
     }
     return out;
   }();
@@ -73,6 +74,8 @@ TEST_CASE("ids and decoded text identical to the reference on the whole corpus")
       MESSAGE("mismatch at token " << k << " of " << nlohmann::json(r.text).dump().substr(0, 300));
     }
     CHECK(qwen().decode(r.ids) == r.decoded);
+    const Ids half(r.ids.begin(), r.ids.begin() + static_cast<std::ptrdiff_t>((r.ids.size() + 1) / 2));
+    CHECK(qwen().decode(half) == r.decoded_half);
   }
   MESSAGE(refs.size() << " texts, " << tokens << " tokens compared");
   CHECK(mismatches == 0);
