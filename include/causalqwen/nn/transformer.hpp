@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -44,12 +45,16 @@ class Transformer {
     std::vector<TensorView<T, 2>> layer_out;  // [M,H] output of each block
   };
 
-  explicit Transformer(TransformerConfig config) : config_(validated(config)), block_(config_) {
+  /// `extra_slots`, when given, appends further named slots to the parameter layout (a model
+  /// built on the transformer, e.g. CausalQwen's heads, keeps all its parameters in one arena).
+  explicit Transformer(TransformerConfig config, const std::function<void(Layout&)>& extra_slots = {})
+      : config_(validated(config)), block_(config_) {
     auto layout = std::make_shared<Layout>();
     layout->add("model.embed_tokens.weight", {config_.vocab_size, config_.hidden_size});
     layout->add("causal.num_direction", {config_.hidden_size});
     for (std::size_t i = 0; i < config_.num_layers; ++i) block_.add_params(*layout, layer_prefix(i));
     layout->add("model.norm.weight", {config_.hidden_size});
+    if (extra_slots) extra_slots(*layout);
     layout_ = layout;
     params_.reset(layout_);
   }
