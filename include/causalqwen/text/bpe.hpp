@@ -15,7 +15,6 @@
 #include <array>
 #include <cstdint>
 #include <optional>
-#include <queue>
 #include <string>
 #include <string_view>
 #include <unordered_map>

@@ -8,6 +8,9 @@
 ///   decode(ids):   the tokens' bytes, concatenated; byte sequences that are not UTF-8 (a
 ///                  character cut between tokens) become U+FFFD, as in the reference.
 ///   encode_with_numbers / decode_with_numbers: see numbers.hpp for what a number is.
+///
+/// All member functions are const and may run concurrently from several threads (the piece
+/// cache is shared under a mutex; regex and BPE scratch space is per thread).
 #pragma once
 #include <causalqwen/core/error.hpp>
 #include <causalqwen/text/added_tokens.hpp>
