@@ -108,11 +108,18 @@ def mlp(p, prefix, x):  # Qwen2MLP: down(silu(gate(x)) * up(x))
                p[prefix + "down_proj.weight"])
 
 
-def model_forward(p, ids, values, attention_mask, position_ids, cfg, dtype):
+def numeric_embedding(p, ids, values):  # CausalQwen: e = embed(x) + sign(v)·log1p(|v|)·d/‖d‖
     d = p["causal.num_direction"]
     unit = d / torch.linalg.norm(d)
     magnitude = torch.sign(values) * torch.log1p(torch.abs(values))
-    hidden = p["model.embed_tokens.weight"][ids] + magnitude[..., None] * unit
+    return p["model.embed_tokens.weight"][ids] + magnitude[..., None] * unit
+
+
+def model_forward(p, ids, values, attention_mask, position_ids, cfg, dtype):
+    return backbone(p, numeric_embedding(p, ids, values), attention_mask, position_ids, cfg, dtype)
+
+
+def backbone(p, hidden, attention_mask, position_ids, cfg, dtype):  # Qwen2Model after the embedding
     cos, sin = rotary_cos_sin(position_ids, cfg["hidden_size"] // cfg["num_heads"], cfg["rope_theta"], dtype)
     mask4d = causal_mask_4d(attention_mask, dtype)
     eps = cfg["rms_norm_eps"]
