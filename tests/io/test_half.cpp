@@ -6,6 +6,8 @@
 
 #include "../support/test_support.hpp"
 
+#include <fmt/format.h>
+
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -66,7 +68,7 @@ TEST_CASE("f16_to_float agrees with the value formula on every one of the 65536 
     const double expected = exponent == 0 ? sign * std::ldexp(double(mantissa), -24)
                                           : sign * std::ldexp(1024.0 + mantissa, exponent - 25);
     if (static_cast<double>(got) != expected || std::signbit(got) != (sign < 0)) {
-      FAIL_CHECK("pattern 0x" << std::hex << bits << " decoded to " << got);
+      FAIL_CHECK(fmt::format("pattern {:#06x} decoded to {}", bits, got));
       break;
     }
   }
@@ -145,7 +147,7 @@ TEST_CASE("narrowing picks the nearest representable value (random floats)") {
       const bool tie_is_even = !tie || (h & 1) == 0;
       if (!nearest || !tie_is_even) {
         ++failures;
-        FAIL_CHECK("x = " << y << " narrowed to 0x" << std::hex << h);
+        FAIL_CHECK(fmt::format("x = {} narrowed to {:#06x}", y, h));
       }
     }
   }

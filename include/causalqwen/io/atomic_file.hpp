@@ -4,6 +4,7 @@
 /// while writing, a full disk) leaves the destination untouched and removes the temporary.
 #pragma once
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -33,9 +34,8 @@ class AtomicFile {
       throw std::system_error(std::make_error_code(std::errc::is_a_directory),
                               destination_.string() + ": not a file name");
     temporary_ = destination_;
-    temporary_.replace_filename("." + destination_.filename().string() + ".tmp-" +
-                                std::to_string(::getpid()) + "-" +
-                                std::to_string(counter.fetch_add(1)));
+    temporary_.replace_filename(fmt::format(".{}.tmp-{}-{}", destination_.filename().string(),
+                                            ::getpid(), counter.fetch_add(1)));
     fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd_ < 0) fail("cannot create temporary file", temporary_);
     buffer_.reserve(buffer_capacity);
