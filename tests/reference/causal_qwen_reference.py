@@ -3,7 +3,7 @@
 implementation of seed 000's forward pass and losses, seed 004's sampling mode and seed 001's
 metrics, with DESIGN §2 defaults and §5 numerics, on tiny random checkpoints it writes itself.
 
-  causal_qwen_reference.py OUTDIR [--case NAME]
+  causal_qwen_reference.py OUTDIR [--case NAME] [--check-mutants]
 
 For each case (basic, extreme) it writes
   OUTDIR/<case>/model/config.json          Hugging Face Qwen2 keys + the CausalQwen keys
@@ -34,6 +34,10 @@ in float32 P saturates at 1 where z does not).
 Self-checks (asserts): the float64 gradient agrees with central differences on a few entries of
 several tensors; in `extreme` the seed's ε = 1e-7 BCE gives a loss more than 1.0 away from the
 stable one (so the case tells the two apart); every expected value is finite.
+With --check-mutants it also computes, in float32, the model with each plausible mistake of issue 4
+§4 (exp instead of softplus, b_noise missing from the regression scale, ε-BCE, a detached gate, KV
+heads tiled instead of grouped, interleaved RoPE, RMSNorm without its weight) and asserts that
+compare_forward.py rejects each one on at least one case, and accepts the float32 reference.
 
 Run with Debian's /usr/bin/python3 (python3-torch 1.13).
 """
@@ -46,11 +50,13 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import qwen2_reference  # noqa: E402
 from qwen2_reference import backbone, numeric_embedding, parameter_shapes  # noqa: E402
 from safetensors_reference import write_file  # noqa: E402
 
 LOG_PI = math.log(math.pi)
 SEED = 20261121
+MUTANT = None  # set by --check-mutants: one plausible mistake (issue 4 §4) at a time
 
 
 # ----------------------------------------------------------------- cases
@@ -230,7 +236,8 @@ def forward(p32, cfg, hyper, inputs, dtype, grad=True, bce="stable", params=None
     z = backbone(p, e, attention_mask, position_ids, cfg, dtype)
     lin = torch.nn.functional.linear
     loc_U = lin(z, p["causal.abduction.loc.weight"], p["causal.abduction.loc.bias"])
-    scale_U = softplus(lin(z, p["causal.abduction.scale.weight"], p["causal.abduction.scale.bias"]))
+    scale_U = (torch.exp if MUTANT == "exp_instead_of_softplus" else softplus)(
+        lin(z, p["causal.abduction.scale.weight"], p["causal.abduction.scale.bias"]))
     W_cls, b_cls = p["causal.action.cls.weight"], p["causal.action.cls.bias"]
     w_reg, b_reg = p["causal.action.reg.weight"], p["causal.action.reg.bias"]
     b_noise = p["causal.action.b_noise"]
@@ -238,9 +245,9 @@ def forward(p32, cfg, hyper, inputs, dtype, grad=True, bce="stable", params=None
     loc_S = lin(loc_U, W_cls, b_cls)
     scale_S = lin(scale_A, torch.abs(W_cls))
     loc_Y = lin(loc_U, w_reg, b_reg)[..., 0]
-    scale_Y = lin(scale_A, torch.abs(w_reg))[..., 0]
+    scale_Y = lin(scale_U if MUTANT == "reg_scale_without_b_noise" else scale_A, torch.abs(w_reg))[..., 0]
     ovr_z = (loc_S - p["causal.ovr_threshold"]) / scale_S
-    P, log_P, log_1mP = (ovr if bce == "stable" else ovr_eps)(ovr_z)
+    P, log_P, log_1mP = (ovr if bce == "stable" and MUTANT != "eps_bce" else ovr_eps)(ovr_z)
 
     valid = labels != -100
     num = labels == nid
@@ -250,7 +257,7 @@ def forward(p32, cfg, hyper, inputs, dtype, grad=True, bce="stable", params=None
     L_cls_mean = L_cls.sum() / torch.clamp(valid_f.sum(), min=1)
     nll = cauchy_nll(y, loc_Y, scale_Y)
     P_num = P[..., nid]
-    gate = num_f * (alpha + (1 - alpha) * P_num)
+    gate = num_f * (alpha + (1 - alpha) * (P_num.detach() if MUTANT == "detached_gate" else P_num))
     L_reg_gated = gate * nll
     L_reg_eff = L_reg_gated.sum() / torch.clamp(num_f.sum(), min=1)
     L_total = L_cls_mean + lam * L_reg_eff
@@ -327,6 +334,77 @@ def check_gradients(p32, cfg, hyper, inputs, out64, case):
     return worst
 
 
+# ----------------------------------------------------------------- sensitivity of the golden test
+def _repeat_kv_tiled(hidden_states, n_rep):  # [k0,k1,k0,k1] instead of HF's grouped [k0,k0,k1,k1]
+    return hidden_states.repeat(1, n_rep, 1, 1)
+
+
+def _apply_rotary_interleaved(q, k, cos, sin, unsqueeze_dim=1):  # GPT-J pairs (0,1),(2,3)… instead of NEOX halves
+    half = cos.shape[-1] // 2
+    cos = cos[..., :half].repeat_interleave(2, dim=-1).unsqueeze(unsqueeze_dim)
+    sin = sin[..., :half].repeat_interleave(2, dim=-1).unsqueeze(unsqueeze_dim)
+
+    def rot(x):
+        return torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)
+    return q * cos + rot(q) * sin, k * cos + rot(k) * sin
+
+
+BACKBONE_MUTANTS = {"kv_heads_tiled": ("repeat_kv", _repeat_kv_tiled),
+                    "rope_interleaved": ("apply_rotary_pos_emb", _apply_rotary_interleaved)}
+MUTANTS = ["exp_instead_of_softplus", "reg_scale_without_b_noise", "eps_bce", "detached_gate",
+           "kv_heads_tiled", "rope_interleaved", "rmsnorm_without_weight"]
+
+
+def mutant_output(name, case_inputs):
+    """The float32 outputs of the model with one plausible mistake, as the C++ program would write them."""
+    global MUTANT
+    p32, cfg, hyper, inputs = case_inputs
+    saved = {}
+    if name in BACKBONE_MUTANTS:
+        attr, fn = BACKBONE_MUTANTS[name]
+        saved[attr] = getattr(qwen2_reference, attr)
+        setattr(qwen2_reference, attr, fn)
+    if name == "rmsnorm_without_weight":
+        saved["rms_norm"] = qwen2_reference.rms_norm
+        original = qwen2_reference.rms_norm
+        qwen2_reference.rms_norm = lambda w, h, eps: original(torch.ones_like(w), h, eps)
+    MUTANT = name
+    try:
+        return expected_tensors(forward(p32, cfg, hyper, inputs, torch.float32))
+    finally:
+        MUTANT = None
+        for attr, fn in saved.items():
+            setattr(qwen2_reference, attr, fn)
+
+
+def check_mutants(cases):
+    """Each mistake of issue 4 §4 must make compare_forward.py fail on at least one case."""
+    import compare_forward as cf
+
+    def as_cf(tensors):
+        res = {}
+        for n, (dtype, t) in tensors.items():
+            flat = t.reshape(-1).tolist()
+            res[n] = cf.Tensor(dtype, list(t.shape), flat)
+        return res
+
+    ok = True
+    for name in MUTANTS:
+        caught = []
+        for case, (ref64, ref32, case_inputs) in cases.items():
+            _, failures = cf.compare(as_cf(ref64), as_cf(ref32), as_cf(mutant_output(name, case_inputs)))
+            if failures:
+                caught.append(f"{case}: {len(failures)} tensors, e.g. {', '.join(failures[:4])}")
+        print(f"mutant {name}: " + ("; ".join(caught) if caught else "NOT DETECTED"))
+        ok = ok and bool(caught)
+    # and the float32 reference itself passes
+    for case, (ref64, ref32, _) in cases.items():
+        _, failures = cf.compare(as_cf(ref64), as_cf(ref32), as_cf(ref32))
+        print(f"float32 reference of {case}: " + ("passes" if not failures else f"FAILS {failures}"))
+        ok = ok and not failures
+    assert ok, "the golden comparison is blind to some mistake (see above)"
+
+
 # ----------------------------------------------------------------- files
 OUTPUTS = ["e", "z", "loc_U", "scale_U", "loc_S", "scale_S", "loc_Y", "scale_Y", "ovr_z", "P", "log_P",
            "log_1mP", "valid_mask", "num_mask", "L_cls", "nll", "P_num", "gate", "L_reg_gated",
@@ -365,8 +443,10 @@ def run_case(name, out_dir):
 
     out64 = forward(p32, cfg, hyper, inputs, torch.float64)
     out32 = forward(p32, cfg, hyper, inputs, torch.float32)
+    expected = {}
     for tag, out in (("f64", out64), ("f32", out32)):
-        write_file(os.path.join(case_dir, f"expected_{tag}.safetensors"), expected_tensors(out),
+        expected[tag] = expected_tensors(out)
+        write_file(os.path.join(case_dir, f"expected_{tag}.safetensors"), expected[tag],
                    {"producer": "causal_qwen_reference.py", "case": name, "dtype": tag,
                     "torch": torch.__version__})
 
@@ -385,16 +465,20 @@ def run_case(name, out_dir):
           f"above 1e6); <NUM> |r| {float(r.min()):.3g}…{float(r.max()):.3g}; P_num at <NUM> "
           f"{[round(float(x), 4) for x in out64['P_num'][out64['num_mask'] > 0]]}; "
           f"gradient check worst err/tol {worst:.3g}; wrote {case_dir}")
+    return expected["f64"], expected["f32"], (p32, cfg, hyper, inputs)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out_dir")
     ap.add_argument("--case", choices=["basic", "extreme"], action="append")
+    ap.add_argument("--check-mutants", action="store_true",
+                    help="also check that each mistake listed in issue 4 §4 fails compare_forward.py")
     args = ap.parse_args()
     torch.set_num_threads(1)  # deterministic reductions
-    for name in args.case or ["basic", "extreme"]:
-        run_case(name, args.out_dir)
+    cases = {name: run_case(name, args.out_dir) for name in args.case or ["basic", "extreme"]}
+    if args.check_mutants:
+        check_mutants(cases)
 
 
 if __name__ == "__main__":
