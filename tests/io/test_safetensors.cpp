@@ -7,6 +7,8 @@
 #include "../support/test_support.hpp"
 #include "io_test_support.hpp"
 
+#include <sys/stat.h>
+
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -14,6 +16,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace io = causalqwen::io;
@@ -260,4 +263,21 @@ TEST_CASE("a file of tens of megabytes round-trips through the chunked writer") 
     all_equal &= bf16[i] == io::bf16_to_float(io::float_to_bf16(big[i]));
   CHECK(all_equal);
   CHECK(bf16[4'999'999] == io::bf16_to_float(io::float_to_bf16(big[4'999'999])));
+}
+
+TEST_CASE("a file that cannot be mapped (a pipe) is read instead") {
+  iotest::TempDir dir;
+  const std::vector<float> values = {1.5f, -2.0f, 3.25f};
+  io::SafetensorsWriter writer;
+  writer.add("v", {3}, values).set_metadata("via", "pipe");
+  writer.write(dir / "plain.safetensors");
+  const std::string bytes = iotest::read_bytes(dir / "plain.safetensors");
+  const auto fifo = dir / "pipe.safetensors";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::thread feeder([&] { iotest::write_bytes(fifo, bytes); });
+  const auto file = io::SafetensorsFile::open(fifo);  // automatic mode: mmap refused → read
+  feeder.join();
+  CHECK_FALSE(file.is_mapped());
+  CHECK(file.metadata().at("via") == "pipe");
+  CHECK(file.read_vector<float>("v") == values);
 }

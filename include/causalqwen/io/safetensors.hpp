@@ -230,6 +230,8 @@ class SafetensorsFile {
  private:
   using json = nlohmann::json;
 
+  SafetensorsFile() = default;  // made by open()
+
   std::size_t data_start() const { return 8 + header_length_; }
 
   void require_output_size(const TensorInfo& t, std::size_t size, const char* fn) const {

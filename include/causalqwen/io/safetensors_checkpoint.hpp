@@ -102,6 +102,8 @@ class SafetensorsCheckpoint {
   }
 
  private:
+  SafetensorsCheckpoint() = default;  // made by open()
+
   void open_sharded(const std::filesystem::path& index, LoadMode mode) {
     sharded_ = true;
     std::ifstream in(index, std::ios::binary);
