@@ -4,10 +4,10 @@
 ///   half.hpp                   exact bfloat16 / binary16 ↔ float conversions
 ///   mapped_file.hpp            MappedFile: read-only mmap with a read fallback
 ///   atomic_file.hpp            AtomicFile, write_file_atomically: temp, fsync, rename
-///   safetensors.hpp            SafetensorsFile: validated reader, conversions to float/double/int64
+///   safetensors.hpp            SafetensorsFile: validated reader, converting to float/double/int64
 ///   safetensors_writer.hpp     SafetensorsWriter: the Python library's layout, written atomically
-///   safetensors_checkpoint.hpp SafetensorsCheckpoint: model.safetensors or an indexed set of shards
-///   expected_tensors.hpp       check_expected: missing / extra / wrongly-shaped tensors in one error
+///   safetensors_checkpoint.hpp SafetensorsCheckpoint: model.safetensors or indexed shards
+///   expected_tensors.hpp       check_expected: missing, extra, wrongly-shaped tensors at once
 #pragma once
 #include <causalqwen/version.hpp>  // namespace alias cq
 #include <causalqwen/io/dtype.hpp>

@@ -59,7 +59,8 @@ void check_expected(const Source& source, std::span<const ExpectedTensor> expect
   if (!missing.empty())
     message += fmt::format(" missing {} ({});", missing.size(), fmt::join(missing, ", "));
   if (!wrong_shape.empty())
-    message += fmt::format(" wrong shape {} ({});", wrong_shape.size(), fmt::join(wrong_shape, ", "));
+    message += fmt::format(" wrong shape {} ({});", wrong_shape.size(),
+                           fmt::join(wrong_shape, ", "));
   if (!unexpected.empty())
     message += fmt::format(" unexpected {} ({});", unexpected.size(), fmt::join(unexpected, ", "));
   message.pop_back();

@@ -169,9 +169,9 @@ class SafetensorsFile {
   }
 
   /// Converts tensor `name` (F32, F64, BF16 or F16) into `out`, whose size must be the
-  /// tensor's element count. BF16/F16/F32 → float and anything → double are exact; F64 → float
-  /// rounds to nearest. Throws FormatError for a missing tensor or an integer dtype, DomainError
-  /// when `out` has the wrong size.
+  /// tensor's element count. BF16/F16/F32 → float and anything → double are exact;
+  /// F64 → float rounds to nearest. Throws FormatError for a missing tensor or an integer
+  /// dtype, DomainError when `out` has the wrong size. Safe to call from several threads.
   template <FloatElement T>
   void read(std::string_view name, std::span<T> out) const {
     const TensorInfo& t = info(name);

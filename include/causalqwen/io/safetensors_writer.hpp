@@ -40,7 +40,7 @@ class SafetensorsWriter {
   /// is not the product of the shape.
   SafetensorsWriter& add(std::string name, std::vector<std::size_t> shape,
                          std::span<const float> data, Dtype stored = Dtype::F32) {
-    causalqwen::detail::require(is_floating(stored), "SafetensorsWriter::add",
+    require(is_floating(stored), "SafetensorsWriter::add",
                     "tensor '{}': float data can be stored as F32, F64, BF16 or F16, not {}",
                     name, dtype_name(stored));
     require_size(name, shape, data.size());
@@ -53,7 +53,7 @@ class SafetensorsWriter {
   /// Adds double data stored as F64 (default) or F32 (rounded to nearest).
   SafetensorsWriter& add(std::string name, std::vector<std::size_t> shape,
                          std::span<const double> data, Dtype stored = Dtype::F64) {
-    causalqwen::detail::require(stored == Dtype::F64 || stored == Dtype::F32, "SafetensorsWriter::add",
+    require(stored == Dtype::F64 || stored == Dtype::F32, "SafetensorsWriter::add",
                     "tensor '{}': double data can be stored as F64 or F32, not {}", name,
                     dtype_name(stored));
     require_size(name, shape, data.size());
@@ -66,7 +66,7 @@ class SafetensorsWriter {
   /// Adds int64 data stored as I64 (default) or I32 (every value must fit: DomainError).
   SafetensorsWriter& add(std::string name, std::vector<std::size_t> shape,
                          std::span<const std::int64_t> data, Dtype stored = Dtype::I64) {
-    causalqwen::detail::require(stored == Dtype::I64 || stored == Dtype::I32, "SafetensorsWriter::add",
+    require(stored == Dtype::I64 || stored == Dtype::I32, "SafetensorsWriter::add",
                     "tensor '{}': int64 data can be stored as I64 or I32, not {}", name,
                     dtype_name(stored));
     require_size(name, shape, data.size());
@@ -75,7 +75,7 @@ class SafetensorsWriter {
         return v < std::numeric_limits<std::int32_t>::min() ||
                v > std::numeric_limits<std::int32_t>::max();
       });
-      causalqwen::detail::require(outside == data.end(), "SafetensorsWriter::add",
+      require(outside == data.end(), "SafetensorsWriter::add",
                       "tensor '{}': value {} does not fit I32", name,
                       outside == data.end() ? 0 : *outside);
     }
@@ -96,7 +96,7 @@ class SafetensorsWriter {
   /// Adds bytes already in the stored form of `dtype` (little-endian, row-major), of any dtype.
   SafetensorsWriter& add_bytes(std::string name, Dtype dtype, std::vector<std::size_t> shape,
                                std::span<const std::byte> bytes) {
-    causalqwen::detail::require(bytes.size() % dtype_size(dtype) == 0, "SafetensorsWriter::add_bytes",
+    require(bytes.size() % dtype_size(dtype) == 0, "SafetensorsWriter::add_bytes",
                     "tensor '{}': {} bytes is not a whole number of {} elements", name,
                     bytes.size(), dtype_name(dtype));
     require_size(name, shape, bytes.size() / dtype_size(dtype));
@@ -111,10 +111,10 @@ class SafetensorsWriter {
   /// converted on the fly). If `produce` throws, `write` leaves the destination untouched.
   SafetensorsWriter& add_produced(std::string name, Dtype dtype, std::vector<std::size_t> shape,
                                   Producer produce) {
-    causalqwen::detail::require(!name.empty(), "SafetensorsWriter::add", "tensor names must not be empty");
-    causalqwen::detail::require(name != "__metadata__", "SafetensorsWriter::add",
+    require(!name.empty(), "SafetensorsWriter::add", "tensor names must not be empty");
+    require(name != "__metadata__", "SafetensorsWriter::add",
                     "'__metadata__' is reserved for the metadata and cannot name a tensor");
-    causalqwen::detail::require(!names_.contains(name), "SafetensorsWriter::add",
+    require(!names_.contains(name), "SafetensorsWriter::add",
                     "tensor '{}' added twice", name);
     names_.insert(name);
     entries_.push_back(Entry{std::move(name), dtype, std::move(shape), std::move(produce)});
@@ -189,7 +189,9 @@ class SafetensorsWriter {
   template <class T>
   static void encode_floats(std::span<const T> data, Dtype stored, std::span<std::byte> out) {
     const std::size_t n = out.size() / dtype_size(stored);
-    auto store = [&]<class S>(std::size_t i, S v) { std::memcpy(out.data() + i * sizeof(S), &v, sizeof(S)); };
+    auto store = [&]<class S>(std::size_t i, S v) {
+      std::memcpy(out.data() + i * sizeof(S), &v, sizeof(S));
+    };
     for (std::size_t i = 0; i < n; ++i) {
       switch (stored) {
         case Dtype::F32: store(i, static_cast<float>(data[i])); break;
@@ -201,11 +203,16 @@ class SafetensorsWriter {
     }
   }
 
+  template <class... Args>
+  static void require(bool ok, const char* fn, fmt::format_string<Args...> what, Args&&... args) {
+    causalqwen::detail::require(ok, fn, what, std::forward<Args>(args)...);
+  }
+
   static void require_size(const std::string& name, const std::vector<std::size_t>& shape,
                            std::size_t size) {
     std::size_t n = 1;
     for (auto e : shape) n *= e;
-    causalqwen::detail::require(n == size, "SafetensorsWriter::add",
+    require(n == size, "SafetensorsWriter::add",
                     "tensor '{}': shape {} has {} elements, the data {}", name,
                     shape_string(shape), n, size);
   }
