@@ -1,0 +1,52 @@
+// Shared by the causalqwen subcommands that read a checkpoint: <NUM>'s id for a base model
+// (from --num-token-id, or from a tokenizer.json), then io::load_model.
+#pragma once
+#include <causalqwen/io/model_checkpoint.hpp>
+#include <causalqwen/text/tokenizer.hpp>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace cqcli {
+
+/// Options common to the commands that load a model.
+struct ModelOptions {
+  std::string model_dir;
+  std::string tokenizer;         // tokenizer.json; default: <model_dir>/tokenizer.json if present
+  std::int64_t num_token_id = -1;  // <NUM>'s id for a base checkpoint without one in config.json
+
+  void add_to(CLI::App* sub, const char* dir_flag = "--model") {
+    sub->add_option(dir_flag, model_dir, "checkpoint directory (config.json + model.safetensors)")
+        ->required()
+        ->check(CLI::ExistingDirectory);
+    sub->add_option("--tokenizer", tokenizer, "tokenizer.json (default: the one in the checkpoint directory)");
+    sub->add_option("--num-token-id", num_token_id,
+                    "<NUM>'s id for a base Qwen2 checkpoint (default: the first id after the tokenizer's vocabulary)");
+  }
+
+  /// The tokenizer file to use, if any.
+  std::optional<std::filesystem::path> tokenizer_path() const {
+    if (!tokenizer.empty()) return tokenizer;
+    const auto candidate = std::filesystem::path(model_dir) / "tokenizer.json";
+    if (std::filesystem::exists(candidate)) return candidate;
+    return std::nullopt;
+  }
+
+  causalqwen::io::LoadOptions load_options() const {
+    causalqwen::io::LoadOptions o;
+    if (num_token_id >= 0) {
+      o.num_token_id = num_token_id;
+    } else if (auto path = tokenizer_path()) {
+      o.num_token_id = causalqwen::text::Tokenizer::from_file(path->string()).num_token_id();
+    }
+    return o;
+  }
+
+  template <class T>
+  causalqwen::io::LoadedModel<T> load() const {
+    return causalqwen::io::load_model<T>(model_dir, load_options());
+  }
+};
+
+}  // namespace cqcli

@@ -1,0 +1,184 @@
+/// config.json: the Hugging Face Qwen2 keys plus CausalQwen's, read into a model::CausalConfig
+/// with errors naming the file, the field and what was expected, and written back atomically
+/// (keys the library does not use are kept as they were).
+///
+/// Qwen2 keys: vocab_size, hidden_size, intermediate_size, num_hidden_layers,
+///   num_attention_heads, num_key_value_heads (default: num_attention_heads), rms_norm_eps
+///   (1e-6), rope_theta (1e6), tie_word_embeddings (false, as Hugging Face's Qwen2Config).
+/// CausalQwen keys (all optional in a base checkpoint): num_token_id, causal_size (= hidden),
+///   num_classes (K; default num_token_id + 1), gamma_init (10), ovr_threshold (a number or a
+///   list of K numbers; 10), reg_loss_weight (1), alpha_gate (0), b_noise_init (0.1),
+///   reg_init_gain (0.01), reg_bias_init (0), bce_form ("stable" or "epsilon").
+#pragma once
+#include "causalqwen/core/error.hpp"
+#include "causalqwen/io/atomic_file.hpp"
+#include "causalqwen/model/config.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+
+namespace causalqwen::io {
+
+/// What config.json held: the configuration, whether CausalQwen's own keys were present
+/// (a base Qwen2 checkpoint has none), and the whole JSON object (to write back unknown keys).
+struct ConfigFile {
+  model::CausalConfig config;
+  bool has_num_token_id = false;
+  nlohmann::json json;
+};
+
+namespace detail_config {
+
+inline FormatError field_error(const std::filesystem::path& file, const std::string& key, const std::string& what) {
+  return FormatError(fmt::format("{}: field '{}' {}", file.string(), key, what));
+}
+
+inline std::size_t get_size(const nlohmann::json& j, const std::filesystem::path& file, const std::string& key,
+                            std::optional<std::size_t> fallback = std::nullopt) {
+  if (!j.contains(key)) {
+    if (fallback) return *fallback;
+    throw field_error(file, key, "is missing (a positive integer was expected)");
+  }
+  const auto& v = j.at(key);
+  if (!v.is_number_integer() || v.get<long long>() <= 0)
+    throw field_error(file, key, fmt::format("must be a positive integer, got {}", v.dump()));
+  return v.get<std::size_t>();
+}
+
+inline double get_number(const nlohmann::json& j, const std::filesystem::path& file, const std::string& key,
+                         double fallback) {
+  if (!j.contains(key)) return fallback;
+  const auto& v = j.at(key);
+  if (!v.is_number()) throw field_error(file, key, fmt::format("must be a number, got {}", v.dump()));
+  return v.get<double>();
+}
+
+}  // namespace detail_config
+
+/// Parses config.json. Throws FormatError (unreadable file, malformed JSON, a field of the
+/// wrong type) or FormatError wrapping the DomainError of a value out of range, each naming
+/// the file. `num_token_id_fallback` supplies <NUM>'s id when the file has none (a base model:
+/// the first id after the tokenizer's vocabulary); without either, the file is an error.
+inline ConfigFile read_config_json(const std::filesystem::path& file,
+                                   std::optional<std::int64_t> num_token_id_fallback = std::nullopt) {
+  using namespace detail_config;
+  std::ifstream in(file);
+  if (!in) throw FormatError(fmt::format("{}: cannot open the file", file.string()));
+  ConfigFile out;
+  try {
+    out.json = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw FormatError(fmt::format("{}: malformed JSON: {}", file.string(), e.what()));
+  }
+  const auto& j = out.json;
+  if (!j.is_object()) throw FormatError(fmt::format("{}: expected a JSON object at the top level", file.string()));
+  if (j.contains("model_type") && j["model_type"] != "qwen2" && j["model_type"] != "causalqwen")
+    throw field_error(file, "model_type", fmt::format("must be \"qwen2\" or \"causalqwen\", got {}", j["model_type"].dump()));
+  auto& c = out.config;
+  auto& b = c.backbone;
+  b.vocab_size = get_size(j, file, "vocab_size");
+  b.hidden_size = get_size(j, file, "hidden_size");
+  b.intermediate_size = get_size(j, file, "intermediate_size");
+  b.num_layers = get_size(j, file, "num_hidden_layers");
+  b.num_heads = get_size(j, file, "num_attention_heads");
+  b.num_kv_heads = get_size(j, file, "num_key_value_heads", b.num_heads);
+  b.rms_norm_eps = get_number(j, file, "rms_norm_eps", 1e-6);
+  b.rope_theta = get_number(j, file, "rope_theta", 1e6);
+  if (j.contains("tie_word_embeddings")) {
+    if (!j["tie_word_embeddings"].is_boolean())
+      throw field_error(file, "tie_word_embeddings", fmt::format("must be true or false, got {}", j["tie_word_embeddings"].dump()));
+    c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
+  } else {
+    c.tie_word_embeddings = false;
+  }
+  c.causal_size = get_size(j, file, "causal_size", b.hidden_size);
+  if (j.contains("num_token_id")) {
+    if (!j["num_token_id"].is_number_integer() || j["num_token_id"].get<long long>() < 0)
+      throw field_error(file, "num_token_id", fmt::format("must be a non-negative integer, got {}", j["num_token_id"].dump()));
+    c.num_token_id = j["num_token_id"].get<std::int64_t>();
+    out.has_num_token_id = true;
+  } else if (num_token_id_fallback) {
+    c.num_token_id = *num_token_id_fallback;
+  } else {
+    throw field_error(file, "num_token_id",
+                      "is missing: give <NUM>'s id (the first id after the tokenizer's vocabulary), "
+                      "or a tokenizer from which to take it");
+  }
+  c.num_classes = get_size(j, file, "num_classes", static_cast<std::size_t>(c.num_token_id) + 1);
+  c.gamma_init = get_number(j, file, "gamma_init", 10.0);
+  if (j.contains("ovr_threshold")) {
+    const auto& t = j["ovr_threshold"];
+    c.ovr_threshold.clear();
+    if (t.is_number()) {
+      c.ovr_threshold.push_back(t.get<double>());
+    } else if (t.is_array() && !t.empty()) {
+      for (const auto& v : t) {
+        if (!v.is_number()) throw field_error(file, "ovr_threshold", fmt::format("must hold numbers only, got {}", v.dump()));
+        c.ovr_threshold.push_back(v.get<double>());
+      }
+    } else {
+      throw field_error(file, "ovr_threshold", fmt::format("must be a number or a non-empty list of numbers, got {}", t.dump()));
+    }
+  }
+  c.reg_loss_weight = get_number(j, file, "reg_loss_weight", 1.0);
+  c.alpha_gate = get_number(j, file, "alpha_gate", 0.0);
+  c.b_noise_init = get_number(j, file, "b_noise_init", 0.1);
+  c.reg_init_gain = get_number(j, file, "reg_init_gain", 0.01);
+  c.reg_bias_init = get_number(j, file, "reg_bias_init", 0.0);
+  if (j.contains("bce_form")) {
+    if (j["bce_form"] == "stable") c.bce_form = model::BceForm::stable;
+    else if (j["bce_form"] == "epsilon") c.bce_form = model::BceForm::epsilon;
+    else throw field_error(file, "bce_form", fmt::format("must be \"stable\" or \"epsilon\", got {}", j["bce_form"].dump()));
+  }
+  try {
+    c.validate("config");
+  } catch (const DomainError& e) {
+    throw FormatError(fmt::format("{}: {}", file.string(), e.what()));
+  }
+  return out;
+}
+
+/// The JSON of a configuration: `base` (keys kept as they were) updated with every key above.
+inline nlohmann::json config_to_json(const model::CausalConfig& c, nlohmann::json base = nlohmann::json::object()) {
+  const auto& b = c.backbone;
+  base["model_type"] = "qwen2";
+  if (!base.contains("architectures")) base["architectures"] = {"Qwen2ForCausalLM"};
+  if (!base.contains("hidden_act")) base["hidden_act"] = "silu";
+  base["vocab_size"] = b.vocab_size;
+  base["hidden_size"] = b.hidden_size;
+  base["intermediate_size"] = b.intermediate_size;
+  base["num_hidden_layers"] = b.num_layers;
+  base["num_attention_heads"] = b.num_heads;
+  base["num_key_value_heads"] = b.num_kv_heads;
+  base["rms_norm_eps"] = b.rms_norm_eps;
+  base["rope_theta"] = b.rope_theta;
+  base["tie_word_embeddings"] = c.tie_word_embeddings;
+  base["num_token_id"] = c.num_token_id;
+  base["causal_size"] = c.causal_size;
+  base["num_classes"] = c.num_classes;
+  base["gamma_init"] = c.gamma_init;
+  if (c.ovr_threshold.size() == 1) base["ovr_threshold"] = c.ovr_threshold[0];
+  else base["ovr_threshold"] = c.ovr_threshold;
+  base["reg_loss_weight"] = c.reg_loss_weight;
+  base["alpha_gate"] = c.alpha_gate;
+  base["b_noise_init"] = c.b_noise_init;
+  base["reg_init_gain"] = c.reg_init_gain;
+  base["reg_bias_init"] = c.reg_bias_init;
+  base["bce_form"] = c.bce_form == model::BceForm::stable ? "stable" : "epsilon";
+  return base;
+}
+
+/// Writes config.json atomically (temporary file, fsync, rename).
+inline void write_config_json(const std::filesystem::path& file, const model::CausalConfig& c,
+                              const nlohmann::json& base = nlohmann::json::object()) {
+  const std::string text = config_to_json(c, base).dump(2) + "\n";
+  write_file_atomically(file, [&](AtomicFile& f) { f.write(std::string_view(text)); });
+}
+
+}  // namespace causalqwen::io

@@ -1,0 +1,132 @@
+// The whole tiny model: every parameter tensor's gradient (backbone, direction vector, heads,
+// thresholds, b_noise) against central differences in double, in the deterministic and the
+// sampling modes, with padding; the compile-time configuration; conversion-style inits.
+#include "../support/test_support.hpp"
+
+#include <causalqwen/autodiff/grad_check.hpp>
+#include <causalqwen/model/causal_qwen.hpp>
+
+#include <random>
+
+namespace cq = causalqwen;
+using cq::model::ActionMode;
+
+namespace {
+
+using Tiny = cq::model::StaticConfig<11, 8, 12, 2, 4, 2, 10, 9>;
+
+struct ModelFixture {
+  cq::model::CausalQwen<double, Tiny> model;
+  static constexpr std::size_t B = 2, S = 5;
+  std::vector<std::int64_t> ids{1, 4, 9, 3, 2, 7, 9, 5, 0, 0}, mask{1, 1, 1, 1, 1, 1, 1, 1, 0, 0},
+      labels{4, 9, 3, 9, -100, 9, 5, -100, -100, -100};
+  std::vector<double> numeric{0, 0, 12.5, 0, 0, 0, -3.0, 0, 0, 0}, targets{0, 2.0, 0, -40.0, 0, 7.5, 0, 0, 0, 0};
+  std::vector<double> uniform;
+
+  explicit ModelFixture(std::uint64_t seed) : model(settings()) {
+    model.init_random(seed, 0.3);
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> normal(0.0, 0.3);
+    // move the heads off their symmetric inits so every path carries gradient
+    for (const auto& name : {cq::model::names::abd_loc_w, cq::model::names::abd_scale_w, cq::model::names::reg_w,
+                             cq::model::names::b_noise, cq::model::names::threshold})
+      for (auto& v : model.params().slot_span(name)) v += normal(rng);
+    std::uniform_real_distribution<double> u01(0.05, 0.95);
+    uniform.resize(B * S * Tiny::causal_size);
+    for (auto& u : uniform) u = u01(rng);
+  }
+  static cq::model::CausalConfig settings() {
+    auto c = Tiny::runtime();
+    c.ovr_threshold = {0.2};
+    c.alpha_gate = 0.2;
+    c.gamma_init = 1.5;
+    return c;
+  }
+  cq::model::Batch<double> batch() const {
+    return {{ids.data(), {B, S}}, {numeric.data(), {B, S}}, {mask.data(), {B, S}},
+            {labels.data(), {B, S}}, {targets.data(), {B, S}}, {}};
+  }
+  cq::model::SamplingNoise<double> noise(ActionMode mode) const {
+    if (mode == ActionMode::deterministic) return {};
+    return {0.7, {uniform.data(), {B * S, Tiny::causal_size}}};
+  }
+  double loss(ActionMode mode) {
+    typename decltype(model)::Cache cache;
+    model.params().touch();  // the parameters changed: |W| caches rebuild
+    return model.evaluate(batch(), cache, mode, noise(mode)).L_total;
+  }
+};
+
+void check_model_gradients(ActionMode mode, std::uint64_t seed) {
+  ModelFixture f(seed);
+  typename decltype(f.model)::Cache cache;
+  auto grads = f.model.make_gradients();
+  f.model.forward_backward(f.batch(), cache, grads, mode, f.noise(mode));
+  cq::autodiff::GradCheckOptions opt;
+  opt.rtol = 1e-4;
+  opt.max_coordinates = 24;
+  std::size_t checked = 0;
+  for (const auto& slot : f.model.layout().slots()) {
+    auto x = f.model.params().slot_span(slot.name);
+    auto a = grads.slot_span(slot.name);
+    const auto r = cq::autodiff::grad_check(x, std::span<const double>(a.data(), a.size()),
+                                            [&] { return f.loss(mode); }, opt);
+    INFO(slot.name, ": ", r.message());
+    CHECK(r.ok);
+    ++checked;
+  }
+  CHECK(checked == f.model.layout().slots().size());
+}
+
+}  // namespace
+
+TEST_CASE("whole model: every parameter tensor's gradient matches central differences (deterministic)") {
+  check_model_gradients(ActionMode::deterministic, cqtest::test_seed(41, "model grad deterministic"));
+}
+
+TEST_CASE("whole model: every parameter tensor's gradient matches central differences (sampling)") {
+  check_model_gradients(ActionMode::sampling, cqtest::test_seed(42, "model grad sampling"));
+}
+
+TEST_CASE("compile-time configuration: constants and the runtime config agree") {
+  static_assert(cq::model::CausalQwen<float, Tiny>::hidden_size == 8);
+  static_assert(Tiny::head_dim == 2 && Tiny::num_token_id == 9);
+  const auto c = Tiny::runtime();
+  CHECK(c.causal_size == 8);
+  CHECK(c.num_classes == 10);
+  cq::model::CausalQwen<float, Tiny> m;
+  CHECK(m.layout().slot("causal.action.cls.weight").shape == std::vector<std::size_t>{10, 8});
+  CHECK(m.layout().slot("model.embed_tokens.weight").shape == std::vector<std::size_t>{11, 8});
+}
+
+TEST_CASE("runtime configuration errors name the field") {
+  auto c = Tiny::runtime();
+  c.causal_size = 6;
+  CHECK(cqtest::error_message<cq::DomainError>([&] { cq::model::CausalQwen<float> m(c); }) ==
+        "causalqwen::CausalQwen: causal_size 6 must equal hidden_size 8 (W_loc is initialised to the identity)");
+  c = Tiny::runtime();
+  c.backbone.num_kv_heads = 3;
+  CHECK(cqtest::error_message<cq::DomainError>([&] { cq::model::CausalQwen<float> m(c); }) ==
+        "causalqwen::CausalQwen: num_attention_heads 4 is not divisible by num_key_value_heads 3");
+  c = Tiny::runtime();
+  c.num_token_id = 10;
+  CHECK(cqtest::error_message<cq::DomainError>([&] { cq::model::CausalQwen<float> m(c); }) ==
+        "causalqwen::CausalQwen: num_token_id 10 must lie in [0, num_classes = 10)");
+}
+
+TEST_CASE("initialisation: W_loc = I, scale_U = γ_init everywhere, b_noise and thresholds from the config") {
+  auto c = Tiny::runtime();
+  c.gamma_init = 10.0;
+  cq::model::CausalQwen<double, Tiny> m(c);
+  m.init_random(7);
+  ModelFixture f(7);
+  typename decltype(m)::Cache cache;
+  m.evaluate(f.batch(), cache);
+  const auto& h = cache.head;
+  for (std::size_t i = 0; i < h.scale_U.size(); ++i) CHECK(h.scale_U[i] == doctest::Approx(10.0).epsilon(1e-14));
+  // loc_U = z exactly (identity, zero bias)
+  const auto z = cache.backbone.z;
+  for (std::size_t i = 0; i < z.size(); ++i) CHECK(h.loc_U[i] == z[i]);
+  for (auto v : m.params().slot_span("causal.action.b_noise")) CHECK(v == doctest::Approx(0.1));
+  for (auto v : m.params().slot_span("causal.ovr_threshold")) CHECK(v == 10.0);
+}
