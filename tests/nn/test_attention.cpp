@@ -66,14 +66,15 @@ TEST_CASE("attention: padded keys get zero weight; a query with no visible key o
   auto qkv = randn(B * S * Q, rng);
   std::vector<double> out(B * S * NH * D), probs(B * NH * S * S);
   nn::CausalSelfAttention<double>::Cache c;
-  c.probs = TensorView<double, 4>(probs.data(), {B, NH, S, S});
+  nn::CausalSelfAttention<double>::Workspace ws;
+  c.probs = TensorView<double, 5>(probs.data(), attn.probs_shape(B, S));
   attn.forward(TensorView<const double, 3>(qkv.data(), {B, S, Q}), TensorView<const std::int64_t, 2>(kMask.data(), {B, S}),
-               TensorView<double, 3>(out.data(), {B, S, NH * D}), c);
+               TensorView<double, 3>(out.data(), {B, S, NH * D}), c, ws);
   for (std::size_t h = 0; h < NH; ++h) {
     for (std::size_t i = 0; i < S; ++i) {
       double row0 = 0, row1 = 0;
       for (std::size_t j = 0; j < S; ++j) {
-        const double p0 = c.probs(0, h, i, j), p1 = c.probs(1, h, i, j);
+        const double p0 = c.prob(0, h, i, j), p1 = c.prob(1, h, i, j);
         if (j > i || j == 4) CHECK(p0 == 0.0);  // future or padded key
         if (j > i || j < 2) CHECK(p1 == 0.0);
         row0 += p0, row1 += p1;
@@ -108,8 +109,9 @@ TEST_CASE("GQA: query head h reads KV head h / (NH/NKV) — equals MHA on repeat
   auto run = [&](nn::CausalSelfAttention<double>& a, std::vector<double>& in, std::size_t width) {
     std::vector<double> out(B * S * NH * D), probs(B * NH * S * S);
     nn::CausalSelfAttention<double>::Cache c;
-    c.probs = TensorView<double, 4>(probs.data(), {B, NH, S, S});
-    a.forward(TensorView<const double, 3>(in.data(), {B, S, width}), {}, TensorView<double, 3>(out.data(), {B, S, NH * D}), c);
+    nn::CausalSelfAttention<double>::Workspace ws;
+    c.probs = TensorView<double, 5>(probs.data(), a.probs_shape(B, S));
+    a.forward(TensorView<const double, 3>(in.data(), {B, S, width}), {}, TensorView<double, 3>(out.data(), {B, S, NH * D}), c, ws);
     return out;
   };
   auto o_gqa = run(gqa, qkv, Q), o_grouped = run(mha, grouped, Q4), o_tiled = run(mha, tiled, Q4);
@@ -134,7 +136,7 @@ TEST_CASE("attention + RoPE gradients with padding (B=2, S=5, 4 query / 2 KV hea
   std::vector<double> rotated(qkv.size()), out(B * S * NH * D), probs(B * NH * S * S), dqkv(qkv.size());
   nn::CausalSelfAttention<double>::Cache c;
   nn::CausalSelfAttention<double>::Workspace ws;
-  c.probs = TensorView<double, 4>(probs.data(), {B, NH, S, S});
+  c.probs = TensorView<double, 5>(probs.data(), attn.probs_shape(B, S));
   for (bool masked : {true, false}) {
     CAPTURE(masked);
     const TensorView<const std::int64_t, 2> mask =
@@ -144,7 +146,7 @@ TEST_CASE("attention + RoPE gradients with padding (B=2, S=5, 4 query / 2 KV hea
       rope.rotate(rotated.data(), Q, 0, NH, table);
       rope.rotate(rotated.data(), Q, NH * D, NKV, table);
       attn.forward(TensorView<const double, 3>(rotated.data(), {B, S, Q}), mask,
-                   TensorView<double, 3>(out.data(), {B, S, NH * D}), c);
+                   TensorView<double, 3>(out.data(), {B, S, NH * D}), c, ws);
       return cqtest::dot(r, out);
     };
     loss();
@@ -154,4 +156,50 @@ TEST_CASE("attention + RoPE gradients with padding (B=2, S=5, 4 query / 2 KV hea
     rope.rotate(dqkv.data(), Q, NH * D, NKV, table, -1);
     cqtest::check_gradients({{"qkv", qkv, dqkv}}, loss);
   }
+}
+
+TEST_CASE("attention across several 64-token query blocks (S=150): naive loop and gradients agree") {
+  const std::uint64_t seed = 14;
+  MESSAGE("seed ", seed);
+  std::mt19937_64 rng(seed);
+  const std::size_t b = 1, s = 150, nh = 6, nkv = 2, d = 4;
+  nn::CausalSelfAttention<double> attn{nh, nkv, d};
+  const std::size_t Q = attn.qkv_width();
+  std::vector<std::int64_t> mask(s, 1);
+  for (std::size_t j : {0, 1, 2, 70, 149}) mask[j] = 0;  // left padding and two holes
+  auto qkv = randn(b * s * Q, rng), r = randn(b * s * nh * d, rng);
+  std::vector<double> out(b * s * nh * d), probs(b * nh * s * s), dqkv(qkv.size(), 0.0);
+  nn::CausalSelfAttention<double>::Cache c;
+  nn::CausalSelfAttention<double>::Workspace ws;
+  c.probs = TensorView<double, 5>(probs.data(), attn.probs_shape(b, s));
+  auto loss = [&] {
+    attn.forward(TensorView<const double, 3>(qkv.data(), {b, s, Q}), TensorView<const std::int64_t, 2>(mask.data(), {b, s}),
+                 TensorView<double, 3>(out.data(), {b, s, nh * d}), c, ws);
+    return cqtest::dot(r, out);
+  };
+  loss();
+  // naive: per head, per query, softmax over visible keys
+  for (std::size_t h = 0; h < nh; ++h)
+    for (std::size_t i = 0; i < s; ++i) {
+      const std::size_t kvh = h / (nh / nkv);
+      std::vector<double> sc;
+      double mx = -1e300;
+      for (std::size_t j = 0; j <= i; ++j) {
+        double dot = 0;
+        for (std::size_t e = 0; e < d; ++e) dot += qkv[i * Q + h * d + e] * qkv[j * Q + nh * d + kvh * d + e];
+        sc.push_back(mask[j] ? dot / std::sqrt(double(d)) : -INFINITY);
+        if (mask[j]) mx = std::max(mx, sc.back());
+      }
+      double z = 0;
+      for (auto& v : sc) z += (v = std::exp(v - mx));
+      for (std::size_t e = 0; e < d; ++e) {
+        double o = 0;
+        for (std::size_t j = 0; j <= i; ++j) o += (z > 0 ? sc[j] / z : 0.0) * qkv[j * Q + nh * d + nkv * d + kvh * d + e];
+        CHECK(out[i * nh * d + h * d + e] == doctest::Approx(o).epsilon(1e-12));
+      }
+    }
+  attn.backward(c, TensorView<const double, 3>(r.data(), {b, s, nh * d}), TensorView<double, 3>(dqkv.data(), {b, s, Q}), ws);
+  cq::autodiff::GradCheckOptions options;
+  options.max_coordinates = 600;
+  cqtest::check_gradients({{"qkv", qkv, dqkv}}, loss, options);
 }

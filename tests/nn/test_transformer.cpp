@@ -49,7 +49,7 @@ TEST_CASE("DecoderBlock: gradients of the input and of every parameter, with pad
   const auto p = block.bind_params(params, "layer."), g = block.bind_params(grads, "layer.");
   auto loss = [&] {
     block.forward(p, TensorView<const double, 2>(x.data(), {B * S, H}), TensorView<double, 2>(y.data(), {B * S, H}),
-                  TensorView<const std::int64_t, 2>(kMask.data(), {B, S}), table, cache);
+                  TensorView<const std::int64_t, 2>(kMask.data(), {B, S}), table, cache, ws);
     return cqtest::dot(r, y);
   };
   loss();

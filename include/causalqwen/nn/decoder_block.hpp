@@ -40,7 +40,7 @@ struct DecoderBlock {
     TensorView<T, 2> h1, qkv, attn_out, x2, h2;  // [M,H], [M,(nh+2nkv)·D], [M,nh·D], [M,H], [M,H]
     const typename RotaryEmbedding<T>::Table* rope = nullptr;
   };
-  /// Backward scratch, shared by all the layers of a stack.
+  /// Scratch, shared by all the layers of a stack.
   struct Workspace {
     TensorView<T, 2> dh, dqkv, dattn, dx2;  // [M,H], [M,(nh+2nkv)·D], [M,nh·D], [M,H]
     typename SwiGLU<T>::Workspace mlp;      // [M,F] ×3
@@ -93,7 +93,10 @@ struct DecoderBlock {
     layout.add(prefix + "inv_rms1", {M});
     layout.add(prefix + "h1", {M, H});
     layout.add(prefix + "qkv", {M, config.qkv_size()});
-    layout.add(prefix + "probs", {batch, config.num_heads, seq, seq});
+    {
+      const auto ps = attention().probs_shape(batch, seq);
+      layout.add(prefix + "probs", {ps.begin(), ps.end()});
+    }
     layout.add(prefix + "attn", {M, config.num_heads * config.head_dim()});
     layout.add(prefix + "x2", {M, H});
     layout.add(prefix + "inv_rms2", {M});
@@ -110,7 +113,7 @@ struct DecoderBlock {
     c.norm1.inv_rms = acts.template view<1>(prefix + "inv_rms1");
     c.h1 = acts.template view<2>(prefix + "h1");
     c.qkv = acts.template view<2>(prefix + "qkv");
-    c.attn.probs = acts.template view<4>(prefix + "probs");
+    c.attn.probs = acts.template view<5>(prefix + "probs");
     c.attn_out = acts.template view<2>(prefix + "attn");
     c.x2 = acts.template view<2>(prefix + "x2");
     c.norm2.inv_rms = acts.template view<1>(prefix + "inv_rms2");
@@ -145,7 +148,7 @@ struct DecoderBlock {
   /// y [M,H] from x [M,H] (M = B·S, row m = token (m / S, m % S)); mask [B,S] may be empty.
   void forward(const Params& p, TensorView<const T, 2> x, TensorView<T, 2> y,
                TensorView<const std::int64_t, 2> mask,
-               const typename RotaryEmbedding<T>::Table& rope_table, Cache& c) const {
+               const typename RotaryEmbedding<T>::Table& rope_table, Cache& c, Workspace& w) const {
     const std::size_t B = c.batch, S = c.seq, M = B * S, H = config.hidden_size;
     require_shape(x, {M, H}, "DecoderBlock::forward", "input");
     require_shape(y, {M, H}, "DecoderBlock::forward", "output");
@@ -158,7 +161,7 @@ struct DecoderBlock {
     rope_.rotate(c.qkv.data, Q, config.num_heads * D, config.num_kv_heads, rope_table);
     c.rope = &rope_table;
     attention().forward(c.qkv.reshape(Shape<3>{B, S, Q}), mask,
-                        c.attn_out.reshape(Shape<3>{B, S, config.num_heads * D}), c.attn);
+                        c.attn_out.reshape(Shape<3>{B, S, config.num_heads * D}), c.attn, w.attn);
     Linear<T>::forward(p.o_proj, c.attn_out, c.x2, c.o_in);
     autodiff::eval_add(c.x2, autodiff::constant(x));  // x2 = x + o
     RMSNorm<T>::forward({p.post_norm}, eps, c.x2, c.h2, c.norm2);

@@ -177,7 +177,7 @@ class Transformer {
       TensorView<T, 2> in = c.hidden0;
       for (std::size_t i = 0; i < x.model->config_.num_layers; ++i) {
         x.model->block_.forward(x.model->block_.bind_params(p, layer_prefix(i)), in, c.layer_out[i], mask,
-                                c.rope, c.blocks[i]);
+                                c.rope, c.blocks[i], c.block_ws);
         in = c.layer_out[i];
       }
     }
