@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 
 namespace {
 
@@ -45,9 +46,13 @@ void stage(const char* name, const char* shape, const V& v, const char* note = "
              s.mean, s.max, s.std, note);
 }
 
-void run_report(const cqcli::ModelOptions& mo, const std::string& inputs) {
+void run_report(const cqcli::ModelOptions& mo, const std::string& inputs, std::optional<double> threshold) {
   auto loaded = mo.load<double>();
   auto& model = *loaded.model;
+  if (threshold) {  // what-if: every class's OvR threshold set to one value
+    for (auto& c : model.params().slot_span(cq::model::names::threshold)) c = *threshold;
+    model.params().touch();
+  }
   const auto& cfg = model.config();
   const auto data = cq::io::read_batch_json<double>(inputs, cfg.causal_size);
   const std::size_t B = data.batch, S = data.seq, M = B * S, H = cfg.hidden_size(), K = cfg.num_classes;
@@ -63,7 +68,11 @@ void run_report(const cqcli::ModelOptions& mo, const std::string& inputs) {
              cfg.backbone.num_layers, cfg.backbone.num_heads, cfg.backbone.num_kv_heads, K, cfg.num_token_id);
   const auto thr = stats_of(hp.threshold);
   fmt::print("settings: thresholds C in [{:.4g}, {:.4g}], alpha = {}, lambda = {}, |b_noise| mean {:.4g}\n\n", thr.min,
-             thr.max, cfg.alpha_gate, cfg.reg_loss_weight, stats_of(std::vector<double>(hp.b_noise.begin(), hp.b_noise.end())).mean);
+             thr.max, cfg.alpha_gate, cfg.reg_loss_weight, [&] {
+               double sum = 0;
+               for (auto b : hp.b_noise) sum += std::fabs(b);
+               return sum / static_cast<double>(hp.b_noise.size());
+             }());
 
   fmt::print("1. batch: B = {}, S = {}; {} tokens, {} positions with a label, {} <NUM> targets\n\n", B, S,
              std::count(data.attention_mask.begin(), data.attention_mask.end(), 1), m.valid_count, m.num_count);
@@ -113,11 +122,15 @@ void run_report(const cqcli::ModelOptions& mo, const std::string& inputs) {
     fmt::print("  WARNING: {}\n", text);
     ++warnings;
   };
-  if (m.num_count && m.mean_P_num < 0.01 && cfg.alpha_gate < 0.05)
-    warn(fmt::format("P(<NUM>) at <NUM> targets averages {:.3g}, so the gate passes only ~{:.2g}% of the regression "
-                     "gradient: the regression head barely learns (seed 001's diagnosis). The threshold C = {:.4g} lies far "
-                     "above loc_S (max {:.4g}); lower ovr_threshold or raise alpha_gate.",
-                     m.mean_P_num, 100 * m.mean_P_num, thr.max, stats_of(full.loc_S).max));
+  if (m.num_count && m.mean_P_num < 0.01) {
+    const double passed = cfg.alpha_gate + (1 - cfg.alpha_gate) * m.mean_P_num;
+    warn(fmt::format("P(<NUM>) at <NUM> targets averages {:.3g}, so the gate passes only {:.2g}% of the regression "
+                     "gradient{}: {}(seed 001's diagnosis). The threshold C = {:.4g} lies far above loc_S (max {:.4g}); "
+                     "lower ovr_threshold{}.",
+                     m.mean_P_num, 100 * passed, cfg.alpha_gate > 0 ? fmt::format(" (alpha = {} sets the floor)", cfg.alpha_gate) : "",
+                     cfg.alpha_gate < 0.05 ? "the regression head barely learns " : "", thr.max, stats_of(full.loc_S).max,
+                     cfg.alpha_gate < 0.05 ? " or raise alpha_gate" : ""));
+  }
   if (m.valid_count && m.ovr_prob_sum < 0.05)
     warn(fmt::format("sum_k P_k averages {:.3g}: every class is judged unlikely, including the right one.", m.ovr_prob_sum));
   if (m.valid_count && m.ovr_prob_sum > 0.5 * static_cast<double>(K))
@@ -133,9 +146,13 @@ const cqcli::Registration reg{"report", [](CLI::App& app) {
   auto* sub = app.add_subcommand("report", "Print the debug report of one forward pass (stages, losses, gate, metrics)");
   auto mo = std::make_shared<cqcli::ModelOptions>();
   auto inputs = std::make_shared<std::string>();
+  auto threshold = std::make_shared<double>(0.0);
   mo->add_to(sub);
   sub->add_option("--inputs", *inputs, "batch JSON")->required()->check(CLI::ExistingFile);
-  sub->callback([mo, inputs] { run_report(*mo, *inputs); });
+  auto* thr = sub->add_option("--threshold", *threshold, "what-if: set every class's OvR threshold to this value");
+  sub->callback([mo, inputs, threshold, thr] {
+    run_report(*mo, *inputs, thr->count() ? std::optional<double>(*threshold) : std::nullopt);
+  });
 }};
 
 }  // namespace
