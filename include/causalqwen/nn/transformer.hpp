@@ -119,8 +119,9 @@ class Transformer {
   void backward(Cache& cache, TensorView<const T, 3> dz, Arena<T>& grads,
                 TensorView<T, 2> dnumeric = {}) const {
     require_shape(dz, {cache.batch, cache.seq, config_.hidden_size}, "Transformer::backward", "dz");
-    detail::require(grads.size() == params_.size() && &grads.layout() != nullptr,
-                    "Transformer::backward", "the gradient arena does not have the model's layout");
+    detail::require(grads.size() == params_.size() && grads.layout().slots().size() == layout_->slots().size(),
+                    "Transformer::backward", "the gradient arena does not have the model's layout "
+                    "(make it with make_gradients())");
     if (!dnumeric.empty()) require_shape(dnumeric, {cache.batch, cache.seq}, "Transformer::backward", "dnumeric");
     Context ctx{this, &cache, &grads, dz.flat2d(), dnumeric, {}};
     tape_.backward(ctx);
