@@ -1,0 +1,4 @@
+#include <causalqwen/model/causal_qwen.hpp>
+namespace cqm = causalqwen::model;
+// Must not compile; ctest requires the compiler to print the sentence below.
+cqm::CausalQwen<float, cqm::StaticConfig<16, 8, 16, 2, 4, 2, 15, 14, 6>> model;
