@@ -19,4 +19,5 @@
 #include "causalqwen/nn/rmsnorm.hpp"
 #include "causalqwen/nn/rope.hpp"
 #include "causalqwen/nn/swiglu.hpp"
+#include "causalqwen/nn/tape_layers.hpp"
 #include "causalqwen/nn/transformer.hpp"

@@ -99,8 +99,22 @@ class Tape {
   void zero_grad() {
     for (auto& n : nodes_) std::fill(n.grad.begin(), n.grad.end(), T(0));
   }
-  /// Forgets the recorded operations (for the next step).
+  /// Forgets the recorded operations (for the next step); tensors stay.
   void clear() { backward_.clear(); }
+
+  /// A point to come back to: `rewind(mark())` drops every tensor and operation recorded after
+  /// it (e.g. keep the parameters, drop one step's intermediates).
+  struct Mark {
+    std::size_t nodes, operations;
+  };
+  Mark mark() const { return {nodes_.size(), backward_.size()}; }
+  void rewind(Mark m) {
+    detail::require(m.nodes <= nodes_.size() && m.operations <= backward_.size(), "Tape::rewind",
+                    "the mark is newer than the tape");
+    nodes_.resize(m.nodes);
+    backward_.resize(m.operations);
+  }
+  std::size_t size() const { return nodes_.size(); }
   std::size_t recorded() const { return backward_.size(); }
 
  private:
