@@ -25,6 +25,7 @@ struct NumericEmbedding {
     std::vector<T> values;          // [M] v
     std::vector<T> unit;            // [H] ê
     T norm = 0;                     // ‖d‖
+    mutable std::vector<T> sum;     // [H] backward scratch (kept to avoid a per-step allocation)
   };
 
   /// e[m,:] = E[ids[m],:] + f(v[m])·d/‖d‖ :  ids, v [M] → e [M,H]; v may be empty (all 0).
@@ -63,7 +64,8 @@ struct NumericEmbedding {
     using autodiff::SignedLog1p;
     const std::size_t hidden = g.embed.shape[1], rows = c.ids.size();
     Embedding<T>::backward({g.embed}, TensorView<const std::int64_t, 1>(c.ids.data(), {rows}), de);
-    std::vector<T> sum(hidden, T(0));  // g [H]
+    auto& sum = c.sum;  // g [H]
+    sum.assign(hidden, T(0));
     for (std::size_t m = 0; m < rows; ++m) {
       const T f = c.magnitude[m];
       const T* d = de.data + m * hidden;
