@@ -134,6 +134,14 @@ TEST_CASE("arena: named slices, packed slots, zeroing, versions") {
   const auto v0 = arena.version();
   arena.touch();
   CHECK(arena.version() == v0 + 1);
+  // slots are xtensor expressions too
+  auto b = arena.view<2>("b");
+  CHECK(xt::sum(b.xt())() == 4.0f);
+  CHECK(b.xt().shape()[1] == 2);
+  CHECK(b.flat2d().shape == cq::Shape<2>{2, 2});
+  CHECK(b.reshape(cq::Shape<1>{4})[2] == 4.0f);
+  CHECK_THROWS_WITH_AS(b.reshape(cq::Shape<1>{5}), "causalqwen::TensorView::reshape: cannot view [2,2] as [5]",
+                       cq::DomainError);
   arena.zero();
   CHECK(arena.view<2>("b")(1, 0) == 0.0f);
 }
