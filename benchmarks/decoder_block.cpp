@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <omp.h>
 
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <memory>
 #include <numeric>
@@ -129,5 +131,9 @@ int main(int argc, char** argv) {
   }
   benchmark::RunSpecifiedBenchmarks(&reporter);
   reporter.print_ratios();
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  fmt::print("peak RSS of this process (both blocks' parameters and arenas, S=128 and 512): {:.1f} MB\n",
+             double(usage.ru_maxrss) / 1024.0);
   benchmark::Shutdown();
 }
