@@ -200,6 +200,6 @@ TEST_CASE("attention across several 64-token query blocks (S=150): naive loop an
     }
   attn.backward(c, TensorView<const double, 3>(r.data(), {b, s, nh * d}), TensorView<double, 3>(dqkv.data(), {b, s, Q}), ws);
   cq::autodiff::GradCheckOptions options;
-  options.max_coordinates = 600;
+  options.max_coordinates = 300;
   cqtest::check_gradients({{"qkv", qkv, dqkv}}, loss, options);
 }
