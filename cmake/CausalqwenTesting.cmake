@@ -24,7 +24,9 @@ function(cq_add_doctest name)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
-  set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "unit;${ARG_LABELS}")
+  # OMP_WAIT_POLICY=PASSIVE: idle OpenMP threads must not spin while OpenBLAS works
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "unit;${ARG_LABELS}"
+                                          ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")
 endfunction()
 
 function(cq_add_static_test name src)

@@ -5,10 +5,20 @@
 
 #include <fmt/core.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
 
 int main(int argc, char** argv) {
+  // Idle OpenMP threads spin by default and take the cores OpenBLAS needs for the next GEMM
+  // (about 4x slower on 2 cores). libgomp reads OMP_WAIT_POLICY before main, so when the user
+  // has not chosen a policy, set PASSIVE and start again (once; the variable stops the loop).
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    ::execv("/proc/self/exe", argv);  // returns only on failure: then go on as we are
+  }
   CLI::App app{"causalqwen: a Qwen2 language model whose heads carry Cauchy distributions",
                "causalqwen"};
   app.set_version_flag("--version", std::string(causalqwen::version_string));
