@@ -4,12 +4,15 @@
 /// (`model.embed_tokens.weight`, `model.layers.{i}.self_attn.q_proj.weight`, …, `model.norm.weight`)
 /// plus `causal.num_direction`; gradients live in a second arena with the same layout.
 /// forward runs a static tape (embedding, blocks, final norm) as a fold; backward folds back.
+/// forward_cached is the inference path: the new tokens of a step against a KV cache.
 #pragma once
 #include "causalqwen/autodiff/static_tape.hpp"
 #include "causalqwen/core/arena.hpp"
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/tensor.hpp"
+#include "causalqwen/nn/cached_block.hpp"
 #include "causalqwen/nn/config.hpp"
+#include "causalqwen/nn/kv_cache.hpp"
 #include "causalqwen/nn/decoder_block.hpp"
 #include "causalqwen/nn/numeric_embedding.hpp"
 #include "causalqwen/nn/rmsnorm.hpp"
@@ -125,6 +128,76 @@ class Transformer {
     if (!dnumeric.empty()) require_shape(dnumeric, {cache.batch, cache.seq}, "Transformer::backward", "dnumeric");
     Context ctx{this, &cache, &grads, dz.flat2d(), dnumeric, {}};
     tape_.backward(ctx);
+  }
+
+  /// What incremental decoding keeps between steps: the KV cache and scratch for the new tokens.
+  struct InferenceState {
+    KvCache<T> kv;
+    CachedBlockWorkspace<T> blocks;
+    typename NumericEmbedding<T>::Cache embed;
+    typename RotaryEmbedding<T>::Table rope;
+    std::vector<T> hidden_a, hidden_b, z, inv_rms;  // [M,H] ×3, [M]
+    std::vector<std::int64_t> ids, positions;        // [M]
+  };
+
+  /// Starts an empty cache for `batch` rows with room for `slots` tokens per row.
+  void begin_inference(InferenceState& state, std::size_t batch, std::size_t slots = 0) const {
+    state.kv.reset(batch, config_.num_layers, config_.num_kv_heads, config_.head_dim(), slots);
+  }
+
+  /// z [B,S,H] for S new tokens per row (input_ids, numeric_values [B,S]) appended to the cache:
+  /// token s of row b takes slot L+s (L = state.kv.length), attends to the row's earlier slots
+  /// whose mask is 1 and to itself, at rotary position position_ids[b,s]. attention_mask [B,S]
+  /// (empty = all 1) marks padding; empty position_ids continue each row's count of real tokens
+  /// (state.kv.positions). Equal, position by position, to forward() on the whole sequence with
+  /// the concatenated masks and positions. The result views `state` (valid until the next call).
+  TensorView<const T, 3> forward_cached(TensorView<const std::int64_t, 2> input_ids,
+                                        TensorView<const T, 2> numeric_values,
+                                        TensorView<const std::int64_t, 2> attention_mask,
+                                        TensorView<const std::int64_t, 2> position_ids,
+                                        InferenceState& state) const {
+    auto& kv = state.kv;
+    const std::size_t B = input_ids.shape[0], S = input_ids.shape[1], M = B * S, H = config_.hidden_size;
+    detail::require(kv.batch == B && kv.num_layers == config_.num_layers, "Transformer::forward_cached",
+                    "the cache holds {} rows (call begin_inference for a batch of {})", kv.batch, B);
+    detail::require(S > 0, "Transformer::forward_cached", "no new tokens");
+    if (!numeric_values.empty()) require_shape(numeric_values, {B, S}, "Transformer::forward_cached", "numeric_values");
+    if (!attention_mask.empty()) require_shape(attention_mask, {B, S}, "Transformer::forward_cached", "attention_mask");
+    if (!position_ids.empty()) require_shape(position_ids, {B, S}, "Transformer::forward_cached", "position_ids");
+    kv.make_room(S);
+    const std::size_t L = kv.length;
+    state.ids.assign(input_ids.begin(), input_ids.end());
+    state.positions.resize(M);
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t s = 0; s < S; ++s) {
+        const std::size_t m = b * S + s;
+        const std::int64_t keep = attention_mask.empty() ? 1 : attention_mask[m];
+        detail::require(keep == 0 || keep == 1, "Transformer::forward_cached",
+                        "attention_mask must hold 0 or 1, got {}", keep);
+        kv.mask[b * kv.capacity + L + s] = keep;
+        state.positions[m] = position_ids.empty() ? kv.positions[b] : position_ids[m];
+        if (keep) kv.positions[b] = state.positions[m] + 1;
+      }
+    for (auto* v : {&state.hidden_a, &state.hidden_b, &state.z}) v->resize(M * H);
+    state.inv_rms.resize(M);
+    auto& p = const_cast<Arena<T>&>(params_);
+    NumericEmbedding<T>::forward({p.template view<2>("model.embed_tokens.weight"), p.template view<1>("causal.num_direction")},
+                                 TensorView<const std::int64_t, 1>(state.ids.data(), {M}),
+                                 numeric_values.empty() ? TensorView<const T, 1>{} : numeric_values.reshape(Shape<1>{M}),
+                                 TensorView<T, 2>(state.hidden_a.data(), {M, H}), state.embed);
+    block_.rope().build(TensorView<const std::int64_t, 1>(state.positions.data(), {M}), state.rope);
+    T* in = state.hidden_a.data();
+    T* out = state.hidden_b.data();
+    for (std::size_t i = 0; i < config_.num_layers; ++i) {
+      decoder_block_cached(block_, block_.bind_params(p, layer_prefix(i)), i, TensorView<const T, 2>(in, {M, H}),
+                           TensorView<T, 2>(out, {M, H}), B, S, state.rope, kv, state.blocks);
+      std::swap(in, out);
+    }
+    kv.length = L + S;
+    typename RMSNorm<T>::Cache norm{{}, {state.inv_rms.data(), {M}}};
+    RMSNorm<T>::forward({p.template view<1>("model.norm.weight")}, static_cast<T>(config_.rms_norm_eps),
+                        TensorView<const T, 2>(in, {M, H}), TensorView<T, 2>(state.z.data(), {M, H}), norm);
+    return TensorView<const T, 3>(state.z.data(), {B, S, H});
   }
 
   /// Bytes of one activation cache for B×S tokens (activations + backward scratch).
