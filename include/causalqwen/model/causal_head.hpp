@@ -87,6 +87,12 @@ class CausalHead {
     detail::require(chunk_ > 0, "CausalHead", "class_chunk must be > 0");
   }
   const CausalConfig& config() const { return cfg_; }
+  /// Changes α of the gate m·(α + (1 − α)·P_<NUM>) for the next runs (an α schedule);
+  /// DomainError unless α ∈ [0, 1].
+  void set_alpha_gate(double alpha) {
+    detail::require(alpha >= 0 && alpha <= 1, "CausalHead::set_alpha_gate", "alpha must lie in [0, 1], got {}", alpha);
+    cfg_.alpha_gate = alpha;
+  }
 
   /// Forward over z [M,H]; with `grads` also backward: grads += ∂L_total/∂θ for the head's
   /// parameters and dz [M,H] += ∂L_total/∂z. Returns the metrics (also in cache.metrics).

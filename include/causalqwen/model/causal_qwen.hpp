@@ -92,6 +92,11 @@ class CausalQwen<T, RuntimeConfig> {
   nn::Transformer<T>& backbone() { return backbone_; }
   const nn::Transformer<T>& backbone() const { return backbone_; }
   CausalHead<T>& head() { return head_; }
+  /// Changes α of the regression gate for the next steps (see CausalHead::set_alpha_gate).
+  void set_alpha_gate(double alpha) {
+    head_.set_alpha_gate(alpha);
+    cfg_.alpha_gate = alpha;
+  }
   Arena<T>& params() { return backbone_.params(); }
   const Arena<T>& params() const { return backbone_.params(); }
   const Layout& layout() const { return params().layout(); }

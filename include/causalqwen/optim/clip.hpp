@@ -1,0 +1,59 @@
+/// Global-norm gradient clipping over a gradient arena (torch.nn.utils.clip_grad_norm_):
+///   ‖g‖ = √(Σ_slots Σ_i g_i²) over the trained slots;  if ‖g‖ > max_norm: g ← g · max_norm/(‖g‖ + 1e-6).
+/// The sum is taken in double over fixed blocks of 4096 elements (block sums in parallel, then
+/// added in order), so the result does not depend on the number of threads.
+#pragma once
+#include "causalqwen/core/arena.hpp"
+#include "causalqwen/core/threading.hpp"
+#include "causalqwen/optim/param_rules.hpp"
+
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+namespace causalqwen::optim {
+
+/// √(Σ g²) over the slots that `rules` trains (double accumulation, thread-count independent).
+template <class T>
+double global_grad_norm(const Arena<T>& grads, const ParamRules& rules = {}) {
+  constexpr std::size_t block = 4096;
+  double total = 0;
+  std::vector<double> partial;
+  for (const auto& s : grads.layout().slots()) {
+    if (!rules.trained(s.name)) continue;
+    const T* g = grads.data() + s.offset;
+    const std::size_t nb = (s.size + block - 1) / block;
+    partial.assign(nb, 0.0);
+    parallel_for(nb, s.size, [&](std::size_t b) {
+      const std::size_t end = std::min(s.size, (b + 1) * block);
+      double acc = 0;
+      for (std::size_t i = b * block; i < end; ++i) acc += static_cast<double>(g[i]) * static_cast<double>(g[i]);
+      partial[b] = acc;
+    });
+    for (double p : partial) total += p;
+  }
+  return std::sqrt(total);
+}
+
+/// Multiplies every trained slot of `grads` by `factor`.
+template <class T>
+void scale_gradients(Arena<T>& grads, double factor, const ParamRules& rules = {}) {
+  const T f = static_cast<T>(factor);
+  for (const auto& s : grads.layout().slots()) {
+    if (!rules.trained(s.name)) continue;
+    T* g = grads.data() + s.offset;
+    parallel_for(s.size, s.size, [&](std::size_t i) { g[i] *= f; });
+  }
+}
+
+/// Clips to `max_norm` (no clipping when max_norm ≤ 0 or the norm is not finite, so that a
+/// NaN shows in the logs instead of being hidden); returns the norm before clipping.
+template <class T>
+double clip_grad_norm(Arena<T>& grads, double max_norm, const ParamRules& rules = {}) {
+  const double norm = global_grad_norm(grads, rules);
+  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm)
+    scale_gradients(grads, max_norm / (norm + 1e-6), rules);
+  return norm;
+}
+
+}  // namespace causalqwen::optim

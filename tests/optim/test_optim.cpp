@@ -1,0 +1,204 @@
+// optim/: AdamW against torch.optim.AdamW and a hand computation, clipping, schedules, decay
+// and freezing rules, scale clamps.
+#include <causalqwen/optim.hpp>
+#include <causalqwen/model/causal_qwen.hpp>
+#include <doctest/doctest.h>
+
+#include "../support/test_support.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+namespace cq = causalqwen;
+namespace co = causalqwen::optim;
+using cqtest::close_rel;
+using cqtest::test_seed;
+
+namespace {
+std::shared_ptr<cq::Layout> vector_layout(std::size_t n) {
+  auto l = std::make_shared<cq::Layout>();
+  l->add("w", {n});
+  return l;
+}
+}  // namespace
+
+// Reference: /usr/bin/python3 with torch (float64):
+//   p = Parameter([0.5, -1.25, 2.0, 0.0, -3.0]); AdamW([p], lr=0.1, betas=(0.9, 0.999), eps=1e-8,
+//   weight_decay=0.1); three steps with the gradients below; p printed with float.hex after each.
+TEST_CASE("AdamW matches torch.optim.AdamW over three steps (double)") {
+  auto layout = vector_layout(5);
+  cq::Arena<double> p(layout), g(layout);
+  const double init[5] = {0.5, -1.25, 2.0, 0.0, -3.0};
+  std::copy(init, init + 5, p.data());
+  const double grads[3][5] = {{0.1, -0.2, 0.3, 1e-4, -5.0}, {-0.3, 0.1, 0.3, 0.0, 2.0}, {0.05, 0.05, -0.6, -1e-4, 1.0}};
+  const double torch_after[3][5] = {
+      {0x1.947ae1f37a8a7p-2, -0x1.23333348acc20p+0, 0x1.e147ae22cbeb3p+0, -0x1.998f1d838b953p-4, -0x1.6f5c28f63082dp+1},
+      {0x1.c30a4d9d554c4p-2, -0x1.1978431332ca6p+0, 0x1.c2de00ee3484ep+0, -0x1.53f0b41b364b0p-3, -0x1.67433cb6fa5e0p+1},
+      {0x1.daf216a1ce06bp-2, -0x1.151561a1846cap+0, 0x1.c04b8f1d4b3cep+0, -0x1.3ef5110b94c02p-3, -0x1.61cd5fd9782cdp+1}};
+  co::AdamW<double> adam(layout, {0.9, 0.999, 1e-8, 0.1});
+  for (int s = 0; s < 3; ++s) {
+    std::copy(grads[s], grads[s] + 5, g.data());
+    adam.step(p, g, 0.1);
+    for (int i = 0; i < 5; ++i) CHECK(close_rel(p.data()[i], torch_after[s][i], 1e-14, 1e-12));
+  }
+  CHECK(adam.steps() == 3);
+  // By hand, step 1 of element 0: m = 0.01, v = 1e-5, m̂ = 0.1, v̂ = 0.01;
+  // θ = 0.5·(1 − 0.1·0.1) − 0.1·0.1/(√0.01 + 1e-8) = 0.495 − 0.1·0.9999999 = 0.39500001
+  CHECK(close_rel(torch_after[0][0], 0.495 - 0.1 * (0.1 / (0.1 + 1e-8)), 1e-15));
+}
+
+TEST_CASE("AdamW in float agrees with the double update to float rounding") {
+  auto layout = vector_layout(5);
+  cq::Arena<float> p(layout), g(layout);
+  const float init[5] = {0.5f, -1.25f, 2.0f, 0.0f, -3.0f};
+  std::copy(init, init + 5, p.data());
+  const float grads[5] = {0.1f, -0.2f, 0.3f, 1e-4f, -5.0f};
+  std::copy(grads, grads + 5, g.data());
+  co::AdamW<float> adam(layout, {0.9, 0.999, 1e-8, 0.1});
+  adam.step(p, g, 0.1);
+  const double torch_after[5] = {0.395000009999999, -1.1375000049999997, 1.8800000033333333, -0.0999900009999,
+                                 -2.8700000001999997};
+  for (int i = 0; i < 5; ++i) CHECK(close_rel(p.data()[i], torch_after[i], 1e-6, 1e-3));
+}
+
+TEST_CASE("decay and freezing follow the slot names") {
+  co::ParamRules rules;
+  for (const char* name : {"model.layers.0.input_layernorm.weight", "model.norm.weight",
+                           "model.layers.0.self_attn.q_proj.bias", "causal.action.b_noise", "causal.ovr_threshold",
+                           "causal.num_direction", "causal.abduction.scale.bias"})
+    CHECK_MESSAGE(!rules.decays(name), name);
+  for (const char* name : {"model.embed_tokens.weight", "model.layers.0.mlp.up_proj.weight",
+                           "causal.abduction.loc.weight", "causal.action.cls.weight", "causal.action.reg.weight"})
+    CHECK_MESSAGE(rules.decays(name), name);
+  CHECK(rules.trained("model.embed_tokens.weight"));
+  CHECK(!rules.trained("causal.ovr_threshold"));  // fixed threshold by default
+  rules.learn_threshold = true;
+  CHECK(rules.trained("causal.ovr_threshold"));
+  rules.freeze = co::Freeze::backbone;
+  CHECK(!rules.trained("model.embed_tokens.weight"));
+  CHECK(rules.trained("causal.action.cls.weight"));
+  CHECK(rules.trained("causal.num_direction"));
+}
+
+TEST_CASE("no weight decay on a no-decay slot: a zero gradient leaves it unchanged") {
+  auto layout = std::make_shared<cq::Layout>();
+  layout->add("a.weight", {3});
+  layout->add("a.bias", {3});
+  cq::Arena<double> p(layout), g(layout);
+  for (auto& v : p.span()) v = 2.0;
+  co::AdamW<double> adam(layout, {0.9, 0.999, 1e-8, 0.5});
+  adam.step(p, g, 0.1);
+  for (double v : p.slot_span("a.bias")) CHECK(v == 2.0);
+  for (double v : p.slot_span("a.weight")) CHECK(v == doctest::Approx(2.0 * (1 - 0.1 * 0.5)).epsilon(1e-15));
+}
+
+TEST_CASE_TEMPLATE("freezing the backbone leaves every backbone slot bit-identical", T, float, double) {
+  const auto seed = test_seed(7, "freeze");
+  using Tiny = cq::model::StaticConfig<16, 8, 16, 1, 2, 1, 15, 14>;
+  cq::model::CausalQwen<T, Tiny> model;
+  model.init_random(seed);
+  auto before = std::vector<T>(model.params().span().begin(), model.params().span().end());
+  auto grads = model.make_gradients();
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  for (auto& v : grads.span()) v = static_cast<T>(normal(rng));
+  co::ParamRules rules;
+  rules.freeze = co::Freeze::backbone;
+  co::AdamW<T> adam(model.params().shared_layout(), {}, rules);
+  for (int s = 0; s < 3; ++s) adam.step(model.params(), grads, 0.05);
+  std::size_t changed_causal = 0;
+  for (const auto& slot : model.layout().slots()) {
+    const T* now = model.params().data() + slot.offset;
+    const bool frozen = !slot.name.starts_with("causal.") || slot.name == "causal.ovr_threshold";
+    for (std::size_t i = 0; i < slot.size; ++i) {
+      if (frozen) {
+        REQUIRE_MESSAGE(std::memcmp(&now[i], &before[slot.offset + i], sizeof(T)) == 0, slot.name);
+        REQUIRE(adam.first_moment().data()[slot.offset + i] == T(0));
+      } else {
+        changed_causal += now[i] != before[slot.offset + i];
+      }
+    }
+  }
+  CHECK(changed_causal > 100);
+}
+
+TEST_CASE("global-norm clipping") {
+  auto layout = std::make_shared<cq::Layout>();
+  layout->add("a", {2});
+  layout->add("causal.b", {2});
+  cq::Arena<double> g(layout);
+  auto a = g.slot_span("a");
+  auto b = g.slot_span("causal.b");
+  a[0] = 3, a[1] = 0, b[0] = 0, b[1] = 4;  // ‖g‖ = 5
+  CHECK(co::global_grad_norm(g) == 5.0);
+  co::ParamRules only_causal;
+  only_causal.freeze = co::Freeze::backbone;
+  CHECK(co::global_grad_norm(g, only_causal) == 4.0);
+  CHECK(co::clip_grad_norm(g, 10.0) == 5.0);  // below the limit: unchanged
+  CHECK(a[0] == 3.0);
+  CHECK(co::clip_grad_norm(g, 1.0) == 5.0);
+  CHECK(a[0] == doctest::Approx(3.0 / (5.0 + 1e-6)).epsilon(1e-15));
+  CHECK(b[1] == doctest::Approx(4.0 / (5.0 + 1e-6)).epsilon(1e-15));
+  CHECK(co::global_grad_norm(g) == doctest::Approx(1.0).epsilon(1e-6));
+  // a large arena: the blocked sum equals a long-double reference
+  const auto seed = test_seed(11, "clip large");
+  auto big = vector_layout(100003);
+  cq::Arena<float> gb(big);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  long double ref = 0;
+  for (auto& v : gb.span()) {
+    v = static_cast<float>(normal(rng));
+    ref += static_cast<long double>(v) * v;
+  }
+  CHECK(close_rel(co::global_grad_norm(gb), std::sqrt(static_cast<double>(ref)), 1e-12));
+}
+
+TEST_CASE("learning-rate schedules") {
+  co::LrSchedule c{co::LrShape::constant, 0.1, 0, 100, 0.1};
+  CHECK(c.at(0) == 0.1);
+  CHECK(c.at(99) == 0.1);
+  co::LrSchedule w{co::LrShape::warmup_cosine, 1.0, 10, 110, 0.1};
+  CHECK(w.at(0) == doctest::Approx(0.1));
+  CHECK(w.at(4) == doctest::Approx(0.5));
+  CHECK(w.at(9) == doctest::Approx(1.0));
+  CHECK(w.at(10) == doctest::Approx(1.0));                         // cosine starts at the peak
+  CHECK(w.at(60) == doctest::Approx(0.1 + 0.9 * 0.5).epsilon(1e-12));  // half way: (peak+min)/2
+  CHECK(w.at(110) == doctest::Approx(0.1));
+  CHECK(w.at(500) == doctest::Approx(0.1));                        // capped
+  for (std::size_t s = 10; s < 110; ++s) CHECK(w.at(s + 1) <= w.at(s));
+  co::LrShape shape;
+  CHECK(co::parse_lr_shape("cosine", shape));
+  CHECK(shape == co::LrShape::warmup_cosine);
+  CHECK(!co::parse_lr_shape("linear", shape));
+}
+
+TEST_CASE("alpha schedule anneals from start to end") {
+  co::AlphaSchedule a{1.0, 0.0, 100, co::AnnealShape::linear};
+  CHECK(a.at(0) == 1.0);
+  CHECK(a.at(25) == doctest::Approx(0.75));
+  CHECK(a.at(100) == 0.0);
+  CHECK(a.at(1000) == 0.0);
+  co::AlphaSchedule cosine{0.8, 0.1, 10, co::AnnealShape::cosine};
+  CHECK(cosine.at(5) == doctest::Approx(0.45));
+  CHECK(cosine.at(10) == doctest::Approx(0.1));
+  co::AlphaSchedule fixed{0.25, 0.0, 0};
+  CHECK(fixed.at(1234) == 0.25);
+}
+
+TEST_CASE("scale clamp bounds softplus(b_scale)") {
+  auto layout = std::make_shared<cq::Layout>();
+  layout->add("causal.abduction.scale.bias", {4});
+  cq::Arena<double> p(layout);
+  auto b = p.slot_span("causal.abduction.scale.bias");
+  b[0] = -30, b[1] = 0.0, b[2] = 5.0, b[3] = 200.0;
+  co::ScaleClamp clamp{0.1, 100.0};
+  CHECK(clamp.apply(p) == 2);
+  CHECK(cq::softplus(b[0]) == doctest::Approx(0.1).epsilon(1e-12));
+  CHECK(b[1] == 0.0);
+  CHECK(b[2] == 5.0);
+  CHECK(cq::softplus(b[3]) == doctest::Approx(100.0).epsilon(1e-12));
+  CHECK(co::ScaleClamp{}.apply(p) == 0);  // inactive by default
+  CHECK(!co::ScaleClamp{}.active());
+}
