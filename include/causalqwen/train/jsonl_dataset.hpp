@@ -1,0 +1,107 @@
+/// A JSONL text data set: one JSON object per line, `{"text": "…"}` (other fields ignored;
+/// blank lines skipped). Errors name the file and the 1-based line: malformed JSON, a line
+/// that is not an object, a missing or non-string "text", invalid UTF-8, an empty file.
+///
+/// load_jsonl_dataset splits the lines by SplitRule (a hash of the text: a text, and every
+/// repetition of it, lands on one side only, so train and validation cannot overlap);
+/// train_source() tokenizes the training texts with numbers and serves packed or padded
+/// batches through CorpusBatchSource (shuffled by epoch with a seeded RNG, exact
+/// state()/restore()); validation_batches() gives one ordered pass over the validation texts.
+#pragma once
+#include "causalqwen/core/error.hpp"
+#include "causalqwen/text/tokenizer.hpp"
+#include "causalqwen/text/utf8.hpp"
+#include "causalqwen/train/corpus_batch_source.hpp"
+#include "causalqwen/train/split.hpp"
+#include "causalqwen/train/token_corpus.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace causalqwen::train {
+
+/// The "text" strings of a JSONL file, in order (see the top of this file for the errors).
+inline std::vector<std::string> read_jsonl_texts(const std::filesystem::path& file,
+                                                 const std::string& field = "text") {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw FormatError(fmt::format("{}: cannot open the JSONL file", file.string()));
+  std::vector<std::string> texts;
+  std::string line;
+  std::size_t number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    const auto at = [&](const std::string& what) {
+      return FormatError(fmt::format("{}:{}: {}", file.string(), number, what));
+    };
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw at(fmt::format("malformed JSON ({})", e.what()));
+    }
+    if (!j.is_object()) throw at(fmt::format("expected a JSON object {{\"{}\": \"…\"}}, got {}", field, j.type_name()));
+    if (!j.contains(field)) throw at(fmt::format("the object has no \"{}\" field", field));
+    if (!j[field].is_string()) throw at(fmt::format("\"{}\" must be a string, got {}", field, j[field].type_name()));
+    std::string t = j[field].get<std::string>();
+    if (const std::size_t bad = text::find_invalid_utf8(t); bad != std::string::npos)
+      throw at(fmt::format("\"{}\" is not valid UTF-8 (byte {})", field, bad));
+    texts.push_back(std::move(t));
+  }
+  if (texts.empty())
+    throw FormatError(fmt::format("{}: the file holds no line {{\"{}\": \"…\"}} (empty data set)", file.string(), field));
+  return texts;
+}
+
+/// Writes texts as JSONL, one {"text": …} per line.
+inline void write_jsonl_texts(const std::filesystem::path& file, const std::vector<std::string>& texts) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  if (!out) throw FormatError(fmt::format("{}: cannot open the file for writing", file.string()));
+  for (const auto& t : texts) out << nlohmann::json{{"text", t}}.dump() << '\n';
+  out.flush();
+  if (!out) throw FormatError(fmt::format("{}: write failed", file.string()));
+}
+
+/// A JSONL file's texts, split into train and validation.
+struct JsonlDataset {
+  std::filesystem::path file;
+  std::vector<std::string> train, validation;
+
+  /// A training source over the train texts (numbers → <NUM>, each text ending in <|endoftext|>).
+  template <class T>
+  std::unique_ptr<CorpusBatchSource<T>> train_source(const text::Tokenizer& tokenizer,
+                                                     const CorpusBatchOptions& options,
+                                                     const CorpusEncodeOptions& encode = {}) const {
+    if (train.empty())
+      throw DomainError(fmt::format("causalqwen::train::JsonlDataset: {} has no training text after the split",
+                                    file.string()));
+    return std::make_unique<CorpusBatchSource<T>>(
+        std::make_shared<const TokenCorpus>(encode_corpus(tokenizer, train, encode)), options);
+  }
+  /// One ordered pass over the validation texts (empty when there are none).
+  template <class T>
+  std::vector<io::BatchData<T>> validation_batches(const text::Tokenizer& tokenizer, std::size_t batch_size,
+                                                   std::size_t seq_len, BatchLayout layout = BatchLayout::padded,
+                                                   const CorpusEncodeOptions& encode = {}) const {
+    return evaluation_batches<T>(encode_corpus(tokenizer, validation, encode), batch_size, seq_len, layout);
+  }
+};
+
+/// Reads `file` and splits it by `split` (validation_fraction 0: everything is training).
+inline JsonlDataset load_jsonl_dataset(const std::filesystem::path& file, const SplitRule& split = {0.0, "causalqwen"},
+                                       const std::string& field = "text") {
+  JsonlDataset d;
+  d.file = file;
+  for (auto& t : read_jsonl_texts(file, field))
+    (split.side_of(t) == DataSplit::train ? d.train : d.validation).push_back(std::move(t));
+  return d;
+}
+
+}  // namespace causalqwen::train
