@@ -1,0 +1,236 @@
+/// The training loop. Each step s = 0 … steps−1:
+///   α ← alpha.at(s) (set on the learner);  grads ← 0
+///   for each of A micro-batches: grads += ∂L/∂θ (Learner::train_micro_batch)
+///   grads ← grads / A;  ‖g‖ ← clip_grad_norm(grads, clip);  AdamW step with lr.at(s);  scale clamp
+///   log the step (metrics averaged over the A micro-batches, lr, α, ‖g‖, tokens/s) to the JSONL log
+///   every eval_every steps: the validation batches (same batches every time), logged as "val"
+///   every checkpoint_every steps and at the end: a checkpoint (training_state.hpp)
+///   the curves picture is rewritten after each evaluation and at the end
+/// With `resume`, the loop continues from the latest checkpoint in out_dir: parameters, moments,
+/// step, RNG and data position are restored and the metrics log is cut back to that step, so the
+/// resumed run's per-step values equal an uninterrupted run's bit for bit (same thread count).
+///
+/// Test hooks (environment): CAUSALQWEN_TRAIN_CHECKPOINT_SLEEP_MS=n sleeps n ms inside every
+/// checkpoint write, after the files and before LATEST is committed; CAUSALQWEN_TRAIN_CRASH_IN_CHECKPOINT=k
+/// kills the process (SIGKILL) at that point of its k-th checkpoint write.
+#pragma once
+#include "causalqwen/optim/adamw.hpp"
+#include "causalqwen/optim/clip.hpp"
+#include "causalqwen/optim/param_rules.hpp"
+#include "causalqwen/optim/scale_clamp.hpp"
+#include "causalqwen/optim/schedule.hpp"
+#include "causalqwen/train/learner.hpp"
+#include "causalqwen/train/metrics_log.hpp"
+#include "causalqwen/train/progress.hpp"
+#include "causalqwen/train/training_curves.hpp"
+#include "causalqwen/train/training_state.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <random>
+#include <thread>
+
+namespace causalqwen::train {
+
+struct TrainerOptions {
+  std::size_t steps = 100;
+  std::size_t accumulation = 1;      // micro-batches per optimiser step
+  double clip = 1.0;                 // global-norm clip (≤ 0: none)
+  optim::LrSchedule lr;              // lr.total is set to `steps` when left at 0
+  optim::AlphaSchedule alpha;
+  optim::AdamWConfig adam;
+  optim::ParamRules rules;
+  optim::ScaleClamp scale_clamp;
+  TrainNoise noise;
+  std::size_t eval_every = 0;        // 0: only at the end (when there is a validation source)
+  std::size_t eval_batches = 4;
+  std::size_t checkpoint_every = 0;  // 0: only at the end
+  std::filesystem::path out_dir;     // checkpoints go to out_dir/checkpoints (empty: none)
+  std::filesystem::path metrics_path;  // JSONL (empty: out_dir/metrics.jsonl, or none without out_dir)
+  std::filesystem::path curves_path;   // SVG (empty: out_dir/curves.svg, or none)
+  std::optional<double> baseline_mae;  // median baseline drawn on the reg-MAE panel
+  bool resume = false;
+  std::uint64_t seed = 1;            // the trainer RNG (sampling-mode noise)
+  Progress::Style progress = Progress::Style::automatic;
+  nlohmann::json run_settings = nlohmann::json::object();  // recorded in checkpoints
+};
+
+/// What a run ends with.
+struct TrainSummary {
+  std::size_t first_step = 0, last_step = 0;  // steps done before this run (resume) and after
+  model::HeadMetrics last_train;
+  std::optional<model::HeadMetrics> first_val, last_val;
+  double seconds = 0, tokens_per_s = 0;
+  std::optional<std::filesystem::path> checkpoint;
+};
+
+/// Averages micro-batch metrics with equal weights (the loss whose gradient the step applies).
+struct MetricsMean {
+  model::HeadMetrics sum;
+  std::size_t n = 0;
+  void add(const model::HeadMetrics& m) {
+    sum.L_cls_mean += m.L_cls_mean, sum.L_reg_eff += m.L_reg_eff, sum.L_total += m.L_total;
+    sum.reg_mae += m.reg_mae, sum.units_mean_loc += m.units_mean_loc, sum.units_mean_scale += m.units_mean_scale;
+    sum.ovr_prob_sum += m.ovr_prob_sum, sum.accuracy += m.accuracy, sum.num_accuracy += m.num_accuracy;
+    sum.mean_P_num += m.mean_P_num, sum.valid_count += m.valid_count, sum.num_count += m.num_count;
+    ++n;
+  }
+  model::HeadMetrics mean() const {
+    model::HeadMetrics m = sum;
+    const double k = n ? 1.0 / static_cast<double>(n) : 0.0;
+    for (double* v : {&m.L_cls_mean, &m.L_reg_eff, &m.L_total, &m.reg_mae, &m.units_mean_loc,
+                      &m.units_mean_scale, &m.ovr_prob_sum, &m.accuracy, &m.num_accuracy, &m.mean_P_num})
+      *v *= k;
+    return m;
+  }
+};
+
+template <class T>
+class Trainer {
+ public:
+  Trainer(Learner<T>& learner, TrainerOptions options)
+      : learner_(learner), o_(std::move(options)),
+        adam_(learner.params().shared_layout(), o_.adam, o_.rules), rng_(o_.seed) {
+    detail::require(o_.steps > 0 && o_.accumulation > 0, "Trainer", "steps and accumulation must be > 0");
+    if (o_.lr.total == 0) o_.lr.total = o_.steps;
+    if (o_.metrics_path.empty() && !o_.out_dir.empty()) o_.metrics_path = o_.out_dir / "metrics.jsonl";
+    if (o_.curves_path.empty() && !o_.out_dir.empty()) o_.curves_path = o_.out_dir / "curves.svg";
+    if (const char* v = std::getenv("CAUSALQWEN_TRAIN_CHECKPOINT_SLEEP_MS")) sleep_ms_ = std::atoi(v);
+    if (const char* v = std::getenv("CAUSALQWEN_TRAIN_CRASH_IN_CHECKPOINT")) crash_at_ = std::atoi(v);
+  }
+
+  optim::AdamW<T>& optimizer() { return adam_; }
+  const TrainerOptions& options() const { return o_; }
+
+  /// Runs (or resumes) to options().steps; see the file comment.
+  TrainSummary run() {
+    TrainSummary summary;
+    std::size_t step = 0;
+    double tokens_seen = 0, seconds_before = 0;
+    if (o_.resume && !o_.out_dir.empty()) {
+      if (auto dir = latest_checkpoint(o_.out_dir)) {
+        const auto st = read_checkpoint(*dir, learner_, adam_);
+        restore_rng(rng_, st.rng);
+        learner_.restore_data_state(st.data);
+        step = st.step;
+        tokens_seen = st.tokens_seen;
+        seconds_before = st.seconds;
+        if (!o_.metrics_path.empty()) truncate_metrics(o_.metrics_path, step);
+        summary.checkpoint = dir;
+      }
+    }
+    summary.first_step = step;
+    MetricsLog log;
+    if (!o_.metrics_path.empty()) log = MetricsLog(o_.metrics_path, /*append=*/step > 0);
+    Progress progress(o_.steps, step, stdout, o_.progress);
+    if (step > 0) progress.message(fmt::format("resumed from {} (step {})", summary.checkpoint->string(), step));
+    auto grads = learner_.make_gradients();
+    const auto run_start = clock::now();
+    double last_tps = 0;
+    while (step < o_.steps) {
+      const auto t0 = clock::now();
+      const double alpha = o_.alpha.at(step), lr = o_.lr.at(step);
+      learner_.set_alpha_gate(alpha);
+      grads.zero();
+      MetricsMean mean;
+      std::size_t tokens = 0;
+      for (std::size_t a = 0; a < o_.accumulation; ++a) {
+        const auto r = learner_.train_micro_batch(grads, o_.noise, rng_);
+        mean.add(r.metrics);
+        tokens += r.tokens;
+      }
+      if (o_.accumulation > 1) optim::scale_gradients(grads, 1.0 / static_cast<double>(o_.accumulation), o_.rules);
+      const double norm = optim::clip_grad_norm(grads, o_.clip, o_.rules);
+      adam_.step(learner_.params(), grads, lr);
+      o_.scale_clamp.apply(learner_.params());
+      learner_.params().touch();
+      ++step;
+      const double dt = std::chrono::duration<double>(clock::now() - t0).count();
+      last_tps = dt > 0 ? static_cast<double>(tokens) / dt : 0;
+      tokens_seen += static_cast<double>(tokens);
+      const auto m = mean.mean();
+      summary.last_train = m;
+      auto rec = metrics_json(m);
+      rec["split"] = "train";
+      rec["step"] = step;
+      rec["lr"] = lr;
+      rec["alpha"] = alpha;
+      rec["grad_norm"] = norm;
+      rec["tokens"] = tokens;
+      rec["tokens_per_s"] = last_tps;
+      rec["seconds"] = dt;
+      log.write(rec);
+      progress.update(step, m.L_total, m.accuracy, m.reg_mae, last_tps);
+
+      const bool last = step == o_.steps;
+      if (learner_.has_validation() && ((o_.eval_every > 0 && step % o_.eval_every == 0) || last)) {
+        const auto v = evaluate();
+        if (!summary.first_val) summary.first_val = v;
+        summary.last_val = v;
+        auto vr = metrics_json(v);
+        vr["split"] = "val";
+        vr["step"] = step;
+        log.write(vr);
+        progress.message(fmt::format("step {} validation: loss {:.4f} (cls {:.4f}, reg {:.4f}) acc {:.3f} "
+                                     "<NUM> acc {:.3f} reg MAE {:.4g}",
+                                     step, v.L_total, v.L_cls_mean, v.L_reg_eff, v.accuracy, v.num_accuracy,
+                                     v.reg_mae));
+        write_curves();
+      }
+      if (!o_.out_dir.empty() && ((o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) || last)) {
+        TrainerState st;
+        st.step = step;
+        st.adam_steps = adam_.steps();
+        st.rng = rng_state(rng_);
+        st.data = learner_.data_state();
+        st.tokens_seen = tokens_seen;
+        st.seconds = seconds_before + std::chrono::duration<double>(clock::now() - run_start).count();
+        st.run = o_.run_settings;
+        summary.checkpoint = write_checkpoint(o_.out_dir, learner_, adam_, st, [this](const auto&) { hook(); });
+      }
+    }
+    progress.finish();
+    write_curves();
+    summary.last_step = step;
+    summary.seconds = std::chrono::duration<double>(clock::now() - run_start).count();
+    summary.tokens_per_s = last_tps;
+    return summary;
+  }
+
+  /// The validation metrics: eval_batches batches from the start of the validation source,
+  /// averaged with equal weights.
+  model::HeadMetrics evaluate() {
+    learner_.rewind_validation();
+    MetricsMean mean;
+    for (std::size_t i = 0; i < o_.eval_batches; ++i) mean.add(learner_.eval_micro_batch().metrics);
+    return mean.mean();
+  }
+
+ private:
+  using clock = std::chrono::steady_clock;
+
+  void write_curves() const {
+    if (o_.curves_path.empty() || o_.metrics_path.empty()) return;
+    write_svg(o_.curves_path, training_panels(read_metrics(o_.metrics_path), o_.baseline_mae),
+              "CausalQwen training curves");
+  }
+
+  void hook() {
+    ++checkpoints_written_;
+    if (sleep_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms_));
+    if (crash_at_ > 0 && checkpoints_written_ == crash_at_) std::raise(SIGKILL);
+  }
+
+  Learner<T>& learner_;
+  TrainerOptions o_;
+  optim::AdamW<T> adam_;
+  std::mt19937_64 rng_;
+  int sleep_ms_ = 0, crash_at_ = 0, checkpoints_written_ = 0;
+};
+
+}  // namespace causalqwen::train

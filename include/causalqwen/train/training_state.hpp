@@ -1,0 +1,166 @@
+/// Crash-safe training checkpoints. Layout under the run's output directory:
+///
+///   <out>/checkpoints/step-00000120/   one complete checkpoint:
+///       config.json, model.safetensors      the model (Learner::save_model; loadable as a model)
+///       optimizer.safetensors               AdamW moments "adam.m.<slot>", "adam.v.<slot>" (T's dtype)
+///       trainer_state.json                  {"format": "causalqwen-trainer-1", "step", "adam_steps",
+///                                            "rng" (mt19937_64 state), "data" (sources' state()),
+///                                            "tokens_seen", "seconds", "run" (the run's settings)}
+///   <out>/checkpoints/LATEST               the name of the newest complete checkpoint
+///
+/// Writing: the step directory is (re)created and filled (each file atomically), the directory
+/// is synced, then LATEST is replaced atomically (temporary + fsync + rename + directory fsync),
+/// and only then are older step directories removed. A crash at any moment leaves LATEST naming
+/// a complete checkpoint (the previous one until the new one is committed).
+#pragma once
+#include "causalqwen/core/error.hpp"
+#include "causalqwen/io/atomic_file.hpp"
+#include "causalqwen/io/safetensors.hpp"
+#include "causalqwen/io/safetensors_writer.hpp"
+#include "causalqwen/optim/adamw.hpp"
+#include "causalqwen/train/learner.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+
+namespace causalqwen::train {
+
+inline constexpr const char* trainer_state_format = "causalqwen-trainer-1";
+
+/// What a checkpoint holds besides the parameters and moments.
+struct TrainerState {
+  std::uint64_t step = 0;        // optimiser updates done
+  std::uint64_t adam_steps = 0;  // AdamW's t
+  std::string rng;               // std::mt19937_64 state as written by operator<<
+  nlohmann::json data = nlohmann::json::object();
+  double tokens_seen = 0, seconds = 0;
+  nlohmann::json run = nlohmann::json::object();
+
+  nlohmann::json to_json() const {
+    return {{"format", trainer_state_format}, {"step", step}, {"adam_steps", adam_steps}, {"rng", rng},
+            {"data", data}, {"tokens_seen", tokens_seen}, {"seconds", seconds}, {"run", run}};
+  }
+  /// FormatError naming `file` when a field is missing or of the wrong type.
+  static TrainerState from_json(const nlohmann::json& j, const std::filesystem::path& file) {
+    try {
+      if (j.at("format").get<std::string>() != trainer_state_format)
+        throw FormatError(fmt::format("{}: field 'format' must be \"{}\"", file.string(), trainer_state_format));
+      TrainerState s;
+      s.step = j.at("step").get<std::uint64_t>();
+      s.adam_steps = j.at("adam_steps").get<std::uint64_t>();
+      s.rng = j.at("rng").get<std::string>();
+      s.data = j.at("data");
+      s.tokens_seen = j.at("tokens_seen").get<double>();
+      s.seconds = j.at("seconds").get<double>();
+      s.run = j.value("run", nlohmann::json::object());
+      return s;
+    } catch (const nlohmann::json::exception& e) {
+      throw FormatError(fmt::format("{}: not a trainer state: {}", file.string(), e.what()));
+    }
+  }
+};
+
+/// The RNG's complete state as text, and back (exact).
+inline std::string rng_state(const std::mt19937_64& rng) {
+  std::ostringstream os;
+  os << rng;
+  return os.str();
+}
+inline void restore_rng(std::mt19937_64& rng, const std::string& text) {
+  std::istringstream is(text);
+  is >> rng;
+  if (!is) throw FormatError("trainer state: field 'rng' is not an mt19937_64 state");
+}
+
+inline std::filesystem::path checkpoints_dir(const std::filesystem::path& out) { return out / "checkpoints"; }
+inline std::string checkpoint_name(std::uint64_t step) { return fmt::format("step-{:08}", step); }
+
+/// The newest complete checkpoint's directory, if LATEST exists.
+inline std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& out) {
+  const auto latest = checkpoints_dir(out) / "LATEST";
+  std::ifstream in(latest);
+  if (!in) return std::nullopt;
+  std::string name;
+  std::getline(in, name);
+  const auto dir = checkpoints_dir(out) / name;
+  if (name.empty() || !std::filesystem::exists(dir / "trainer_state.json"))
+    throw FormatError(fmt::format("{}: names '{}', which is not a complete checkpoint", latest.string(), name));
+  return dir;
+}
+
+namespace detail_state {
+inline void sync_directory(const std::filesystem::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+}  // namespace detail_state
+
+/// Test hook between "files written" and "LATEST replaced" (see Trainer: env variables).
+using CheckpointHook = std::function<void(const std::filesystem::path& step_dir)>;
+
+/// Writes a complete checkpoint for `state.step` as in the file comment and commits it.
+template <class T>
+std::filesystem::path write_checkpoint(const std::filesystem::path& out, const Learner<T>& learner,
+                                       const optim::AdamW<T>& adam, const TrainerState& state,
+                                       const CheckpointHook& before_commit = {}) {
+  const auto root = checkpoints_dir(out);
+  const auto dir = root / checkpoint_name(state.step);
+  std::filesystem::create_directories(root);
+  std::filesystem::remove_all(dir);  // leftovers of a crashed write of the same step
+  std::filesystem::create_directories(dir);
+  learner.save_model(dir);
+  io::SafetensorsWriter w;
+  w.set_metadata("producer", "causalqwen trainer");
+  detail_learner::add_slots(w, adam.first_moment(), "adam.m.");
+  detail_learner::add_slots(w, adam.second_moment(), "adam.v.");
+  w.write(dir / "optimizer.safetensors");
+  const std::string text = state.to_json().dump(2) + "\n";
+  io::write_file_atomically(dir / "trainer_state.json", [&](io::AtomicFile& f) { f.write(text); });
+  detail_state::sync_directory(dir);
+  if (before_commit) before_commit(dir);
+  io::write_file_atomically(root / "LATEST", [&](io::AtomicFile& f) { f.write(checkpoint_name(state.step) + "\n"); });
+  for (const auto& entry : std::filesystem::directory_iterator(root))
+    if (entry.is_directory() && entry.path().filename() != dir.filename() &&
+        entry.path().filename().string().starts_with("step-"))
+      std::filesystem::remove_all(entry.path());
+  return dir;
+}
+
+/// Loads parameters, moments and the trainer state from checkpoint `dir`.
+template <class T>
+TrainerState read_checkpoint(const std::filesystem::path& dir, Learner<T>& learner, optim::AdamW<T>& adam) {
+  const auto state_file = dir / "trainer_state.json";
+  std::ifstream in(state_file);
+  if (!in) throw FormatError(fmt::format("{}: cannot open the file", state_file.string()));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw FormatError(fmt::format("{}: malformed JSON: {}", state_file.string(), e.what()));
+  }
+  auto state = TrainerState::from_json(j, state_file);
+  learner.load_params(dir);
+  const auto opt = io::SafetensorsFile::open(dir / "optimizer.safetensors");
+  for (auto* arena : {&adam.first_moment(), &adam.second_moment()}) {
+    const std::string prefix = arena == &adam.first_moment() ? "adam.m." : "adam.v.";
+    for (const auto& s : arena->layout().slots())
+      opt.template read<T>(prefix + s.name, std::span<T>(arena->data() + s.offset, s.size));
+  }
+  adam.set_steps(state.adam_steps);
+  return state;
+}
+
+}  // namespace causalqwen::train

@@ -1,0 +1,246 @@
+// train/: the trainer on tiny sources — learning in the synthetic-features mode, bit-exact resume
+// (whole model and heads alone), accumulation, crash-safe checkpoint commits, logs and curves.
+#include <causalqwen/train.hpp>
+#include <doctest/doctest.h>
+
+#include "../support/test_support.hpp"
+#include "tiny_sources.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace cq = causalqwen;
+namespace ct = causalqwen::train;
+namespace fs = std::filesystem;
+
+namespace {
+
+cq::model::CausalConfig tiny_config(double threshold = 10.0) {
+  cq::model::CausalConfig c;
+  c.backbone = {12, 8, 16, 1, 2, 1, 1e-6, 1e6};
+  c.causal_size = 8;
+  c.num_classes = 12;
+  c.num_token_id = 11;
+  c.ovr_threshold = {threshold};
+  return c;
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const auto dir = fs::temp_directory_path() / fmt::format("cq_trainer_{}_{}", name, ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+/// The loss fields of the records, as text (bit-equal values give equal text). Validation records
+/// are kept at multiples of 4 only (a run stopped early also validates where it stops).
+std::vector<std::string> losses(const fs::path& metrics) {
+  std::vector<std::string> out;
+  for (const auto& r : ct::read_metrics(metrics))
+    if (r["split"] == "train" || r["step"].get<int>() % 4 == 0)
+    out.push_back(fmt::format("{} {} {} {} {} {} {}", r["split"].get<std::string>(), r["step"].get<int>(),
+                              r["L_total"].dump(), r["L_cls_mean"].dump(), r["L_reg_eff"].dump(),
+                              r["reg_mae"].dump(), r.value("grad_norm", 0.0)));
+  return out;
+}
+
+/// Equal logs, or a message naming the first differing line.
+bool same_losses(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    if (a[i] != b[i]) {
+      MESSAGE("line ", i, " differs:\n  ", a[i], "\n  ", b[i]);
+      return false;
+    }
+  if (a.size() != b.size()) MESSAGE("lengths ", a.size(), " and ", b.size());
+  return a.size() == b.size();
+}
+
+/// Options of a run to `steps`; the schedules span 12 steps whatever `steps` is, so that a run
+/// stopped early and resumed follows the same schedule as an uninterrupted one.
+ct::TrainerOptions base_options(const fs::path& out, std::size_t steps) {
+  ct::TrainerOptions o;
+  o.steps = steps;
+  o.lr = {cq::optim::LrShape::warmup_cosine, 0.02, 3, 12, 0.1};
+  o.alpha = {1.0, 0.0, 12};
+  o.eval_every = 4;
+  o.eval_batches = 2;
+  o.out_dir = out;
+  o.progress = ct::Progress::Style::off;
+  return o;
+}
+
+/// A whole tiny model trained for `steps` (resuming when asked) on CountingTokenSource.
+template <class T>
+void train_model(const fs::path& out, std::size_t steps, bool resume, std::size_t checkpoint_every, std::uint64_t seed) {
+  const auto cfg = tiny_config();
+  cq::model::CausalQwen<T> model(cfg);
+  model.init_random(seed);
+  cqtest::CountingTokenSource<T> train(2, 9, 11, 11), val(2, 9, 11, 11, 1000);
+  ct::ModelLearner<T> learner(model, train, &val);
+  auto o = base_options(out, steps);
+  o.resume = resume;
+  o.checkpoint_every = checkpoint_every;
+  o.noise.mode = cq::model::ActionMode::sampling;  // exercises the RNG state in checkpoints
+  o.noise.temperature = 0.5;
+  o.seed = seed;
+  ct::Trainer<T> trainer(learner, o);
+  trainer.run();
+}
+
+}  // namespace
+
+TEST_CASE("synthetic-features mode: the heads learn <NUM> and its value within seconds") {
+  const auto seed = cqtest::test_seed(5, "features learn");
+  auto cfg = tiny_config(1.0);
+  cq::model::CausalConfig c = cfg;
+  cqtest::LinearFeatureSource<float> train(64, 8, 11, seed), val(256, 8, 11, seed + 7919);
+  ct::HeadLearner<float> learner(c, train, &val, seed, 0.3);
+  const auto out = fresh_dir("features");
+  ct::TrainerOptions o = base_options(out, 300);
+  o.lr = {cq::optim::LrShape::warmup_cosine, 0.05, 10, 300, 0.1};
+  o.alpha = {0.5, 0.0, 100};
+  o.eval_every = 50;
+  o.eval_batches = 1;
+  o.baseline_mae = 3.0;
+  ct::Trainer<float> trainer(learner, o);
+  const auto s = trainer.run();
+  REQUIRE(s.first_val);
+  MESSAGE("val first: loss ", s.first_val->L_total, " num acc ", s.first_val->num_accuracy, " mae ", s.first_val->reg_mae);
+  MESSAGE("val last:  loss ", s.last_val->L_total, " num acc ", s.last_val->num_accuracy, " mae ", s.last_val->reg_mae);
+  CHECK(s.last_val->L_total < s.first_val->L_total);
+  CHECK(s.last_val->num_accuracy > 0.9);
+  CHECK(s.last_val->reg_mae < 0.5 * s.first_val->reg_mae);
+  // the log holds every step and the validations; the curves picture was written
+  const auto records = ct::read_metrics(out / "metrics.jsonl");
+  CHECK(std::count_if(records.begin(), records.end(), [](auto& r) { return r["split"] == "train"; }) == 300);
+  CHECK(std::count_if(records.begin(), records.end(), [](auto& r) { return r["split"] == "val"; }) == 6);
+  for (const char* key : {"L_total", "L_cls_mean", "L_reg_eff", "reg_mae", "units_mean_loc", "units_mean_scale",
+                          "ovr_prob_sum", "accuracy", "num_accuracy", "mean_P_num", "lr", "alpha", "grad_norm",
+                          "tokens_per_s"})
+    CHECK_MESSAGE(records.front().contains(key), key);
+  CHECK(records.front()["alpha"] == 0.5);
+  std::ifstream svg(out / "curves.svg");
+  std::stringstream text;
+  text << svg.rdbuf();
+  CHECK(text.str().find("<polyline") != std::string::npos);
+  CHECK(text.str().find("median baseline") != std::string::npos);
+  // the final checkpoint is the heads' files
+  CHECK(fs::exists(out / "checkpoints" / "step-00000300" / "heads.safetensors"));
+  fs::remove_all(out);
+}
+
+// float only: in double, the gradients of causal.action.cls.bias and causal.ovr_threshold depend on
+// the heap alignment of the head's scratch buffers (an Eigen colwise().sum() whose peeled columns
+// are summed in another order), so two processes — or two runs in one process — can differ in
+// the last bit; see the README's Training section.
+TEST_CASE_TEMPLATE("resume from a checkpoint equals the uninterrupted run bit for bit (whole model)", T, float) {
+  const auto seed = cqtest::test_seed(3, "resume model");
+  const auto a = fresh_dir("resume_a"), b = fresh_dir("resume_b");
+  train_model<T>(a, 10, false, 0, seed);
+  train_model<T>(b, 6, false, 3, seed);   // "stops" after step 6 (checkpoints at 3 and 6)
+  train_model<T>(b, 10, true, 3, seed);   // resumes at 6
+  const auto la = losses(a / "metrics.jsonl"), lb = losses(b / "metrics.jsonl");
+  CHECK(la.size() == 12);  // 10 train + validations at 4, 8
+  CHECK(same_losses(la, lb));
+  // the resumed run's log was cut back to step 6 first: a run that stops at 8 and resumes from 6
+  const auto c = fresh_dir("resume_c");
+  train_model<T>(c, 8, false, 6, seed);
+  train_model<T>(c, 10, true, 6, seed);
+  CHECK(same_losses(losses(c / "metrics.jsonl"), la));
+  for (const auto& d : {a, b, c}) fs::remove_all(d);
+}
+
+TEST_CASE("resume in the synthetic-features mode, with accumulation") {
+  const auto seed = cqtest::test_seed(9, "resume features");
+  auto run = [&](const fs::path& out, std::size_t steps, bool resume) {
+    cqtest::LinearFeatureSource<float> train(16, 8, 11, seed), val(32, 8, 11, seed + 1);
+    ct::HeadLearner<float> learner(tiny_config(1.0), train, &val, seed, 0.3);
+    auto o = base_options(out, steps);
+    o.accumulation = 3;
+    o.checkpoint_every = 5;
+    o.resume = resume;
+    o.scale_clamp = {0.5, 50.0};
+    o.rules.learn_threshold = true;
+    ct::Trainer<float> t(learner, o);
+    t.run();
+  };
+  const auto a = fresh_dir("fa"), b = fresh_dir("fb");
+  run(a, 12, false);
+  run(b, 7, false);
+  run(b, 12, true);
+  CHECK(same_losses(losses(a / "metrics.jsonl"), losses(b / "metrics.jsonl")));
+  for (const auto& d : {a, b}) fs::remove_all(d);
+}
+
+// (equal to rounding: the heads add each micro-batch's GEMM products into the gradient arena,
+// so 2g is summed in another order than g)
+TEST_CASE("accumulating A copies of one micro-batch gives the same step as one") {
+  const auto seed = cqtest::test_seed(4, "accumulation");
+  auto run = [&](std::size_t accumulation) {
+    struct Same final : cq::train::FeatureBatchSource<double> {
+      cqtest::LinearFeatureSource<double> inner;
+      explicit Same(std::uint64_t s) : inner(16, 8, 11, s) {}
+      cq::train::FeatureBatch<double> next() override { return cqtest::LinearFeatureSource<double>(inner).next(); }
+      nlohmann::json state() const override { return {}; }
+      void restore(const nlohmann::json&) override {}
+    } source(seed);
+    ct::HeadLearner<double> learner(tiny_config(1.0), source, nullptr, seed, 0.3);
+    auto o = base_options({}, 3);
+    o.accumulation = accumulation;
+    ct::Trainer<double> t(learner, o);
+    t.run();
+    return std::vector<double>(learner.params().span().begin(), learner.params().span().end());
+  };
+  const auto one = run(1);
+  for (std::size_t a : {2, 4}) {
+    const auto many = run(a);
+    double worst = 0;
+    for (std::size_t i = 0; i < one.size(); ++i) worst = std::max(worst, std::fabs(one[i] - many[i]));
+    CHECK_MESSAGE(worst < 1e-12, "A = ", a, ": largest difference ", worst);
+  }
+}
+
+TEST_CASE("a crash inside a checkpoint write keeps the previous checkpoint as LATEST") {
+  const auto seed = cqtest::test_seed(2, "checkpoint crash");
+  const auto out = fresh_dir("crash");
+  cqtest::LinearFeatureSource<float> train(8, 8, 11, seed);
+  ct::HeadLearner<float> learner(tiny_config(1.0), train, nullptr, seed);
+  cq::optim::AdamW<float> adam(learner.params().shared_layout());
+  ct::TrainerState st;
+  st.step = 5;
+  st.rng = ct::rng_state(std::mt19937_64(seed));
+  ct::write_checkpoint(out, learner, adam, st);
+  CHECK(ct::latest_checkpoint(out)->filename() == "step-00000005");
+  st.step = 10;
+  CHECK_THROWS(ct::write_checkpoint(out, learner, adam, st, [](const fs::path&) { throw std::runtime_error("crash"); }));
+  CHECK(ct::latest_checkpoint(out)->filename() == "step-00000005");   // the old one is still named
+  CHECK(fs::exists(out / "checkpoints" / "step-00000005" / "optimizer.safetensors"));
+  ct::write_checkpoint(out, learner, adam, st);                        // a later complete write
+  CHECK(ct::latest_checkpoint(out)->filename() == "step-00000010");
+  CHECK(!fs::exists(out / "checkpoints" / "step-00000005"));           // pruned only after the commit
+  // a LATEST naming a directory without a state file is refused with the file's name
+
+  {
+    std::ofstream(out / "checkpoints" / "LATEST") << "step-00000099\n";
+    CHECK(cqtest::error_message<cq::FormatError>([&] { ct::latest_checkpoint(out); }).find("LATEST") !=
+          std::string::npos);
+  }
+  fs::remove_all(out);
+}
+
+TEST_CASE("progress degrades to plain lines off a terminal") {
+  std::FILE* f = std::tmpfile();
+  ct::Progress p(40, 0, f, ct::Progress::Style::lines);
+  for (std::size_t s = 1; s <= 40; ++s) p.update(s, 1.5, 0.5, 0.25, 1000);
+  p.message("validation");
+  p.finish();
+  std::rewind(f);
+  std::string text(4096, '\0');
+  text.resize(std::fread(text.data(), 1, text.size(), f));
+  std::fclose(f);
+  CHECK(text.find('\r') == std::string::npos);
+  CHECK(text.find("step  1/40 loss 1.5000 acc 0.500 reg MAE 0.25 1000 tok/s ETA") != std::string::npos);
+  CHECK(text.find("step 40/40") != std::string::npos);
+  CHECK(std::count(text.begin(), text.end(), '\n') == 22);  // steps 1, 2, 4, …, 40 and the message
+}
