@@ -1,0 +1,50 @@
+// causalqwen compare-modes --model DIR [--tokenizer FILE] --prompt TEXT [--samples N]
+//                          [--max-new-tokens N] [--temperature T] [--seed S] [--dtype f32|f64]
+//
+// The continuations of every mode side by side (deterministic, N sampling draws, N causal
+// draws, compatible greedy), then one row per step with each run's token, P(<NUM>) and the
+// head's predicted number ± its scale.
+#include "command.hpp"
+#include "model_loading.hpp"
+
+#include <causalqwen/generate.hpp>
+
+namespace {
+
+namespace cq = causalqwen;
+namespace cqg = causalqwen::generate;
+
+struct CompareOptions {
+  cqcli::ModelOptions model;
+  std::string prompt, dtype = "f32";
+  cqg::ModeComparisonOptions compare;
+};
+
+template <class T>
+void run_compare(const CompareOptions& o) {
+  const auto tok_path = o.model.tokenizer_path();
+  if (!tok_path) throw cq::FormatError("compare-modes needs a tokenizer: --tokenizer FILE or DIR/tokenizer.json");
+  const auto tok = cq::text::Tokenizer::from_file(tok_path->string());
+  cqcli::ModelOptions mo = o.model;
+  if (mo.num_token_id < 0) mo.num_token_id = tok.num_token_id();
+  auto loaded = mo.load<T>();
+  cqg::print_mode_comparison(stdout, *loaded.model, tok, o.prompt, o.compare);
+}
+
+const cqcli::Registration reg{"compare-modes", [](CLI::App& app) {
+  auto o = std::make_shared<CompareOptions>();
+  auto* sub = app.add_subcommand("compare-modes", "continuations of every generation mode side by side, with P(<NUM>) and numbers per step");
+  o->model.add_to(sub);
+  sub->add_option("--prompt", o->prompt, "the prompt text")->required();
+  sub->add_option("--samples", o->compare.samples, "draws of the sampling and causal modes (default 2)")->check(CLI::PositiveNumber);
+  sub->add_option("--max-new-tokens", o->compare.max_new_tokens, "tokens per continuation (default 24)");
+  sub->add_option("--temperature", o->compare.temperature, "sampling mode's T (default 1)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--seed", o->compare.seed, "seed of the random streams");
+  sub->add_option("--dtype", o->dtype, "f32 | f64")->check(CLI::IsMember({"f32", "f64"}));
+  sub->callback([o] {
+    if (o->dtype == "f64") run_compare<double>(*o);
+    else run_compare<float>(*o);
+  });
+}};
+
+}  // namespace

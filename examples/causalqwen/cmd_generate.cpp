@@ -1,0 +1,179 @@
+// causalqwen generate --model DIR [--tokenizer FILE] --prompt TEXT|--prompts FILE.jsonl
+//                     --mode deterministic|sampling|causal|compatible [--temperature T] [--top-k K]
+//                     [--top-p P] [--max-new-tokens N] [--seed S] [--shared-noise]
+//                     [--show-uncertainty] [--interval P] [--stop TEXT]... [--no-cache] [--json]
+//                     [--batch-size B] [--padding left|right] [--dtype f32|f64]
+//
+// Continues each prompt with the checkpoint; generated numbers are written into the text
+// (with --show-uncertainty as "42.3 (±1.2)", with --interval P as a central P interval).
+// One prompt: the continuation streams to the terminal. --json: one object per prompt with
+// the generated ids, the text, and each generated <NUM>'s value and scale.
+// --temperature: sampling's T (default 1); compatible samples from softmax(loc_S/T) when it is
+// given and > 0, and is greedy otherwise.
+#include "command.hpp"
+#include "model_loading.hpp"
+
+#include <causalqwen/generate.hpp>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+namespace {
+
+namespace cq = causalqwen;
+namespace cqm = causalqwen::model;
+namespace cqg = causalqwen::generate;
+
+struct GenerateOptions {
+  cqcli::ModelOptions model;
+  std::string prompt, prompts_file, mode = "deterministic", padding = "left", dtype = "f32";
+  std::optional<double> temperature;
+  std::size_t top_k = 0, max_new_tokens = 64, batch_size = 8;
+  double top_p = 1.0;
+  std::optional<double> interval;
+  std::uint64_t seed = 0;
+  bool shared_noise = false, show_uncertainty = false, no_cache = false, json = false;
+  std::vector<std::string> stop;
+};
+
+/// Prompts from --prompt or a JSONL file (each line a JSON string or {"prompt": "..."}).
+std::vector<std::string> read_prompts(const GenerateOptions& o) {
+  if (!o.prompt.empty()) return {o.prompt};
+  std::ifstream in(o.prompts_file);
+  if (!in) throw cq::FormatError(fmt::format("{}: cannot open the file", o.prompts_file));
+  std::vector<std::string> out;
+  std::string line;
+  for (std::size_t n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw cq::FormatError(fmt::format("{}:{}: malformed JSON: {}", o.prompts_file, n, e.what()));
+    }
+    if (j.is_string()) out.push_back(j.get<std::string>());
+    else if (j.is_object() && j.contains("prompt") && j["prompt"].is_string()) out.push_back(j["prompt"].get<std::string>());
+    else throw cq::FormatError(fmt::format("{}:{}: expected a JSON string or an object with \"prompt\"", o.prompts_file, n));
+  }
+  return out;
+}
+
+const char* stop_name(cqm::StopReason r) {
+  switch (r) {
+    case cqm::StopReason::eos: return "eos";
+    case cqm::StopReason::hook: return "stop_string";
+    case cqm::StopReason::length: return "length";
+  }
+  return "?";
+}
+
+template <class T>
+void run_generate(const GenerateOptions& o) {
+  const auto tok_path = o.model.tokenizer_path();
+  if (!tok_path) throw cq::FormatError("generate needs a tokenizer: --tokenizer FILE or DIR/tokenizer.json");
+  const auto tok = cq::text::Tokenizer::from_file(tok_path->string());
+  cqcli::ModelOptions mo = o.model;
+  if (mo.num_token_id < 0) mo.num_token_id = tok.num_token_id();
+  auto loaded = mo.load<T>();
+  const auto prompts = read_prompts(o);
+
+  cqg::TextGenerationOptions t;
+  auto& d = t.generation.decode;
+  d.mode = cqm::parse_mode(o.mode);
+  d.temperature = o.temperature.value_or(d.mode == cqm::GenerationMode::compatible ? 0.0 : 1.0);
+  d.top_k = o.top_k;
+  d.top_p = o.top_p;
+  d.shared_noise = o.shared_noise;
+  d.validate("generate");
+  t.generation.max_new_tokens = o.max_new_tokens;
+  t.generation.use_cache = !o.no_cache;
+  t.generation.padding = o.padding == "right" ? cqm::Padding::right : cqm::Padding::left;
+  t.stop_strings = o.stop;
+  t.seed = o.seed;
+  if (o.interval) {
+    t.render.uncertainty = cqg::Uncertainty::interval;
+    t.render.coverage = *o.interval;
+  } else if (o.show_uncertainty) {
+    t.render.uncertainty = cqg::Uncertainty::plus_minus;
+  }
+  cqg::TextGenerator<T> gen(*loaded.model, tok);
+  const bool stream = prompts.size() == 1 && !o.json;
+  for (std::size_t first = 0; first < prompts.size(); first += o.batch_size) {
+    const std::vector<std::string> batch(prompts.begin() + static_cast<std::ptrdiff_t>(first),
+                                         prompts.begin() + static_cast<std::ptrdiff_t>(std::min(prompts.size(), first + o.batch_size)));
+    t.first_row = first;
+    if (stream) fmt::print("{}", batch[0]);
+    std::fflush(stdout);
+    const auto results = gen.run(batch, t, stream ? cqg::TextStream([](std::size_t, const std::string& s) {
+      fmt::print("{}", s);
+      std::fflush(stdout);
+    }) : cqg::TextStream{});
+    for (const auto& r : results) {
+      if (stream) {
+        fmt::print("\n");
+      } else if (o.json) {
+        nlohmann::json j;
+        j["prompt"] = r.prompt;
+        j["prompt_ids"] = r.prompt_ids;
+        std::vector<std::int64_t> ids;
+        nlohmann::json numbers = nlohmann::json::array();
+        for (std::size_t i = 0; i < r.generation.tokens.size(); ++i) {
+          const auto& g = r.generation.tokens[i];
+          ids.push_back(g.id);
+          if (g.id == tok.num_token_id()) numbers.push_back({{"index", i}, {"value", g.value}, {"scale", g.scale}});
+        }
+        j["ids"] = ids;
+        j["text"] = r.text;
+        j["numbers"] = numbers;
+        j["p_num"] = [&] {
+          std::vector<double> p;
+          for (const auto& g : r.generation.tokens) p.push_back(g.p_num);
+          return p;
+        }();
+        j["stop"] = stop_name(r.generation.stop);
+        j["mode"] = o.mode;
+        fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      } else {
+        fmt::print("{}{}\n\n", r.prompt, r.text);
+      }
+    }
+  }
+}
+
+const cqcli::Registration reg{"generate", [](CLI::App& app) {
+  auto o = std::make_shared<GenerateOptions>();
+  auto* sub = app.add_subcommand("generate", "continue prompts in the deterministic, sampling, causal or compatible mode");
+  o->model.add_to(sub);
+  auto* one = sub->add_option("--prompt", o->prompt, "the prompt text");
+  auto* many = sub->add_option("--prompts", o->prompts_file, "JSONL file: one JSON string (or {\"prompt\": ...}) per line")
+                   ->check(CLI::ExistingFile);
+  one->excludes(many);
+  sub->add_option("--mode", o->mode, "deterministic | sampling | causal | compatible")
+      ->check(CLI::IsMember({"deterministic", "sampling", "causal", "compatible"}));
+  sub->add_option("--temperature", o->temperature, "sampling: T of the location noise (default 1); compatible: softmax temperature (default 0 = greedy)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--top-k", o->top_k, "compatible sampling: keep the k best classes (0 = all)");
+  sub->add_option("--top-p", o->top_p, "compatible sampling: nucleus mass (1 = all)")->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--max-new-tokens", o->max_new_tokens, "tokens to generate at most (default 64)");
+  sub->add_option("--seed", o->seed, "seed of the random streams (prompt i uses stream i)");
+  sub->add_flag("--shared-noise", o->shared_noise, "sampling/causal: one noise draw per sequence, kept at every step");
+  sub->add_flag("--show-uncertainty", o->show_uncertainty, "write generated numbers as 42.3 (±1.2)");
+  sub->add_option("--interval", o->interval, "write generated numbers with their central P interval, e.g. 0.9")
+      ->check(CLI::Range(0.0, 0.999999));
+  sub->add_option("--stop", o->stop, "stop a row once its text contains this string (repeatable)");
+  sub->add_flag("--no-cache", o->no_cache, "recompute the whole sequence at every step (no KV cache)");
+  sub->add_flag("--json", o->json, "one JSON object per prompt: ids, text, numbers (value, scale), P(<NUM>) per step");
+  sub->add_option("--batch-size", o->batch_size, "prompts generated together (default 8)")->check(CLI::PositiveNumber);
+  sub->add_option("--padding", o->padding, "left | right")->check(CLI::IsMember({"left", "right"}));
+  sub->add_option("--dtype", o->dtype, "f32 | f64")->check(CLI::IsMember({"f32", "f64"}));
+  sub->callback([o, sub] {
+    if (o->prompt.empty() && o->prompts_file.empty()) throw CLI::RequiredError("--prompt or --prompts");
+    (void)sub;
+    if (o->dtype == "f64") run_generate<double>(*o);
+    else run_generate<float>(*o);
+  });
+}};
+
+}  // namespace
