@@ -82,7 +82,11 @@ void print_mode_comparison(std::FILE* out, model::CausalQwen<T>& model, const te
       std::string word = t.id == tok.num_token_id() ? "<NUM>" : render_tokens(tok, {t}, {});
       for (auto& c : word)
         if (c == '\n') c = ' ';
-      if (word.size() > 10) word = word.substr(0, 10);
+      if (word.size() > 10) {  // cut on a UTF-8 character boundary
+        std::size_t cut = 10;
+        while (cut > 0 && (static_cast<unsigned char>(word[cut]) & 0xC0) == 0x80) --cut;
+        word.resize(cut);
+      }
       const std::string cell = fmt::format("{:<10} {:.3f} {}±{}", fmt::format("'{}'", word), t.p_num,
                                            text::format_number(t.value, {4}), text::format_number(t.scale, {2}));
       fmt::print(out, " | {:<30}", cell);

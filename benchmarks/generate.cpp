@@ -1,0 +1,174 @@
+// Generation speed on a Qwen2.5-0.5B-shaped random CausalQwen (vocab 151936, H 896, 24 layers,
+// 14/2 heads, FFN 4864, K = 151666 classes, C = H), float32, B = 1:
+//   prefill tokens/s at S = 128 and 512 (the prompt through the stack into the KV cache, then
+//   the deterministic head on the last position), and decode tokens/s (one token per step after
+//   a 128-token prompt: the stack with the KV cache + the head over all K classes),
+// against, in the same run,
+//   (a) a STREAM-like read bandwidth (sum of a 1 GiB float array, all threads): decode is bound
+//       by reading the weights, so achieved GB/s = weight bytes read per token × tokens/s is
+//       reported as a fraction of it;
+//   (b) the same model in PyTorch (benchmarks/generate_torch.py, torch.set_num_threads(THREADS)),
+//       greedy with a KV cache and the tied lm_head over all 151,936 rows.
+// Run with OMP_WAIT_POLICY=PASSIVE (and OPENBLAS_CORETYPE=SkylakeX for both sides).
+// usage: bench_generate [THREADS=2] [DECODE_STEPS=24] [--no-torch]
+#include <causalqwen/model/causal_qwen.hpp>
+#include <causalqwen/model/generation.hpp>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+namespace cq = causalqwen;
+namespace cqm = causalqwen::model;
+
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/// Read bandwidth in bytes/s: the best of 5 sums over a 1 GiB array, split over the threads.
+double stream_read_bandwidth() {
+  const std::size_t n = (std::size_t(1) << 30) / sizeof(float);
+  std::vector<float> a(n);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(n); ++i) a[static_cast<std::size_t>(i)] = float(i % 7);
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const double t = now();
+    double total = 0;
+#pragma omp parallel for schedule(static) reduction(+ : total)
+    for (std::int64_t i = 0; i < static_cast<std::int64_t>(n); i += 16) {
+      float s = 0;
+      for (int j = 0; j < 16; ++j) s += a[static_cast<std::size_t>(i) + j];
+      total += s;
+    }
+    const double dt = now() - t;
+    if (total < 0) std::puts("");
+    best = std::max(best, double(n * sizeof(float)) / dt);
+  }
+  return best;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
+  const std::size_t decode_steps = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 24;
+  const bool torch = !(argc > 3 && std::string(argv[3]) == "--no-torch");
+  omp_set_num_threads(threads);
+  fmt::print("threads {}, OMP_WAIT_POLICY={}, OPENBLAS_CORETYPE={}\n", threads,
+             std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "(unset)",
+             std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "(unset)");
+  const double bw = stream_read_bandwidth();
+  fmt::print("STREAM-like read bandwidth: {:.2f} GB/s\n", bw / 1e9);
+
+  cqm::CausalConfig cfg;
+  cfg.backbone = cq::nn::TransformerConfig::qwen2_5_0_5b();
+  cfg.causal_size = 896;
+  cfg.num_classes = 151666;
+  cfg.num_token_id = 151665;
+  auto model = std::make_unique<cqm::CausalQwen<float>>(cfg);
+  {
+    const double t = now();
+    model->init_random(1);
+    fmt::print("model: {} parameters, initialised in {:.1f} s\n", model->params().size(), now() - t);
+  }
+  const auto& bc = cfg.backbone;
+  const std::size_t H = bc.hidden_size, F = bc.intermediate_size, C = cfg.causal_size, K = cfg.num_classes;
+  const std::size_t layer_params = bc.qkv_size() * H + bc.qkv_size() + H * H + 3 * H * F + 2 * H;
+  const std::size_t per_token_params = bc.num_layers * layer_params + H + 2 * C * H + 2 * C + K * C + K + K + 2 * C;
+  const double bytes_per_token = double(per_token_params) * sizeof(float);
+  fmt::print("weights read per decoded token: {:.3f} GB (layers, final norm, abduction, W_cls once, b_cls, thresholds)\n",
+             bytes_per_token / 1e9);
+
+  cqm::NextTokenHead<float> head(cfg);
+  const cq::Arena<float>& params = model->params();
+  const auto hp = cqm::HeadParams<const float>::bind(params);
+  std::vector<cqm::StepDecision> decision(1);
+  cqm::DecodeSettings det;
+  auto head_step = [&](const float* z) {
+    head.step(hp, params.version(), {z, {1, H}}, det, {}, decision);
+  };
+  typename cq::nn::Transformer<float>::InferenceState state;
+  std::vector<std::int64_t> ids(512);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>((i * 7919) % 151000);
+
+  nlohmann::json ours;
+  for (std::size_t S : {128u, 512u}) {
+    std::vector<double> times;
+    for (int rep = 0; rep < 4; ++rep) {
+      const double t = now();
+      model->backbone().begin_inference(state, 1, S + 1);
+      const auto z = model->backbone().forward_cached({ids.data(), {1, S}}, {}, {}, {}, state);
+      head_step(z.data + (S - 1) * H);
+      times.push_back(now() - t);
+    }
+    times.erase(times.begin());  // warm-up
+    ours["prefill"][std::to_string(S)] = median(times);
+  }
+  {
+    model->backbone().begin_inference(state, 1, 128 + decode_steps + 1);
+    const auto z = model->backbone().forward_cached({ids.data(), {1, 128}}, {}, {}, {}, state);
+    head_step(z.data + 127 * H);
+    std::vector<double> times;
+    for (std::size_t s = 0; s < decode_steps; ++s) {
+      const double t = now();
+      std::int64_t tok = decision[0].token;
+      const auto z1 = model->backbone().forward_cached({&tok, {1, 1}}, {}, {}, {}, state);
+      head_step(z1.data);
+      times.push_back(now() - t);
+    }
+    times.erase(times.begin(), times.begin() + 2);
+    ours["decode"] = median(times);
+    // the head alone (the fused vocabulary pass dominates it)
+    std::vector<double> ht;
+    for (int r = 0; r < 8; ++r) {
+      const double t = now();
+      head_step(z.data + 127 * H);
+      ht.push_back(now() - t);
+    }
+    ours["head"] = median(ht);
+  }
+  nlohmann::json peer;
+  if (torch) {
+    const std::string cmd = fmt::format("/usr/bin/python3 {} {} {} 128 512", CQ_TORCH_GENERATE_SCRIPT, threads, decode_steps);
+    std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+    std::string out;
+    char buf[4096];
+    while (pipe && std::fgets(buf, sizeof buf, pipe.get())) out += buf;
+    try {
+      peer = nlohmann::json::parse(out.substr(out.find('{')));
+    } catch (...) {
+      fmt::print("PyTorch peer failed: {}\n", out);
+    }
+  }
+  fmt::print("\n{:<26} {:>12} {:>14} {:>12}\n", "", "ours tok/s", "PyTorch tok/s", "ours/PyTorch");
+  for (std::size_t S : {128u, 512u}) {
+    const double o = double(S) / ours["prefill"][std::to_string(S)].get<double>();
+    const double p = peer.is_null() ? 0 : double(S) / peer["prefill"][std::to_string(S)].get<double>();
+    fmt::print("{:<26} {:>12.1f} {:>14.1f} {:>11.2f}x\n", fmt::format("prefill S = {}", S), o, p, p > 0 ? o / p : 0.0);
+  }
+  const double d = 1.0 / ours["decode"].get<double>();
+  const double dp = peer.is_null() ? 0 : 1.0 / peer["decode_s_per_token"].get<double>();
+  fmt::print("{:<26} {:>12.2f} {:>14.2f} {:>11.2f}x\n", "decode (after 128 tokens)", d, dp, dp > 0 ? d / dp : 0.0);
+  const double achieved = bytes_per_token * d;
+  fmt::print("\ndecode: {:.3f} GB of weights per token x {:.2f} tok/s = {:.2f} GB/s = {:.2f} of the measured {:.2f} GB/s\n",
+             bytes_per_token / 1e9, d, achieved / 1e9, achieved / bw, bw / 1e9);
+  fmt::print("head alone (K = {} classes, loc_S and scale_S in one pass over W_cls): {:.1f} ms = {:.2f} GB/s\n", K,
+             ours["head"].get<double>() * 1e3, double(K * C) * sizeof(float) / ours["head"].get<double>() / 1e9);
+  return 0;
+}
