@@ -215,7 +215,7 @@ class CorpusBatchSource final : public TokenBatchSource<T> {
     expect("fingerprint", fingerprint_);
     Cursor c;
     for (const char* key : {"epoch", "index", "offset", "batches"})
-      if (!s.contains(key) || !s[key].is_number_unsigned())
+      if (!s.contains(key) || !s[key].is_number_integer() || s[key].get<std::int64_t>() < 0)
         throw fail(fmt::format("field '{}' must be a non-negative integer", key));
     c.epoch = s["epoch"].get<std::uint64_t>();
     c.index = s["index"].get<std::size_t>();

@@ -22,7 +22,7 @@
 ///   relation        "Tom has 7 apples, gets 5 more and then has 12."        7, 5 bounded (1–9), 12 exact
 ///   relation_words  "seven apples and five more make 12 apples."            12 exact (4–18, from words)
 ///   noise           "A random number: 57." | "随机数：57。"                   57 unpredictable (0–99)
-///   negative        "In digits, minus seven is -7." | "负七写成数字是 -7。"  −7 exact (−99…−1)
+///   negative        "In digits, minus seven is -7." | "负七等于 -7。"  −7 exact (−99…−1)
 ///   decimal         "In digits, seven and a half is 7.5." | "七点五写成数字是7.5。"  7.5 exact (0.5–99.5)
 ///   large           "The population was 3,200,000; again: 3.2e6." / "Convert: 4 km is 4000 m."
 ///                   first number unpredictable (10⁶–10⁹ log-uniform; 1–9 bounded for km), second exact
@@ -303,7 +303,7 @@ inline SyntheticSentence draw(SplitMix64& rng, SyntheticFamily family, Language 
     }
     case SyntheticFamily::negative: {
       const int n = static_cast<int>(rng.between(1, 99));
-      s.text = zh ? fmt::format("负{}写成数字是 -{}。", zh_words(n), n)
+      s.text = zh ? fmt::format("负{}等于 -{}。", zh_words(n), n)
                   : fmt::format("In digits, minus {} is -{}.", en_words(n), n);
       nums.push_back(exact(-n));
       break;
