@@ -5,9 +5,12 @@
 /// Training, as Hugging Face's BpeTrainer does it:
 ///   1. Every text is cut as Tokenizer::encode_with_numbers cuts it: special tokens out, then at
 ///      every number (numbers.hpp), then NFC, then the Qwen2 regex. Numbers are *removed*: at
-///      run time each one is a single <NUM> whose value rides beside it, so its digits never
-///      reach BPE and must not spend the vocabulary (digits that stay text — "x2", "v1.2.3",
-///      non-ASCII digits — are trained on like any text). Each piece (pre-token) is counted.
+///      run time each one is a single <NUM> whose value rides beside it, so its digits, sign,
+///      decimal point and thousands commas never reach BPE and must not be counted (the Qwen2
+///      regex already makes each digit a piece of its own, so digits could not merge anyway;
+///      cutting keeps the counted pieces exactly those encode_with_numbers will meet). Digits
+///      that stay text ("x2", "v1.2.3", non-ASCII digits) are trained on like any text.
+///      Each piece (pre-token) is counted.
 ///   2. Every distinct piece starts as its bytes (ids 0–255 are the bytes, in byte order).
 ///   3. Repeatedly the adjacent pair with the highest count (count = Σ over pieces of the
 ///      piece's frequency × its occurrences of the pair; ties: the smaller (left id, right id))
