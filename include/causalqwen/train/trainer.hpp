@@ -25,7 +25,10 @@
 #include "causalqwen/train/training_curves.hpp"
 #include "causalqwen/train/training_state.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
@@ -112,6 +115,7 @@ class Trainer {
     TrainSummary summary;
     std::size_t step = 0;
     double tokens_seen = 0, seconds_before = 0;
+    if (!o_.out_dir.empty()) lock_out_dir();
     if (o_.resume && !o_.out_dir.empty()) {
       if (auto dir = latest_checkpoint(o_.out_dir)) {
         const auto st = read_checkpoint(*dir, learner_, adam_);
@@ -220,6 +224,17 @@ class Trainer {
               "CausalQwen training curves");
   }
 
+  /// Holds an exclusive lock on out_dir/.lock for the trainer's life: a second run writing the
+  /// same directory (e.g. a resume started while the first run still lives) is refused.
+  void lock_out_dir() {
+    if (lock_fd_ >= 0) return;
+    std::filesystem::create_directories(o_.out_dir);
+    const auto path = o_.out_dir / ".lock";
+    lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (lock_fd_ < 0 || ::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0)
+      throw DomainError(fmt::format("causalqwen::train::Trainer: {} is in use by another training run", o_.out_dir.string()));
+  }
+
   void hook() {
     ++checkpoints_written_;
     if (sleep_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms_));
@@ -230,7 +245,14 @@ class Trainer {
   TrainerOptions o_;
   optim::AdamW<T> adam_;
   std::mt19937_64 rng_;
-  int sleep_ms_ = 0, crash_at_ = 0, checkpoints_written_ = 0;
+  int sleep_ms_ = 0, crash_at_ = 0, checkpoints_written_ = 0, lock_fd_ = -1;
+
+ public:
+  ~Trainer() {
+    if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock
+  }
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
 };
 
 }  // namespace causalqwen::train

@@ -1,0 +1,259 @@
+// causalqwen train: trains a CausalQwen model (or its heads alone) with AdamW, logs every step to
+// JSONL, draws the curves, checkpoints atomically and resumes bit for bit.
+//
+//   model    --model DIR (a checkpoint; a base Qwen2 is converted) | --config config.json |
+//            --preset tiny|small|qwen2.5-0.5b (from scratch, random weights; vocabulary from
+//            --tokenizer: V = K = <NUM>'s id + 1)
+//   data     --data FILE.jsonl (tokenized with --tokenizer; a hashed train/validation split) |
+//            --synthetic N (N synthetic sentences with numbers, a disjoint validation set) |
+//            --features (the synthetic-features mode: heads alone on generated z)
+//   run      --out DIR --steps N [--metrics FILE.jsonl] [--resume] and the options of --help
+#include "command.hpp"
+#include "model_loading.hpp"
+
+#include <causalqwen/io/config_json.hpp>
+#include <causalqwen/train.hpp>
+#include <causalqwen/train/jsonl_dataset.hpp>
+#include <causalqwen/train/synthetic_features.hpp>
+#include <causalqwen/train/synthetic_text_source.hpp>
+
+#include <fmt/core.h>
+#include <omp.h>
+
+#include <memory>
+#include <optional>
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace {
+
+namespace cq = causalqwen;
+namespace ct = causalqwen::train;
+
+/// A fixed list of batches served in a cycle (the validation passes); state = the index.
+class BatchListSource final : public ct::TokenBatchSource<float> {
+ public:
+  explicit BatchListSource(std::vector<cq::io::BatchData<float>> batches) : batches_(std::move(batches)) {
+    cq::detail::require(!batches_.empty(), "train", "the validation set is empty");
+  }
+  cq::io::BatchData<float> next() override { return batches_[index_++ % batches_.size()]; }
+  nlohmann::json state() const override { return {{"index", index_}}; }
+  void restore(const nlohmann::json& s) override { index_ = s.at("index").get<std::size_t>(); }
+  std::size_t size() const { return batches_.size(); }
+
+ private:
+  std::vector<cq::io::BatchData<float>> batches_;
+  std::size_t index_ = 0;
+};
+
+struct TrainArgs {
+  cqcli::ModelOptions model;
+  std::string config, preset, data, out, metrics, curves, schedule = "cosine", freeze = "none", layout = "packed";
+  std::string action_mode = "deterministic";
+  std::size_t synthetic = 0, steps = 200, batch = 8, seq = 64, warmup = 20, accumulation = 1, eval_every = 50,
+              eval_batches = 4, checkpoint_every = 100, threads = 2, alpha_steps = 0, hidden = 64, classes = 16;
+  bool features = false, resume = false, learn_threshold = false;
+  double lr = 3e-3, min_lr_ratio = 0.1, weight_decay = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, clip = 1.0;
+  double alpha_start = -1, alpha_end = 0, min_scale = 0, max_scale = 0, temperature = 1.0, baseline_mae = -1;
+  double val_fraction = 0.1;
+  std::vector<double> threshold;
+  std::uint64_t seed = 1;
+};
+
+cq::model::CausalConfig preset_config(const std::string& name, std::int64_t num_token_id) {
+  cq::model::CausalConfig c;
+  const auto K = static_cast<std::size_t>(num_token_id + 1);
+  if (name == "tiny") c.backbone = {K, 64, 176, 2, 4, 2, 1e-6, 1e6};
+  else if (name == "small") c.backbone = {K, 256, 704, 4, 4, 2, 1e-6, 1e6};
+  else if (name == "qwen2.5-0.5b") c.backbone = {std::max<std::size_t>(K, 151936), 896, 4864, 24, 14, 2, 1e-6, 1e6};
+  else throw cq::DomainError(fmt::format("train: unknown --preset '{}' (tiny, small, qwen2.5-0.5b)", name));
+  c.causal_size = c.backbone.hidden_size;
+  c.num_classes = K;
+  c.num_token_id = num_token_id;
+  c.tie_word_embeddings = true;
+  return c;
+}
+
+ct::TrainerOptions trainer_options(const TrainArgs& a) {
+  ct::TrainerOptions o;
+  o.steps = a.steps;
+  o.accumulation = a.accumulation;
+  o.clip = a.clip;
+  cq::optim::LrShape shape{};
+  if (!cq::optim::parse_lr_shape(a.schedule, shape))
+    throw cq::DomainError(fmt::format("train: --schedule must be constant or cosine, got '{}'", a.schedule));
+  o.lr = {shape, a.lr, a.warmup, a.steps, a.min_lr_ratio};
+  o.adam = {a.beta1, a.beta2, a.eps, a.weight_decay};
+  if (!cq::optim::parse_freeze(a.freeze, o.rules.freeze))
+    throw cq::DomainError(fmt::format("train: --freeze must be none or backbone, got '{}'", a.freeze));
+  o.rules.learn_threshold = a.learn_threshold;
+  if (a.min_scale > 0) o.scale_clamp.min_scale = a.min_scale;
+  if (a.max_scale > 0) o.scale_clamp.max_scale = a.max_scale;
+  o.noise.mode = a.action_mode == "sampling" ? cq::model::ActionMode::sampling : cq::model::ActionMode::deterministic;
+  o.noise.temperature = a.temperature;
+  o.eval_every = a.eval_every;
+  o.eval_batches = a.eval_batches;
+  o.checkpoint_every = a.checkpoint_every;
+  o.out_dir = a.out;
+  o.metrics_path = a.metrics;
+  o.curves_path = a.curves;
+  if (a.baseline_mae >= 0) o.baseline_mae = a.baseline_mae;
+  o.resume = a.resume;
+  o.seed = a.seed;
+  o.run_settings = {{"lr", a.lr}, {"schedule", a.schedule}, {"steps", a.steps}, {"batch", a.batch}, {"seq", a.seq},
+                    {"accumulation", a.accumulation}, {"seed", a.seed}, {"threads", a.threads}};
+  return o;
+}
+
+void report(const ct::TrainSummary& s, const std::string& out) {
+  fmt::print("trained steps {}..{} in {:.1f} s\n", s.first_step, s.last_step, s.seconds);
+  if (s.first_val && s.last_val)
+    fmt::print("validation loss {:.4f} -> {:.4f}; accuracy {:.3f}, <NUM> accuracy {:.3f}, reg MAE {:.4g}\n",
+               s.first_val->L_total, s.last_val->L_total, s.last_val->accuracy, s.last_val->num_accuracy,
+               s.last_val->reg_mae);
+  if (s.checkpoint) fmt::print("checkpoint: {}\n", s.checkpoint->string());
+  fmt::print("metrics and curves in {}\n", out);
+}
+
+void run_features(const TrainArgs& a) {
+  cq::model::CausalConfig c;
+  const auto K = a.classes, H = a.hidden;
+  c.backbone = {K, H, 2 * H, 1, 2, 1, 1e-6, 1e6};
+  c.causal_size = H;
+  c.num_classes = K;
+  c.num_token_id = static_cast<std::int64_t>(K - 1);
+  if (!a.threshold.empty()) c.ovr_threshold = a.threshold;
+  c.alpha_gate = a.alpha_start >= 0 ? a.alpha_start : 0.0;
+  ct::FeatureStoryOptions story;
+  story.hidden = H, story.num_classes = K, story.num_token_id = c.num_token_id, story.rows = a.batch * a.seq;
+  story.seed = a.seed;
+  ct::SyntheticFeatureSource<float> train(story);
+  // validation: the same story (prototypes, value map), rows from another stream of the generator
+  ct::SyntheticFeatureSource<float> val(story);
+  auto val_state = val.state();
+  val_state["rng"] = fmt::format("{}", (a.seed + 1) * 0x9E3779B97F4A7C15ULL ^ 0x5A17DA7AULL);
+  val.restore(val_state);
+  ct::HeadLearner<float> learner(c, train, &val, a.seed, 0.3);
+  auto o = trainer_options(a);
+  o.alpha = {c.alpha_gate, a.alpha_end, a.alpha_steps};
+  ct::Trainer<float> trainer(learner, o);
+  report(trainer.run(), a.out);
+}
+
+void run_tokens(const TrainArgs& a) {
+  std::unique_ptr<cq::model::CausalQwen<float>> model;
+  nlohmann::json config_base = nlohmann::json::object();
+  std::vector<float> lm_head;
+  std::optional<cq::text::Tokenizer> tokenizer;
+  if (auto path = a.model.tokenizer_path()) tokenizer = cq::text::Tokenizer::from_file(path->string());
+  if (!a.model.model_dir.empty()) {
+    auto loaded = a.model.load<float>();
+    model = std::move(loaded.model);
+    config_base = loaded.config_json;
+    lm_head = std::move(loaded.lm_head);
+  } else {
+    cq::model::CausalConfig c;
+    if (!a.config.empty()) {
+      c = cq::io::read_config_json(a.config).config;
+    } else {
+      if (!tokenizer) throw cq::DomainError("train: --preset needs --tokenizer (the vocabulary sets V and <NUM>)");
+      c = preset_config(a.preset, tokenizer->num_token_id());
+    }
+    if (!a.threshold.empty()) c.ovr_threshold = a.threshold;
+    model = std::make_unique<cq::model::CausalQwen<float>>(c);
+    model->init_random(a.seed);
+  }
+  if (!tokenizer) throw cq::DomainError("train: --data and --synthetic need a tokenizer (--tokenizer FILE)");
+  if (tokenizer->num_token_id() != model->config().num_token_id)
+    throw cq::DomainError(fmt::format("train: the tokenizer's <NUM> id {} differs from the model's {}",
+                                      tokenizer->num_token_id(), model->config().num_token_id));
+  ct::CorpusBatchOptions bo;
+  bo.batch_size = a.batch, bo.seq_len = a.seq, bo.layout = cq::train::parse_layout(a.layout), bo.seed = a.seed;
+  std::unique_ptr<ct::TokenBatchSource<float>> train;
+  std::vector<cq::io::BatchData<float>> val_batches;
+  if (!a.data.empty()) {
+    const auto ds = ct::load_jsonl_dataset(a.data, {a.val_fraction, "causalqwen"});
+    train = ds.train_source<float>(*tokenizer, bo);
+    if (!ds.validation.empty()) val_batches = ds.validation_batches<float>(*tokenizer, a.batch, a.seq);
+  } else {
+    const auto tr = ct::synthetic_sentences(ct::DataSplit::train, a.synthetic, a.seed);
+    const auto va = ct::synthetic_sentences(ct::DataSplit::validation, std::max<std::size_t>(64, a.synthetic / 10), a.seed);
+    train = ct::make_synthetic_text_source<float>(*tokenizer, tr, bo);
+    val_batches = ct::synthetic_validation_batches<float>(*tokenizer, va, a.batch, a.seq);
+  }
+  std::unique_ptr<BatchListSource> val;
+  if (!val_batches.empty()) val = std::make_unique<BatchListSource>(std::move(val_batches));
+  if (a.alpha_start >= 0) model->set_alpha_gate(a.alpha_start);
+  const double alpha0 = model->config().alpha_gate;
+  ct::ModelLearner<float> learner(*model, *train, val.get(), config_base, lm_head);
+  auto o = trainer_options(a);
+  o.alpha = {alpha0, a.alpha_end, a.alpha_steps};
+  if (val) o.eval_batches = std::min(o.eval_batches, val->size());
+  ct::Trainer<float> trainer(learner, o);
+  report(trainer.run(), a.out);
+}
+
+const cqcli::Registration reg{"train", [](CLI::App& app) {
+  auto a = std::make_shared<TrainArgs>();
+  auto* sub = app.add_subcommand("train", "Train a CausalQwen model (or its heads alone) with AdamW; crash-safe checkpoints, --resume");
+  sub->add_option("--model", a->model.model_dir, "Start from this checkpoint directory (a base Qwen2 is converted)")
+      ->check(CLI::ExistingDirectory);
+  sub->add_option("--tokenizer", a->model.tokenizer, "tokenizer.json (default: the one in --model)");
+  sub->add_option("--num-token-id", a->model.num_token_id, "<NUM>'s id for a base Qwen2 checkpoint");
+  sub->add_option("--config", a->config, "From scratch: a config.json with the shapes and CausalQwen settings")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--preset", a->preset, "From scratch: tiny (H 64, 2 layers), small (H 256, 4 layers, FFN 704), qwen2.5-0.5b");
+  sub->add_option("--data", a->data, "Training text: JSONL, one {\"text\": ...} per line")->check(CLI::ExistingFile);
+  sub->add_option("--val-fraction", a->val_fraction, "Share of --data held out for validation (hashed split)")->capture_default_str();
+  sub->add_option("--synthetic", a->synthetic, "Train on N synthetic sentences with numbers (validation: disjoint sentences)");
+  sub->add_flag("--features", a->features, "Synthetic-features mode: the causal heads alone on generated features");
+  sub->add_option("--hidden", a->hidden, "--features: feature size H")->capture_default_str();
+  sub->add_option("--classes", a->classes, "--features: number of classes K (<NUM> = K-1)")->capture_default_str();
+  sub->add_option("--out", a->out, "Output directory (checkpoints/, metrics.jsonl, curves.svg)")->required();
+  sub->add_option("--metrics", a->metrics, "JSONL metrics log (default: OUT/metrics.jsonl)");
+  sub->add_option("--curves", a->curves, "SVG training curves (default: OUT/curves.svg)");
+  sub->add_option("--baseline-mae", a->baseline_mae, "Median baseline's MAE, drawn on the reg-MAE curve");
+  sub->add_option("--steps", a->steps, "Optimiser steps")->capture_default_str();
+  sub->add_option("--batch-size", a->batch, "Sequences per micro-batch (--features: rows = batch x seq)")->capture_default_str();
+  sub->add_option("--seq-len", a->seq, "Tokens per sequence")->capture_default_str();
+  sub->add_option("--layout", a->layout, "Batches: packed or padded")->capture_default_str();
+  sub->add_option("--accumulation", a->accumulation, "Micro-batches per optimiser step")->capture_default_str();
+  sub->add_option("--lr", a->lr, "Peak learning rate")->capture_default_str();
+  sub->add_option("--schedule", a->schedule, "constant, or cosine (linear warm-up then cosine)")->capture_default_str();
+  sub->add_option("--warmup", a->warmup, "Warm-up steps")->capture_default_str();
+  sub->add_option("--min-lr-ratio", a->min_lr_ratio, "Cosine floor as a fraction of --lr")->capture_default_str();
+  sub->add_option("--weight-decay", a->weight_decay, "AdamW decoupled weight decay (not on norms, biases, b_noise, thresholds, direction)")->capture_default_str();
+  sub->add_option("--beta1", a->beta1, "AdamW beta1")->capture_default_str();
+  sub->add_option("--beta2", a->beta2, "AdamW beta2")->capture_default_str();
+  sub->add_option("--eps", a->eps, "AdamW epsilon")->capture_default_str();
+  sub->add_option("--clip", a->clip, "Global gradient-norm clip (0: none)")->capture_default_str();
+  sub->add_option("--freeze", a->freeze, "none (train everything) or backbone (train only causal.* heads)")->capture_default_str();
+  sub->add_flag("--learn-threshold", a->learn_threshold, "Also train causal.ovr_threshold (fixed by default)");
+  sub->add_option("--threshold", a->threshold, "OvR threshold C (one value, or K values) for a model made here");
+  sub->add_option("--alpha-start", a->alpha_start, "Gate alpha at step 0 (default: the model's alpha_gate)");
+  sub->add_option("--alpha-end", a->alpha_end, "Gate alpha after --alpha-steps")->capture_default_str();
+  sub->add_option("--alpha-steps", a->alpha_steps, "Steps of the linear alpha anneal (0: constant alpha)")->capture_default_str();
+  sub->add_option("--min-scale", a->min_scale, "Lower clamp of softplus(b_scale) (0: none)");
+  sub->add_option("--max-scale", a->max_scale, "Upper clamp of softplus(b_scale) (0: none)");
+  sub->add_option("--action-mode", a->action_mode, "deterministic (noise on the scale) or sampling (noise on the location)")
+      ->capture_default_str();
+  sub->add_option("--temperature", a->temperature, "Sampling-mode temperature")->capture_default_str();
+  sub->add_option("--eval-every", a->eval_every, "Validate every N steps (and at the end)")->capture_default_str();
+  sub->add_option("--eval-batches", a->eval_batches, "Validation batches per evaluation")->capture_default_str();
+  sub->add_option("--checkpoint-every", a->checkpoint_every, "Checkpoint every N steps (and at the end)")->capture_default_str();
+  sub->add_flag("--resume", a->resume, "Continue from OUT/checkpoints/LATEST (same options as the first run)");
+  sub->add_option("--seed", a->seed, "Seed of the model init, data order and sampling noise")->capture_default_str();
+  sub->add_option("--threads", a->threads, "Threads (results are bit-reproducible for a given count)")->capture_default_str();
+  sub->callback([a] {
+    omp_set_num_threads(static_cast<int>(a->threads));
+    openblas_set_num_threads(static_cast<int>(a->threads));
+    const int sources = (!a->data.empty()) + (a->synthetic > 0) + a->features;
+    if (sources != 1) throw cq::DomainError("train: give exactly one of --data, --synthetic N, --features");
+    if (a->features) return run_features(*a);
+    const int models = !a->model.model_dir.empty() + !a->config.empty() + !a->preset.empty();
+    if (models != 1) throw cq::DomainError("train: give exactly one of --model, --config, --preset");
+    run_tokens(*a);
+  });
+}};
+
+}  // namespace
