@@ -7,6 +7,7 @@
 #include "causalqwen/core/tensor.hpp"
 
 #include <cstddef>
+#include <vector>
 
 namespace causalqwen::linalg {
 
@@ -56,13 +57,19 @@ void linear_backward_weight(TensorView<T, 2> dw, TensorView<const T, 2> dy,
       mat(dy.data, ix(m), ix(n)).transpose() * mat(x.data, ix(m), ix(k));
 }
 
-/// db += colsum(dY):  dY [M,N], db [N].
+/// db += colsum(dY):  dY [M,N], db [N]. Each column is summed row after row, in order: the
+/// result does not depend on where the buffers sit in memory (Eigen's colwise().sum() chooses
+/// its summation order by the pointer's alignment, which broke bit-exact resumes).
 template <class T>
 void bias_backward(TensorView<T, 1> db, TensorView<const T, 2> dy) {
-  using detail_gemm::ix;
   const std::size_t m = dy.shape[0], n = dy.shape[1];
   require_shape(db, {n}, "bias_backward", "db");
-  VecMap<T>(db.data, ix(n)) += mat(dy.data, ix(m), ix(n)).colwise().sum().transpose();
+  std::vector<T> sum(n, T(0));
+  for (std::size_t r = 0; r < m; ++r) {
+    const T* row = dy.data + r * n;
+    for (std::size_t j = 0; j < n; ++j) sum[j] += row[j];
+  }
+  for (std::size_t j = 0; j < n; ++j) db.data[j] += sum[j];
 }
 
 }  // namespace causalqwen::linalg
