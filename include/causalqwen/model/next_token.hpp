@@ -11,6 +11,7 @@
 #include "causalqwen/cauchy/ovr.hpp"
 #include "causalqwen/cauchy/special.hpp"
 #include "causalqwen/linalg/gemm.hpp"
+#include "causalqwen/linalg/gemv.hpp"
 #include "causalqwen/model/config.hpp"
 #include "causalqwen/model/decode_mode.hpp"
 #include "causalqwen/model/head_params.hpp"
@@ -125,8 +126,8 @@ class NextTokenHead {
     scale_U_.resize(R * C);
     loc_A_.resize(R * C);
     scale_A_.resize(R * C);
-    linalg::linear_forward<T>({loc_U_.data(), {R, C}}, z, p.loc_weight, p.loc_bias);
-    linalg::linear_forward<T>({scale_U_.data(), {R, C}}, z, p.scale_weight, p.scale_bias);
+    abduction_product({loc_U_.data(), {R, C}}, z, p.loc_weight, p.loc_bias);
+    abduction_product({scale_U_.data(), {R, C}}, z, p.scale_weight, p.scale_bias);
     for (auto& v : scale_U_) v = raw::softplus(v);
     for (std::size_t r = 0; r < R; ++r)
       for (std::size_t j = 0; j < C; ++j) {
@@ -213,6 +214,15 @@ class NextTokenHead {
   const std::vector<T>& scale_S() const { return scale_S_; }
 
  private:
+  /// y = z·Wᵀ + b: a few rows read W once (linalg/gemv.hpp), more use the GEMM.
+  static void abduction_product(TensorView<T, 2> y, TensorView<const T, 2> z, TensorView<const T, 2> w,
+                                TensorView<const T, 1> b) {
+    if (z.shape[0] <= linalg::few_rows_max)
+      linalg::few_rows_linear_forward<T>(y, z, w, b);
+    else
+      linalg::linear_forward<T>(y, z, w, b);
+  }
+
   /// P(S_<NUM> > C) for U = (loc, scale + with_noise·|b_noise|).
   double p_num_of(const HeadParams<const T>& p, const T* loc, const T* scale, T with_noise) const {
     const std::size_t C = cfg_.causal_size, num = static_cast<std::size_t>(cfg_.num_token_id);
