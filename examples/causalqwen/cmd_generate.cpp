@@ -73,10 +73,13 @@ template <class T>
 void run_generate(const GenerateOptions& o) {
   const auto tok_path = o.model.tokenizer_path();
   if (!tok_path) throw cq::FormatError("generate needs a tokenizer: --tokenizer FILE or DIR/tokenizer.json");
-  const auto tok = cq::text::Tokenizer::from_file(tok_path->string());
-  cqcli::ModelOptions mo = o.model;
-  if (mo.num_token_id < 0) mo.num_token_id = tok.num_token_id();
-  auto loaded = mo.load<T>();
+  auto loaded = o.model.load<T>();
+  // the tokenizer's <NUM> is the checkpoint's (config.json's num_token_id, or for a base model
+  // --num-token-id / the first id after the tokenizer's vocabulary), so that a generated <NUM> is
+  // rendered as its number whatever id the checkpoint gave it
+  cq::text::TokenizerOptions tok_options;
+  tok_options.num_token_id = static_cast<cq::text::TokenId>(loaded.model->config().num_token_id);
+  const auto tok = cq::text::Tokenizer::from_file(tok_path->string(), tok_options);
   const auto prompts = read_prompts(o);
 
   cqg::TextGenerationOptions t;
