@@ -4,7 +4,7 @@
 //   the deterministic head on the last position), and decode tokens/s (one token per step after
 //   a 128-token prompt: the stack with the KV cache + the head over all K classes),
 // against, in the same run,
-//   (a) a STREAM-like read bandwidth (sum of a 1 GiB float array, all threads): decode is bound
+//   (a) a STREAM-like read bandwidth (SIMD sum of a 1 GiB float array, all threads): decode is bound
 //       by reading the weights, so achieved GB/s = weight bytes read per token × tokens/s is
 //       reported as a fraction of it;
 //   (b) the same model in PyTorch (benchmarks/generate_torch.py, torch.set_num_threads(THREADS)),
@@ -17,6 +17,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 #include <omp.h>
+#include <xsimd/xsimd.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -35,8 +36,12 @@ double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-/// Read bandwidth in bytes/s: the best of 5 sums over a 1 GiB array, split over the threads.
+/// Read bandwidth in bytes/s: the best of 5 sums over a 1 GiB array, split over the threads,
+/// each thread adding into four independent SIMD accumulators (a single scalar chain of float
+/// adds would be bound by the add latency, not by memory, and under-measure the bandwidth).
 double stream_read_bandwidth() {
+  using B = xsimd::batch<float>;
+  constexpr std::size_t W = B::size, step = 4 * W;
   const std::size_t n = (std::size_t(1) << 30) / sizeof(float);
   std::vector<float> a(n);
 #pragma omp parallel for schedule(static)
@@ -45,11 +50,23 @@ double stream_read_bandwidth() {
   for (int rep = 0; rep < 5; ++rep) {
     const double t = now();
     double total = 0;
-#pragma omp parallel for schedule(static) reduction(+ : total)
-    for (std::int64_t i = 0; i < static_cast<std::int64_t>(n); i += 16) {
-      float s = 0;
-      for (int j = 0; j < 16; ++j) s += a[static_cast<std::size_t>(i) + j];
-      total += s;
+#pragma omp parallel reduction(+ : total)
+    {
+      const auto nt = static_cast<std::size_t>(omp_get_num_threads()), id = static_cast<std::size_t>(omp_get_thread_num());
+      const std::size_t blocks = n / step, b0 = blocks * id / nt, b1 = blocks * (id + 1) / nt;
+      B s0(0.f), s1(0.f), s2(0.f), s3(0.f);
+      for (std::size_t blk = b0; blk < b1; ++blk) {
+        const float* p = a.data() + blk * step;
+        s0 += B::load_unaligned(p);
+        s1 += B::load_unaligned(p + W);
+        s2 += B::load_unaligned(p + 2 * W);
+        s3 += B::load_unaligned(p + 3 * W);
+      }
+#if XSIMD_VERSION_MAJOR >= 9
+      total += static_cast<double>(xsimd::reduce_add((s0 + s1) + (s2 + s3)));
+#else
+      total += static_cast<double>(xsimd::hadd((s0 + s1) + (s2 + s3)));
+#endif
     }
     const double dt = now() - t;
     if (total < 0) std::puts("");
