@@ -1,0 +1,169 @@
+// One full training step of the whole CausalQwen model — forward, backward, global-norm clip to
+// 1.0, AdamW update — float32, against the same step in PyTorch (benchmarks/train_step_torch.py,
+// torch.set_num_threads(2), the repository's reference model; its loss materialises [B,S,K]),
+// which this program runs itself, in the same command, before its own runs:
+//   (a) small:    V 8192, H 256, 4 layers, 4 heads, 2 KV heads, FFN 704, K = V, B 4, S 128
+//   (b) qwen0.5b: V 151936, H 896, 24 layers, 14 heads, 2 KV heads, FFN 4864, K 151666, B 1, S 128
+// Random weights (init_random), the same batch formula on both sides, AdamW lr 1e-4, wd 0.01.
+//
+// Throughput: tokens (B·S) per second of a step, median of PyTorch's timed steps and Google
+// Benchmark's mean of ours, after one warm-up step each. Peak memory: each process's own VmHWM
+// (/proc/self/status, peak resident set): PyTorch's over its whole process (interpreter, torch,
+// parameters, gradients, AdamW moments, activations); ours reset (/proc/self/clear_refs = 5)
+// before the configuration's model is built and read after its last step, so it covers the
+// program, parameters, gradients, moments and every scratch buffer of that configuration.
+//
+//   OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE build-bench/bin/bench_train_step [small|qwen0.5b]
+#include "bench_ratio.hpp"
+
+#include <causalqwen/model/causal_qwen.hpp>
+#include <causalqwen/optim/adamw.hpp>
+#include <causalqwen/optim/clip.hpp>
+
+#include <nlohmann/json.hpp>
+#include <omp.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cq = causalqwen;
+namespace cqm = causalqwen::model;
+
+namespace {
+constexpr int kThreads = 2;
+
+/// A benchmarked configuration: the model's shapes, the batch and the timed steps per side.
+struct StepShape {
+  std::string name;
+  cq::nn::TransformerConfig backbone;
+  std::size_t classes, batch, seq, steps;
+};
+
+/// (a) and (b) of the file comment.
+std::vector<StepShape> shapes() {
+  return {{"small", {8192, 256, 704, 4, 4, 2, 1e-6, 1e6}, 8192, 4, 128, 10},
+          {"qwen0.5b", {151936, 896, 4864, 24, 14, 2, 1e-6, 1e6}, 151666, 1, 128, 3}};
+}
+
+/// A field of /proc/self/status in bytes (VmHWM, VmRSS).
+double status_bytes(const std::string& key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(key + ":", 0) == 0) return std::stod(line.substr(key.size() + 1)) * 1024.0;
+  return 0;
+}
+
+/// Resets this process's VmHWM to its current resident set.
+void reset_peak_rss() {
+  std::ofstream("/proc/self/clear_refs") << "5";
+}
+
+/// The model, its optimiser state and one batch, as train_step_torch.py builds them.
+struct TrainStep {
+  cqm::CausalQwen<float> model;
+  cq::Arena<float> grads;
+  cq::optim::AdamW<float> adam;
+  cqm::CausalQwen<float>::Cache cache;
+  std::vector<std::int64_t> ids, labels;
+  std::vector<float> values, targets;
+  std::size_t B, S;
+
+  /// The config (DESIGN §2 defaults: threshold 10, α 0, λ 1) with <NUM> = K − 1.
+  static cqm::CausalConfig config(const StepShape& s) {
+    cqm::CausalConfig c;
+    c.backbone = s.backbone;
+    c.causal_size = s.backbone.hidden_size;
+    c.num_classes = s.classes;
+    c.num_token_id = static_cast<std::int64_t>(s.classes) - 1;
+    return c;
+  }
+
+  explicit TrainStep(const StepShape& s)
+      : model(config(s)), grads(model.make_gradients()), adam(model.params().shared_layout()), B(s.batch), S(s.seq) {
+    model.init_random(1);
+    const auto K = static_cast<std::int64_t>(s.classes), nid = K - 1;
+    ids.resize(B * S), values.assign(B * S, 0.0f), labels.assign(B * S, -100), targets.assign(B * S, 0.0f);
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t t = 0; t < S; ++t) {
+        const std::size_t i = b * S + t;
+        if (t % 8 == 3) ids[i] = nid, values[i] = static_cast<float>(t) + 0.5f;
+        else ids[i] = static_cast<std::int64_t>((i * 7919 + 13) % static_cast<std::size_t>(K - 1));
+      }
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t t = 0; t + 1 < S; ++t) labels[b * S + t] = ids[b * S + t + 1], targets[b * S + t] = values[b * S + t + 1];
+  }
+
+  /// Forward, backward, clip, AdamW: one training step; returns L_total.
+  double step() {
+    grads.zero();
+    const cqm::Batch<float> batch{{ids.data(), {B, S}}, {values.data(), {B, S}}, {}, {labels.data(), {B, S}},
+                                  {targets.data(), {B, S}}, {}};
+    const auto m = model.forward_backward(batch, cache, grads);
+    cq::optim::clip_grad_norm(grads, 1.0, adam.rules());
+    adam.step(model.params(), grads, 1e-4);
+    return m.L_total;
+  }
+};
+
+/// Runs train_step_torch.py for one configuration and returns its JSON line.
+nlohmann::json run_torch(const StepShape& s) {
+  const std::string cmd = std::string("/usr/bin/python3 ") + CQ_TORCH_TRAIN_STEP_SCRIPT + " " + s.name + " " +
+                          std::to_string(kThreads) + " " + std::to_string(s.steps);
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+  std::string out;
+  char buf[4096];
+  while (pipe && fgets(buf, sizeof buf, pipe.get())) out += buf;
+  const auto brace = out.find('{');
+  if (brace == std::string::npos) throw std::runtime_error("train_step_torch.py printed no result: " + out);
+  return nlohmann::json::parse(out.substr(brace));
+}
+}  // namespace
+
+/// Runs PyTorch for each configuration, then ours; prints the speed and memory ratios.
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  const std::string only = argc > 1 ? argv[1] : "";
+  omp_set_num_threads(kThreads);
+  Eigen::setNbThreads(kThreads);
+  cqbench::RatioReporter reporter;
+  std::map<std::string, double> ours_peak, torch_peak;
+  for (const auto& s : shapes()) {
+    if (!only.empty() && only != s.name) continue;
+    const auto torch = run_torch(s);
+    const double tokens = static_cast<double>(s.batch * s.seq), torch_s = torch["step_s"].get<double>();
+    torch_peak[s.name] = torch["vm_hwm_bytes"].get<double>();
+    fmt::print("PyTorch {} ({} threads) {}: step {:.3f} s = {:.0f} tokens/s, VmHWM {:.0f} MB (RSS after import {:.0f} MB)\n",
+               torch["torch"].get<std::string>(), kThreads, s.name, torch_s, tokens / torch_s, torch_peak[s.name] / 1e6,
+               torch["rss_after_import_bytes"].get<double>() / 1e6);
+    const std::string label = "train step " + s.name;
+    benchmark::RegisterBenchmark(("causalqwen " + label).c_str(), [s, tokens, &ours_peak](benchmark::State& st) {
+      reset_peak_rss();
+      auto ts = std::make_unique<TrainStep>(s);
+      ts->step();  // warm-up: caches, |W_cls|, moments touched
+      for (auto _ : st) benchmark::DoNotOptimize(ts->step());
+      ours_peak[s.name] = status_bytes("VmHWM");
+      st.counters["tokens_per_s"] = benchmark::Counter(tokens * double(st.iterations()), benchmark::Counter::kIsRate);
+      st.counters["VmHWM_MB"] = ours_peak[s.name] / 1e6;
+    })->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(static_cast<benchmark::IterationCount>(s.steps));
+    const double tp = torch_peak[s.name];
+    benchmark::RegisterBenchmark(("pytorch " + label).c_str(), [torch_s, tokens, tp](benchmark::State& st) {
+      for (auto _ : st) st.SetIterationTime(torch_s);  // measured by the child process above
+      st.counters["tokens_per_s"] = tokens / torch_s;
+      st.counters["VmHWM_MB"] = tp / 1e6;
+    })->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+    reporter.add_pair("causalqwen " + label + "/iterations:" + std::to_string(s.steps) + "/real_time",
+                      "pytorch " + label + "/iterations:1/manual_time");
+  }
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  reporter.print_ratios();
+  fmt::print("\npeak memory (VmHWM of each side's own process; < 1 means less):\n");
+  for (const auto& [name, ours] : ours_peak)
+    fmt::print("  causalqwen train step {:<10} {:8.0f} MB   pytorch {:8.0f} MB   ratio {:.2f}x\n", name, ours / 1e6,
+               torch_peak[name] / 1e6, ours / torch_peak[name]);
+  benchmark::Shutdown();
+}
