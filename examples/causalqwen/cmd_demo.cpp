@@ -243,6 +243,8 @@ const cqcli::Registration reg{"demo", [](CLI::App& app) {
   sub->add_option("--reg-weight", o->reg_weight, "lambda, the weight of the regression loss")->capture_default_str();
   sub->add_option("--alpha-start", o->alpha_start, "alpha of the regression gate at the start (annealed over 80% of the steps)")->capture_default_str();
   sub->add_option("--alpha-end", o->alpha_end, "alpha at the end")->capture_default_str();
+  sub->add_option("--show", o->show, "held-out sentences shown with their predicted numbers")->capture_default_str();
+  sub->add_option("--prompts", o->prompts, "held-out prompts generated from in all four modes")->capture_default_str();
   sub->add_flag("--plain", o->plain, "plain progress lines instead of a bar");
   sub->callback([o] { run_demo(*o); });
 }};
