@@ -100,7 +100,7 @@ void run_demo(const DemoOptions& o) {
   const auto trained = cq::text::train_bpe(cq::train::texts_of(train), bpe_options);
   std::ofstream(out / "tokenizer.json") << trained.text();
   const auto tok = trained.tokenizer();
-  fmt::print("2. tokenizer: byte-level BPE trained on the corpus, {} tokens + <NUM> = {} -> {}\n\n", static_cast<std::size_t>(tok.size()),
+  fmt::print("2. tokenizer: byte-level BPE trained on the corpus in-process, {} ids with <NUM> = {} -> {}\n\n", static_cast<std::size_t>(tok.size()),
              tok.num_token_id(), (out / "tokenizer.json").string());
 
   // 3. model
