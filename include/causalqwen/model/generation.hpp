@@ -9,8 +9,12 @@
 /// Rotary positions count each row's real tokens, masks hide padding, so a row's continuation
 /// does not depend on the padding side or on the other rows; every random draw comes from the
 /// row's own counter-based stream (random_stream.hpp), keyed by the prompt's seed and the step
-/// (or step 0 for every step with shared noise). `use_cache = false` recomputes the whole
-/// sequence with Transformer::forward at every step (the reference the cache is tested against).
+/// (or step 0 for every step with shared noise). `use_cache = false` recomputes from scratch at
+/// every step: a new KV cache is built for the whole sequence so far (the prompt in one prefill,
+/// then each generated slot in turn) with the same kernels, so tokens and numbers equal the
+/// cached run's bit for bit; it checks the cache's bookkeeping across steps (positions, masks,
+/// growth). Agreement of the cached path with the full training forward, Transformer::forward,
+/// is tested separately (tests/generation/test_kv_cache.cpp) within float tolerances.
 #pragma once
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/model/causal_qwen.hpp"
@@ -89,6 +93,7 @@ class Generator {
                         "prompt {} holds id {} outside the vocabulary [0, {})", b, id, cfg.backbone.vocab_size);
       P = std::max(P, pr.ids.size());
     }
+    prompt_slots_ = P;
     detail::require(o.pad_id >= 0 && static_cast<std::size_t>(o.pad_id) < cfg.backbone.vocab_size, "generate",
                     "pad_id {} is outside the vocabulary", o.pad_id);
     // the prompt slots [B, P]
@@ -188,12 +193,23 @@ class Generator {
     return {{ids_.data(), {B, n}}, {vals_.data(), {B, n}}, {mask_.data(), {B, n}}, {pos_.data(), {B, n}}};
   }
 
-  /// The full forward over slots [0, len) of every row; z_rows_ = z at slot at[b] of row b.
+  /// Recomputation from scratch over slots [0, len) of every row, with a new KV cache: the
+  /// prompt slots in one prefill, then each later slot alone, exactly as the cached run fed them;
+  /// z_rows_ = z at slot at[b] of row b (at[b] < prompt_slots_ after the prefill, else len − 1).
   void recompute(std::size_t B, std::size_t total, std::size_t len, const std::vector<std::size_t>& at) {
-    const std::size_t H = model_.config().hidden_size();
-    const auto v = slots(B, total, 0, len);
-    const auto z = model_.backbone().forward(v.ids, v.vals, v.mask, v.pos, full_cache_);
-    for (std::size_t b = 0; b < B; ++b) std::copy_n(z.data + (b * len + at[b]) * H, H, z_rows_.data() + b * H);
+    const std::size_t H = model_.config().hidden_size(), P = prompt_slots_;
+    model_.backbone().begin_inference(scratch_state_, B, total);
+    const auto prompt = slots(B, total, 0, P);
+    const auto zp = model_.backbone().forward_cached(prompt.ids, prompt.vals, prompt.mask, prompt.pos, scratch_state_);
+    if (len == P) {
+      for (std::size_t b = 0; b < B; ++b) std::copy_n(zp.data + (b * P + at[b]) * H, H, z_rows_.data() + b * H);
+      return;
+    }
+    for (std::size_t s = P; s < len; ++s) {
+      const auto step = slots(B, total, s, s + 1);
+      const auto z = model_.backbone().forward_cached(step.ids, step.vals, step.mask, step.pos, scratch_state_);
+      if (s + 1 == len) std::copy_n(z.data, B * H, z_rows_.data());
+    }
   }
 
   /// Decisions for the given rows from z_rows_, with each row's noise for step t.
@@ -231,7 +247,8 @@ class Generator {
   CausalQwen<T>& model_;
   NextTokenHead<T> head_;
   typename nn::Transformer<T>::InferenceState state_;
-  typename nn::Transformer<T>::Cache full_cache_;
+  typename nn::Transformer<T>::InferenceState scratch_state_;  // the no-cache path's cache, rebuilt each step
+  std::size_t prompt_slots_ = 0;
   std::vector<std::int64_t> seq_ids_, seq_mask_, seq_pos_, ids_, mask_, pos_;
   std::vector<T> seq_vals_, vals_, z_rows_, z_active_, action_;
   std::vector<double> pick_;
