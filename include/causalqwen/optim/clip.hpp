@@ -25,10 +25,15 @@ double global_grad_norm(const Arena<T>& grads, const ParamRules& rules = {}) {
     const std::size_t nb = (s.size + block - 1) / block;
     partial.assign(nb, 0.0);
     parallel_for(nb, s.size, [&](std::size_t b) {
-      const std::size_t end = std::min(s.size, (b + 1) * block);
-      double acc = 0;
-      for (std::size_t i = b * block; i < end; ++i) acc += static_cast<double>(g[i]) * static_cast<double>(g[i]);
-      partial[b] = acc;
+      // eight interleaved partial sums (lane i % 8), added in a fixed order: vectorisable and
+      // still independent of the thread count
+      const std::size_t begin = b * block, end = std::min(s.size, begin + block);
+      double lane[8] = {};
+      std::size_t i = begin;
+      for (; i + 8 <= end; i += 8)
+        for (std::size_t j = 0; j < 8; ++j) lane[j] += static_cast<double>(g[i + j]) * static_cast<double>(g[i + j]);
+      for (; i < end; ++i) lane[(i - begin) & 7] += static_cast<double>(g[i]) * static_cast<double>(g[i]);
+      partial[b] = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
     });
     for (double p : partial) total += p;
   }
@@ -46,13 +51,19 @@ void scale_gradients(Arena<T>& grads, double factor, const ParamRules& rules = {
   }
 }
 
+/// The factor clipping multiplies the gradients by: max_norm/(‖g‖ + 1e-6) when ‖g‖ > max_norm,
+/// else 1 (also 1 when max_norm ≤ 0 or the norm is not finite, so that a NaN shows in the logs
+/// instead of being hidden). Pass it to AdamW::step as grad_scale to clip without a pass.
+inline double clip_factor(double norm, double max_norm) {
+  return max_norm > 0 && std::isfinite(norm) && norm > max_norm ? max_norm / (norm + 1e-6) : 1.0;
+}
+
 /// Clips to `max_norm` (no clipping when max_norm ≤ 0 or the norm is not finite, so that a
 /// NaN shows in the logs instead of being hidden); returns the norm before clipping.
 template <class T>
 double clip_grad_norm(Arena<T>& grads, double max_norm, const ParamRules& rules = {}) {
   const double norm = global_grad_norm(grads, rules);
-  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm)
-    scale_gradients(grads, max_norm / (norm + 1e-6), rules);
+  if (const double f = clip_factor(norm, max_norm); f != 1.0) scale_gradients(grads, f, rules);
   return norm;
 }
 

@@ -1,7 +1,8 @@
 /// The training loop. Each step s = 0 … steps−1:
 ///   α ← alpha.at(s) (set on the learner);  grads ← 0
 ///   for each of A micro-batches: grads += ∂L/∂θ (Learner::train_micro_batch)
-///   grads ← grads / A;  ‖g‖ ← clip_grad_norm(grads, clip);  AdamW step with lr.at(s);  scale clamp
+///   grads ← grads / A;  ‖g‖ ← global_grad_norm(grads);  AdamW step with lr.at(s) on
+///   grads·clip_factor(‖g‖, clip);  scale clamp
 ///   log the step (metrics averaged over the A micro-batches, lr, α, ‖g‖, tokens/s) to the JSONL log
 ///   every eval_every steps: the validation batches (same batches every time), logged as "val"
 ///   every checkpoint_every steps and at the end: a checkpoint (training_state.hpp)
@@ -149,8 +150,8 @@ class Trainer {
         tokens += r.tokens;
       }
       if (o_.accumulation > 1) optim::scale_gradients(grads, 1.0 / static_cast<double>(o_.accumulation), o_.rules);
-      const double norm = optim::clip_grad_norm(grads, o_.clip, o_.rules);
-      adam_.step(learner_.params(), grads, lr);
+      const double norm = optim::global_grad_norm(grads, o_.rules);
+      adam_.step(learner_.params(), grads, lr, optim::clip_factor(norm, o_.clip));  // clipping applied in the update
       o_.scale_clamp.apply(learner_.params());
       learner_.params().touch();
       ++step;
