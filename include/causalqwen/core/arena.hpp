@@ -16,6 +16,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 namespace causalqwen {
 
 /// How a slot is placed: `aligned` starts at the next 64-byte boundary; `packed` starts right
@@ -73,24 +76,60 @@ class Layout {
   std::unordered_map<std::string, std::size_t> index_;
 };
 
+/// How an arena's memory is obtained.
+///   filled      aligned_alloc, every element written with 0 (resident at once)
+///   on_demand   anonymous mmap: a page becomes resident only when first written, and zero()
+///               returns the pages to the kernel (madvise DONTNEED), so an arena of which only
+///               a few slots are ever written costs only those slots' memory (the gradient
+///               arena of optim::StreamingAdamW, whose large weight gradients never land in it)
+enum class ArenaMemory { filled, on_demand };
+
 /// One zero-initialised, 64-byte-aligned allocation laid out by a Layout.
 template <class T>
 class Arena {
  public:
   Arena() = default;
-  explicit Arena(std::shared_ptr<const Layout> layout) { reset(std::move(layout)); }
+  explicit Arena(std::shared_ptr<const Layout> layout, ArenaMemory memory = ArenaMemory::filled)
+      : memory_(memory) {
+    reset(std::move(layout));
+  }
 
   /// Re-lays the arena out (reallocating only when it must grow) and zeroes it.
   void reset(std::shared_ptr<const Layout> layout) {
     layout_ = std::move(layout);
     std::size_t n = std::max<std::size_t>(layout_->total(), 1);
     if (n > capacity_) {
-      std::size_t bytes = (n * sizeof(T) + 63) / 64 * 64;
-      buffer_.reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
-      detail::require(buffer_ != nullptr, "Arena::reset", "cannot allocate {} bytes", bytes);
+      const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+      const std::size_t align = memory_ == ArenaMemory::on_demand ? page : 64;
+      const std::size_t bytes = (n * sizeof(T) + align - 1) / align * align;
+      buffer_.reset();
+      if (memory_ == ArenaMemory::on_demand) {
+        void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        detail::require(p != MAP_FAILED, "Arena::reset", "cannot map {} bytes", bytes);
+        buffer_ = std::unique_ptr<T, Free>(static_cast<T*>(p), Free{bytes});
+      } else {
+        buffer_ = std::unique_ptr<T, Free>(static_cast<T*>(std::aligned_alloc(64, bytes)), Free{0});
+        detail::require(buffer_ != nullptr, "Arena::reset", "cannot allocate {} bytes", bytes);
+      }
       capacity_ = bytes / sizeof(T);
     }
     zero();
+  }
+
+  ArenaMemory memory() const { return memory_; }
+
+  /// True when no page overlapping elements [offset, offset + count) has been written since
+  /// the last zero() of an on_demand arena, so they are all 0 without being read (mincore);
+  /// always false for a filled arena.
+  bool untouched(std::size_t offset, std::size_t count) const {
+    if (memory_ != ArenaMemory::on_demand || count == 0) return memory_ == ArenaMemory::on_demand;
+    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    const auto base = reinterpret_cast<std::uintptr_t>(data());
+    const std::uintptr_t first = (base + offset * sizeof(T)) / page * page;
+    const std::uintptr_t last = base + (offset + count) * sizeof(T);
+    std::vector<unsigned char> resident((last - first + page - 1) / page);
+    if (mincore(reinterpret_cast<void*>(first), last - first, resident.data()) != 0) return false;
+    return std::none_of(resident.begin(), resident.end(), [](unsigned char r) { return r & 1; });
   }
 
   const Layout& layout() const { return *layout_; }
@@ -101,7 +140,14 @@ class Arena {
   std::size_t bytes() const { return capacity_ * sizeof(T); }
   std::span<T> span() { return {data(), size()}; }
   std::span<const T> span() const { return {data(), size()}; }
-  void zero() { std::fill(data(), data() + size(), T(0)); }
+  void zero() {
+    if (memory_ == ArenaMemory::on_demand && buffer_) {
+      detail::require(madvise(buffer_.get(), buffer_.get_deleter().bytes, MADV_DONTNEED) == 0, "Arena::zero",
+                      "madvise(DONTNEED) failed on a {}-byte arena", buffer_.get_deleter().bytes);
+      return;
+    }
+    std::fill(data(), data() + size(), T(0));
+  }
 
   /// The named slot as a rank-N view; N must equal the slot's rank.
   template <std::size_t N>
@@ -130,8 +176,13 @@ class Arena {
 
  private:
   struct Free {
-    void operator()(T* p) const { std::free(p); }
+    std::size_t bytes = 0;  // of an mmap'ed buffer (0: aligned_alloc)
+    void operator()(T* p) const {
+      if (bytes) munmap(p, bytes);
+      else std::free(p);
+    }
   };
+  ArenaMemory memory_ = ArenaMemory::filled;
   std::shared_ptr<const Layout> layout_;
   std::unique_ptr<T, Free> buffer_;
   std::size_t capacity_ = 0;

@@ -5,6 +5,7 @@
 #pragma once
 #include "causalqwen/core/eigen_map.hpp"
 #include "causalqwen/core/tensor.hpp"
+#include "causalqwen/linalg/weight_grad_sink.hpp"
 
 #include <cstddef>
 #include <vector>
@@ -44,7 +45,8 @@ void linear_backward_input(TensorView<T, 2> dx, TensorView<const T, 2> dy,
   mat(dx.data, ix(m), ix(k)).noalias() += mat(dy.data, ix(m), ix(n)) * mat(w.data, ix(n), ix(k));
 }
 
-/// dW += dYᵀ·X:  dY [M,N], X [M,K], dW [N,K].
+/// dW += dYᵀ·X:  dY [M,N], X [M,K], dW [N,K]. (Offered first to the thread's active
+/// WeightGradSink, which may keep dY and X instead: weight_grad_sink.hpp.)
 template <class T>
 void linear_backward_weight(TensorView<T, 2> dw, TensorView<const T, 2> dy,
                             TensorView<const T, 2> x) {
@@ -53,6 +55,7 @@ void linear_backward_weight(TensorView<T, 2> dw, TensorView<const T, 2> dy,
   detail::require(x.shape[0] == m, "linear_backward_weight", "X {} does not match dY {}",
                   shape_string(x.shape), shape_string(dy.shape));
   require_shape(dw, {n, k}, "linear_backward_weight", "dW");
+  if (offer_to_weight_grad_sink<T>(dw, dy, x)) return;
   mat(dw.data, ix(n), ix(k)).noalias() +=
       mat(dy.data, ix(m), ix(n)).transpose() * mat(x.data, ix(m), ix(k));
 }
