@@ -5,6 +5,12 @@
 //   (a) small:    V 8192, H 256, 4 layers, 4 heads, 2 KV heads, FFN 704, K = V, B 4, S 128
 //   (b) qwen0.5b: V 151936, H 896, 24 layers, 14 heads, 2 KV heads, FFN 4864, K 151666, B 1, S 128
 // Random weights (init_random), the same batch formula on both sides, AdamW lr 1e-4, wd 0.01.
+// Ours runs in two forms:
+//   arena       the model's gradient arena, global_grad_norm, AdamW (clipping applied inside
+//               the update) — the same state as PyTorch: θ, g, m, v in float32
+//   streaming   optim::StreamingAdamW with bfloat16 moments (stochastic rounding): no gradient
+//               arena (weight gradients kept as dY, X factors and formed tile by tile inside the
+//               update), m and v in 16 bits — what a memory-bound user runs
 //
 // Throughput: tokens (B·S) per second of a step, median of PyTorch's timed steps and Google
 // Benchmark's mean of ours, after one warm-up step each. Peak memory: each process's own VmHWM
@@ -19,6 +25,7 @@
 #include <causalqwen/model/causal_qwen.hpp>
 #include <causalqwen/optim/adamw.hpp>
 #include <causalqwen/optim/clip.hpp>
+#include <causalqwen/optim/streaming_adamw.hpp>
 
 #include <nlohmann/json.hpp>
 #include <omp.h>
@@ -63,11 +70,9 @@ void reset_peak_rss() {
   std::ofstream("/proc/self/clear_refs") << "5";
 }
 
-/// The model, its optimiser state and one batch, as train_step_torch.py builds them.
-struct TrainStep {
+/// The model and one batch, as train_step_torch.py builds them.
+struct StepData {
   cqm::CausalQwen<float> model;
-  cq::Arena<float> grads;
-  cq::optim::AdamW<float> adam;
   cqm::CausalQwen<float>::Cache cache;
   std::vector<std::int64_t> ids, labels;
   std::vector<float> values, targets;
@@ -83,8 +88,7 @@ struct TrainStep {
     return c;
   }
 
-  explicit TrainStep(const StepShape& s)
-      : model(config(s)), grads(model.make_gradients()), adam(model.params().shared_layout()), B(s.batch), S(s.seq) {
+  explicit StepData(const StepShape& s) : model(config(s)), B(s.batch), S(s.seq) {
     model.init_random(1);
     const auto K = static_cast<std::int64_t>(s.classes), nid = K - 1;
     ids.resize(B * S), values.assign(B * S, 0.0f), labels.assign(B * S, -100), targets.assign(B * S, 0.0f);
@@ -97,15 +101,38 @@ struct TrainStep {
     for (std::size_t b = 0; b < B; ++b)
       for (std::size_t t = 0; t + 1 < S; ++t) labels[b * S + t] = ids[b * S + t + 1], targets[b * S + t] = values[b * S + t + 1];
   }
+  cqm::Batch<float> batch() const {
+    return {{ids.data(), {B, S}}, {values.data(), {B, S}}, {}, {labels.data(), {B, S}}, {targets.data(), {B, S}}, {}};
+  }
+};
 
-  /// Forward, backward, clip, AdamW: one training step; returns L_total.
+/// Forward, backward, clip to 1, AdamW with a whole gradient arena (the PyTorch state).
+struct ArenaStep : StepData {
+  cq::Arena<float> grads;
+  cq::optim::AdamW<float> adam;
+  explicit ArenaStep(const StepShape& s)
+      : StepData(s), grads(model.make_gradients()), adam(model.params().shared_layout()) {}
   double step() {
     grads.zero();
-    const cqm::Batch<float> batch{{ids.data(), {B, S}}, {values.data(), {B, S}}, {}, {labels.data(), {B, S}},
-                                  {targets.data(), {B, S}}, {}};
-    const auto m = model.forward_backward(batch, cache, grads);
-    cq::optim::clip_grad_norm(grads, 1.0, adam.rules());
-    adam.step(model.params(), grads, 1e-4);
+    const auto m = model.forward_backward(batch(), cache, grads);
+    const double norm = cq::optim::global_grad_norm(grads, adam.rules());
+    adam.step(model.params(), grads, 1e-4, cq::optim::clip_factor(norm, 1.0));
+    return m.L_total;
+  }
+};
+
+/// The same step through StreamingAdamW with bfloat16 moments (file comment).
+struct StreamingStep : StepData {
+  cq::optim::StreamingAdamW<float> adam;
+  explicit StreamingStep(const StepShape& s)
+      : StepData(s), adam(model.params().shared_layout(), {}, {}, cq::optim::MomentStorage::bf16) {}
+  double step() {
+    cqm::HeadMetrics m;
+    {
+      auto capture = adam.capture();
+      m = model.forward_backward(batch(), cache, adam.gradients());
+    }
+    adam.step(model.params(), 1e-4, cq::optim::clip_factor(adam.grad_norm(model.params()), 1.0));
     return m.L_total;
   }
 };
@@ -132,6 +159,7 @@ int main(int argc, char** argv) {
   Eigen::setNbThreads(kThreads);
   cqbench::RatioReporter reporter;
   std::map<std::string, double> ours_peak, torch_peak;
+  std::map<std::string, std::string> torch_of;  // our "form config" → its PyTorch config
   for (const auto& s : shapes()) {
     if (!only.empty() && only != s.name) continue;
     const auto torch = run_torch(s);
@@ -141,29 +169,35 @@ int main(int argc, char** argv) {
                torch["torch"].get<std::string>(), kThreads, s.name, torch_s, tokens / torch_s, torch_peak[s.name] / 1e6,
                torch["rss_after_import_bytes"].get<double>() / 1e6);
     const std::string label = "train step " + s.name;
-    benchmark::RegisterBenchmark(("causalqwen " + label).c_str(), [s, tokens, &ours_peak](benchmark::State& st) {
-      reset_peak_rss();
-      auto ts = std::make_unique<TrainStep>(s);
-      ts->step();  // warm-up: caches, |W_cls|, moments touched
-      for (auto _ : st) benchmark::DoNotOptimize(ts->step());
-      ours_peak[s.name] = status_bytes("VmHWM");
-      st.counters["tokens_per_s"] = benchmark::Counter(tokens * double(st.iterations()), benchmark::Counter::kIsRate);
-      st.counters["VmHWM_MB"] = ours_peak[s.name] / 1e6;
-    })->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(static_cast<benchmark::IterationCount>(s.steps));
+    auto register_ours = [&]<class Step>(const std::string& form) {
+      const std::string key = form + " " + s.name;
+      benchmark::RegisterBenchmark(("causalqwen " + form + " " + label).c_str(), [s, tokens, key, &ours_peak](benchmark::State& st) {
+        reset_peak_rss();
+        auto ts = std::make_unique<Step>(s);
+        ts->step();  // warm-up: caches touched, moments allocated
+        for (auto _ : st) benchmark::DoNotOptimize(ts->step());
+        ours_peak[key] = status_bytes("VmHWM");
+        st.counters["tokens_per_s"] = benchmark::Counter(tokens * double(st.iterations()), benchmark::Counter::kIsRate);
+        st.counters["VmHWM_MB"] = ours_peak[key] / 1e6;
+      })->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(static_cast<benchmark::IterationCount>(s.steps));
+      reporter.add_pair("causalqwen " + form + " " + label + "/iterations:" + std::to_string(s.steps) + "/real_time",
+                        "pytorch " + label + "/iterations:1/manual_time");
+      torch_of[key] = s.name;
+    };
+    register_ours.template operator()<ArenaStep>("arena");
+    register_ours.template operator()<StreamingStep>("streaming");
     const double tp = torch_peak[s.name];
     benchmark::RegisterBenchmark(("pytorch " + label).c_str(), [torch_s, tokens, tp](benchmark::State& st) {
       for (auto _ : st) st.SetIterationTime(torch_s);  // measured by the child process above
       st.counters["tokens_per_s"] = tokens / torch_s;
       st.counters["VmHWM_MB"] = tp / 1e6;
     })->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
-    reporter.add_pair("causalqwen " + label + "/iterations:" + std::to_string(s.steps) + "/real_time",
-                      "pytorch " + label + "/iterations:1/manual_time");
   }
   benchmark::RunSpecifiedBenchmarks(&reporter);
   reporter.print_ratios();
   fmt::print("\npeak memory (VmHWM of each side's own process; < 1 means less):\n");
-  for (const auto& [name, ours] : ours_peak)
-    fmt::print("  causalqwen train step {:<10} {:8.0f} MB   pytorch {:8.0f} MB   ratio {:.2f}x\n", name, ours / 1e6,
-               torch_peak[name] / 1e6, ours / torch_peak[name]);
+  for (const auto& [key, ours] : ours_peak)
+    fmt::print("  causalqwen {:<20} {:8.0f} MB   pytorch {:8.0f} MB   ratio {:.2f}x\n", key, ours / 1e6,
+               torch_peak[torch_of[key]] / 1e6, ours / torch_peak[torch_of[key]]);
   benchmark::Shutdown();
 }

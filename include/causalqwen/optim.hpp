@@ -1,4 +1,4 @@
-/// Umbrella header of the optimiser layer: AdamW and SGD over arenas, gradient clipping, learning-rate
+/// Umbrella header of the optimiser layer: AdamW, StreamingAdamW and SGD over arenas, gradient clipping, learning-rate
 /// and α schedules, scale clamps, and the rules deciding what is trained and decayed.
 #pragma once
 #include "causalqwen/optim/adamw.hpp"
@@ -7,3 +7,4 @@
 #include "causalqwen/optim/scale_clamp.hpp"
 #include "causalqwen/optim/schedule.hpp"
 #include "causalqwen/optim/sgd.hpp"
+#include "causalqwen/optim/streaming_adamw.hpp"

@@ -1,0 +1,409 @@
+/// StreamingAdamW: AdamW (the update of adamw.hpp, global-norm clipping included) that never
+/// holds a whole gradient arena. The weight gradient of a linear map over M tokens is the
+/// product dW = dYᵀ·X of thin factors (dY [M,N], X [M,K]); during the backward pass, while
+/// `capture()` is active, those products are kept as factors (linalg/weight_grad_sink.hpp),
+/// and `step` forms each dW tile by tile ([rows,K], about 8 MB) right where it is used:
+///
+///   backward:   factors (dY, X) per weight;  small gradients (norms, biases, embedding rows,
+///               b_noise …) land in an on-demand arena of which only written pages are resident
+///   norm:       ‖g‖² = Σ_slots ‖D_s + Σ_r dY_rᵀX_r‖²: for a slot of plain products only, the
+///               Gram form ‖dYᵀX‖² = Σ_ij (dY·dYᵀ)_ij (X·Xᵀ)_ij (stacked over the products,
+///               in double, M×M); otherwise the tiles are formed and summed (double)
+///   step:       per tile: g = D + Σ dYᵀX [+ sign(W) ⊙ Σ dYᵀX for |W| products]; g ← g·grad_scale;
+///               AdamW on (θ, m, v) of the tile
+///
+/// Moments (`MomentStorage`): `full` keeps m and v as T (the same arithmetic as AdamW, so
+/// results agree with AdamW + clip_grad_norm to the GEMMs' summation order); `bf16` keeps them
+/// as bfloat16 with stochastic rounding (counter-based, so a run is bit-reproducible) — half the
+/// optimiser memory, with the moments' precision reduced to 8 bits (float parameters only).
+///
+///   cq::optim::StreamingAdamW<float> opt(model.params().shared_layout(), {}, {}, MomentStorage::bf16);
+///   { auto capture = opt.capture(); model.forward_backward(batch, cache, opt.gradients()); }
+///   const double norm = opt.grad_norm(model.params());
+///   opt.step(model.params(), lr, cq::optim::clip_factor(norm, 1.0));
+#pragma once
+#include "causalqwen/core/arena.hpp"
+#include "causalqwen/core/eigen_map.hpp"
+#include "causalqwen/core/error.hpp"
+#include "causalqwen/core/threading.hpp"
+#include "causalqwen/linalg/weight_grad_sink.hpp"
+#include "causalqwen/optim/adamw.hpp"
+#include "causalqwen/optim/clip.hpp"
+#include "causalqwen/optim/param_rules.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+namespace causalqwen::optim {
+
+/// How StreamingAdamW stores its moments.
+enum class MomentStorage { full, bf16 };
+
+namespace detail_streaming {
+
+/// bfloat16 bits of x, rounded stochastically with 16 random bits (NaN and ±∞ truncated).
+inline std::uint16_t to_bf16_stochastic(float x, std::uint32_t random16) {
+  std::uint32_t bits = std::bit_cast<std::uint32_t>(x);
+  if ((bits & 0x7f800000u) != 0x7f800000u) bits += random16 & 0xffffu;
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+inline float from_bf16(std::uint16_t b) { return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16); }
+
+/// 32 well-mixed bits of (key, index) (splitmix64's finaliser).
+inline std::uint32_t mix(std::uint64_t key, std::uint64_t index) {
+  std::uint64_t z = key + index * 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return static_cast<std::uint32_t>((z ^ (z >> 31)) >> 16);
+}
+
+}  // namespace detail_streaming
+
+template <class T>
+class StreamingAdamW : private linalg::WeightGradSink<T> {
+ public:
+  StreamingAdamW(std::shared_ptr<const Layout> layout, AdamWConfig config = {}, ParamRules rules = {},
+                 MomentStorage storage = MomentStorage::full)
+      : cfg_(config), rules_(std::move(rules)), storage_(storage), grads_(layout, ArenaMemory::on_demand) {
+    detail::require(cfg_.beta1 >= 0 && cfg_.beta1 < 1 && cfg_.beta2 >= 0 && cfg_.beta2 < 1, "StreamingAdamW",
+                    "betas must lie in [0, 1), got {} and {}", cfg_.beta1, cfg_.beta2);
+    detail::require(cfg_.eps > 0 && cfg_.weight_decay >= 0, "StreamingAdamW", "need eps > 0 and weight_decay >= 0");
+    detail::require(storage_ == MomentStorage::full || std::is_same_v<T, float>, "StreamingAdamW",
+                    "bfloat16 moments need float parameters");
+    if (storage_ == MomentStorage::full) m_.reset(layout), v_.reset(layout);
+    else m16_.reset(layout), v16_.reset(layout);
+    products_.resize(layout->slots().size());
+  }
+
+  const AdamWConfig& config() const { return cfg_; }
+  const ParamRules& rules() const { return rules_; }
+  MomentStorage moment_storage() const { return storage_; }
+  std::uint64_t steps() const { return t_; }
+
+  /// The gradient arena to pass to forward_backward: it receives the small gradients; the
+  /// weight products offered while capture() is active are kept as factors instead.
+  Arena<T>& gradients() { return grads_; }
+
+  /// While the returned object lives, weight-gradient products aimed at gradients() (on this
+  /// thread) are kept as factors; products of frozen slots are dropped.
+  [[nodiscard]] linalg::ScopedWeightGradSink<T> capture() { return linalg::ScopedWeightGradSink<T>(*this); }
+
+  /// Bytes held by the kept factors (for diagnostics and the benchmark).
+  std::size_t factor_bytes() const {
+    std::size_t n = 0;
+    for (const auto& f : factors_) n += f->size() * sizeof(T);
+    return n;
+  }
+
+  /// ‖g‖ over the trained slots (see the file comment; double accumulation in a fixed order).
+  /// `params` supplies sign(W) for the |W| products.
+  double grad_norm(const Arena<T>& params) const {
+    detail::require(params.size() == grads_.size(), "StreamingAdamW::grad_norm",
+                    "the parameter arena ({} elements) does not have the optimiser's layout ({})", params.size(),
+                    grads_.size());
+    double total = 0;
+    const auto& slots = grads_.layout().slots();
+    for (std::size_t s = 0; s < slots.size(); ++s) {
+      if (!rules_.trained(slots[s].name)) continue;
+      total += slot_norm2(s, params.data() + slots[s].offset);
+    }
+    return std::sqrt(total);
+  }
+
+  /// One AdamW update of `params` from the captured gradient times `grad_scale` (the clipping
+  /// factor), then forgets the factors and releases the gradient arena's pages.
+  void step(Arena<T>& params, double lr, double grad_scale = 1.0) {
+    detail::require(params.size() == grads_.size(), "StreamingAdamW::step",
+                    "the parameter arena ({} elements) does not have the optimiser's layout ({})", params.size(),
+                    grads_.size());
+    detail::require(std::isfinite(grad_scale), "StreamingAdamW::step", "grad_scale must be finite, got {}", grad_scale);
+    ++t_;
+    Coefficients k;
+    k.b1 = static_cast<T>(cfg_.beta1), k.b2 = static_cast<T>(cfg_.beta2), k.eps = static_cast<T>(cfg_.eps);
+    k.one_minus_b1 = static_cast<T>(1.0 - cfg_.beta1), k.one_minus_b2 = static_cast<T>(1.0 - cfg_.beta2);
+    k.bc2_sqrt = static_cast<T>(std::sqrt(1.0 - std::pow(cfg_.beta2, static_cast<double>(t_))));
+    k.step_size = static_cast<T>(lr / (1.0 - std::pow(cfg_.beta1, static_cast<double>(t_))));
+    k.scale = static_cast<T>(grad_scale);
+    const auto& slots = grads_.layout().slots();
+    std::vector<T> tile, tile_abs;
+    for (std::size_t s = 0; s < slots.size(); ++s) {
+      const auto& slot = slots[s];
+      if (!rules_.trained(slot.name)) continue;
+      k.keep = static_cast<T>(rules_.decays(slot.name) ? 1.0 - lr * cfg_.weight_decay : 1.0);
+      if (products_[s].empty()) {
+        update_direct(params, slot, k);
+        continue;
+      }
+      const std::size_t cols = row_length(slot), rows = slot.size / cols;
+      const bool has_direct = !grads_.untouched(slot.offset, slot.size);
+      const std::size_t tile_rows = std::max<std::size_t>(1, tile_elements / cols);
+      for (std::size_t r0 = 0; r0 < rows; r0 += tile_rows) {
+        const std::size_t nr = std::min(tile_rows, rows - r0);
+        const std::size_t off = slot.offset + r0 * cols;
+        if (form_tile(s, r0, nr, has_direct, tile, tile_abs)) add_signed(tile.data(), tile_abs.data(), params.data() + off, nr * cols);
+        update_elements(params.data() + off, off, nr * cols, k, tile.data());
+      }
+    }
+    params.touch();
+    clear();
+  }
+
+  /// Forgets the captured factors and zeroes the gradient arena (without a step).
+  void clear() {
+    for (auto& p : products_) p.clear();
+    factors_.clear();
+    grads_.zero();
+  }
+
+ private:
+  struct Coefficients {
+    T b1, b2, eps, one_minus_b1, one_minus_b2, bc2_sqrt, step_size, scale, keep;
+  };
+  using Factor = std::shared_ptr<const std::vector<T>>;
+  /// dW[row0 : row0 + rows, :] += [sign(W) ⊙] dy[:, col0 : col0 + rows]ᵀ · x   (dy [M,ld], x [M,K])
+  struct Product {
+    std::size_t row0, rows;
+    Factor dy;
+    std::size_t dy_ld, col0, m;
+    Factor x;
+    bool abs;
+  };
+
+  static T sign(T x) { return T((x > T(0)) - (x < T(0))); }
+
+  /// g += sign(w) ⊙ g_abs over n elements (the |W| products' part of a tile).
+  static void add_signed(T* __restrict g, const T* __restrict g_abs, const T* __restrict w, std::size_t n) {
+    parallel_chunks(n, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) g[i] += sign(w[i]) * g_abs[i];
+    });
+  }
+  static std::size_t row_length(const Layout::Slot& s) { return s.shape.empty() ? 1 : s.shape.back(); }
+
+  /// WeightGradSink: keeps dY and X of a product whose dW lies in gradients(), split by slot.
+  bool accept(TensorView<T, 2> dw, TensorView<const T, 2> dy, TensorView<const T, 2> x,
+              TensorView<const T, 2> w) override {
+    const T* base = grads_.data();
+    if (dw.data < base || dw.data + dw.size() > base + grads_.size()) return false;
+    const std::size_t begin = static_cast<std::size_t>(dw.data - base), K = dw.shape[1], N = dw.shape[0];
+    const auto& slots = grads_.layout().slots();
+    // the slots covered by dw's rows must each be whole rows of length K
+    std::vector<std::pair<std::size_t, std::size_t>> pieces;  // (slot, first row of dw in it)
+    for (std::size_t r = 0; r < N;) {
+      const std::size_t off = begin + r * K;
+      const auto it = std::upper_bound(slots.begin(), slots.end(), off,
+                                       [](std::size_t o, const Layout::Slot& sl) { return o < sl.offset; });
+      if (it == slots.begin()) return false;
+      const std::size_t s = static_cast<std::size_t>(it - slots.begin()) - 1;
+      const auto& sl = slots[s];
+      if (off >= sl.offset + sl.size || row_length(sl) != K || (off - sl.offset) % K != 0) return false;
+      pieces.emplace_back(s, r);
+      r += std::min(N - r, (sl.offset + sl.size - off) / K);
+    }
+    const std::size_t M = dy.shape[0];
+    Factor dy_copy, x_copy;
+    for (std::size_t p = 0; p < pieces.size(); ++p) {
+      const auto [s, r] = pieces[p];
+      const std::size_t r_end = p + 1 < pieces.size() ? pieces[p + 1].second : N;
+      if (!rules_.trained(slots[s].name)) continue;  // frozen: the gradient is never needed
+      if (!dy_copy) dy_copy = keep_factor(dy.data, dy.size(), false), x_copy = keep_factor(x.data, x.size(), true);
+      const std::size_t row0 = (begin + r * K - slots[s].offset) / K;
+      products_[s].push_back(Product{row0, r_end - r, dy_copy, N, r, M, x_copy, !w.empty()});
+    }
+    return true;
+  }
+
+  /// A kept copy of n values at `data`; X factors equal to a recently kept one are shared.
+  Factor keep_factor(const T* data, std::size_t n, bool share) {
+    if (share)
+      for (std::size_t back = 0; back < std::min<std::size_t>(6, factors_.size()); ++back) {
+        const auto& f = factors_[factors_.size() - 1 - back];
+        if (f->size() == n && std::memcmp(f->data(), data, n * sizeof(T)) == 0) return f;
+      }
+    auto f = std::make_shared<const std::vector<T>>(data, data + n);
+    factors_.push_back(f);
+    return f;
+  }
+
+  /// Rows [r0, r0 + nr) of slot s's gradient: tile = D + Σ plain products, tile_abs = Σ |W|
+  /// products (returns whether there were any).
+  bool form_tile(std::size_t s, std::size_t r0, std::size_t nr, bool has_direct, std::vector<T>& tile,
+                 std::vector<T>& tile_abs) const {
+    const auto& slot = grads_.layout().slots()[s];
+    const std::size_t K = row_length(slot);
+    tile.assign(nr * K, T(0));
+    if (has_direct) std::copy_n(grads_.data() + slot.offset + r0 * K, nr * K, tile.data());
+    bool any_abs = false;
+    for (const auto& p : products_[s]) {
+      const std::size_t a = std::max(r0, p.row0), b = std::min(r0 + nr, p.row0 + p.rows);
+      if (a >= b) continue;
+      if (p.abs && !any_abs) tile_abs.assign(nr * K, T(0)), any_abs = true;
+      auto out = mat((p.abs ? tile_abs.data() : tile.data()) + (a - r0) * K, static_cast<std::ptrdiff_t>(b - a),
+                     static_cast<std::ptrdiff_t>(K));
+      const ConstStridedMatMap<T> dy(p.dy->data() + p.col0 + (a - p.row0), static_cast<std::ptrdiff_t>(p.m),
+                                     static_cast<std::ptrdiff_t>(b - a), Eigen::OuterStride<>(static_cast<std::ptrdiff_t>(p.dy_ld)));
+      out.noalias() += dy.transpose() * mat(p.x->data(), static_cast<std::ptrdiff_t>(p.m), static_cast<std::ptrdiff_t>(K));
+    }
+    return any_abs;
+  }
+
+  /// ‖slot s's gradient‖² (file comment); `w` is the slot's parameters (for sign(W)).
+  double slot_norm2(std::size_t s, const T* w) const {
+    const auto& slot = grads_.layout().slots()[s];
+    const auto& products = products_[s];
+    if (products.empty()) return direct_norm2(slot.offset, slot.size);
+    const bool has_direct = !grads_.untouched(slot.offset, slot.size);
+    if (!has_direct && gram_possible(products)) return gram_norm2(products);
+    const std::size_t K = row_length(slot), rows = slot.size / K;
+    const std::size_t tile_rows = std::max<std::size_t>(1, tile_elements / K);
+    std::vector<T> tile, tile_abs;
+    double total = 0;
+    for (std::size_t r0 = 0; r0 < rows; r0 += tile_rows) {
+      const std::size_t nr = std::min(tile_rows, rows - r0);
+      if (form_tile(s, r0, nr, has_direct, tile, tile_abs)) add_signed(tile.data(), tile_abs.data(), w + r0 * K, nr * K);
+      total += sum_squares(tile.data(), nr * K);
+    }
+    return total;
+  }
+
+  /// True when every product is plain and any two either share a row block or are disjoint.
+  static bool gram_possible(const std::vector<Product>& products) {
+    for (const auto& p : products)
+      if (p.abs) return false;
+    for (std::size_t i = 0; i < products.size(); ++i)
+      for (std::size_t j = 0; j < i; ++j) {
+        const auto &a = products[i], &b = products[j];
+        const bool same = a.row0 == b.row0 && a.rows == b.rows;
+        const bool disjoint = a.row0 + a.rows <= b.row0 || b.row0 + b.rows <= a.row0;
+        if (!same && !disjoint) return false;
+      }
+    return true;
+  }
+
+  /// Σ over row blocks of ‖Σ_r dY_rᵀX_r‖² = Σ_ij (Σ_r dY_r·dY_sᵀ)(X_r·X_sᵀ), in double.
+  static double gram_norm2(const std::vector<Product>& products) {
+    double total = 0;
+    std::vector<bool> done(products.size(), false);
+    for (std::size_t i = 0; i < products.size(); ++i) {
+      if (done[i]) continue;
+      std::vector<const Product*> block;
+      for (std::size_t j = i; j < products.size(); ++j)
+        if (!done[j] && products[j].row0 == products[i].row0 && products[j].rows == products[i].rows)
+          block.push_back(&products[j]), done[j] = true;
+      std::size_t M = 0;
+      for (auto* p : block) M += p->m;
+      const auto n = static_cast<std::ptrdiff_t>(block.front()->rows);
+      const auto K = static_cast<std::ptrdiff_t>(block.front()->x->size() / block.front()->m);
+      RowMatrix<double> dy(static_cast<std::ptrdiff_t>(M), n), x(static_cast<std::ptrdiff_t>(M), K);
+      std::ptrdiff_t row = 0;
+      for (auto* p : block) {
+        const auto m = static_cast<std::ptrdiff_t>(p->m);
+        dy.middleRows(row, m) = ConstStridedMatMap<T>(p->dy->data() + p->col0, m, n,
+                                                      Eigen::OuterStride<>(static_cast<std::ptrdiff_t>(p->dy_ld)))
+                                    .template cast<double>();
+        x.middleRows(row, m) = mat(p->x->data(), m, K).template cast<double>();
+        row += m;
+      }
+      const RowMatrix<double> g_dy = dy * dy.transpose(), g_x = x * x.transpose();
+      total += std::max(0.0, (g_dy.array() * g_x.array()).sum());
+    }
+    return total;
+  }
+
+  /// Σ g² over [offset, offset + n) of the gradient arena, skipping blocks never written.
+  double direct_norm2(std::size_t offset, std::size_t n) const {
+    double total = 0;
+    for (std::size_t b0 = 0; b0 < n; b0 += residency_block) {
+      const std::size_t len = std::min(residency_block, n - b0);
+      if (!grads_.untouched(offset + b0, len)) total += sum_squares(grads_.data() + offset + b0, len);
+    }
+    return total;
+  }
+
+  /// Σ x² in double over fixed blocks of eight lanes (thread-count independent, as global_grad_norm).
+  static double sum_squares(const T* x, std::size_t n) {
+    constexpr std::size_t block = 4096;
+    const std::size_t nb = (n + block - 1) / block;
+    std::vector<double> partial(nb, 0.0);
+    parallel_for(nb, n, [&](std::size_t b) {
+      const std::size_t begin = b * block, end = std::min(n, begin + block);
+      double lane[8] = {};
+      std::size_t i = begin;
+      for (; i + 8 <= end; i += 8)
+        for (std::size_t j = 0; j < 8; ++j) lane[j] += static_cast<double>(x[i + j]) * static_cast<double>(x[i + j]);
+      for (; i < end; ++i) lane[(i - begin) & 7] += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+      partial[b] = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    });
+    double total = 0;
+    for (double p : partial) total += p;
+    return total;
+  }
+
+  /// Elements of a gradient tile (8 MB of floats: large GEMMs, still within the L3 cache).
+  static constexpr std::size_t tile_elements = std::size_t{1} << 21;
+  /// Elements per residency check of the on-demand gradient arena (1 MB of floats).
+  static constexpr std::size_t residency_block = std::size_t{1} << 18;
+
+  /// AdamW on a slot whose gradient lies in the arena; blocks never written count as g = 0
+  /// without being read.
+  void update_direct(Arena<T>& params, const Layout::Slot& slot, const Coefficients& k) {
+    for (std::size_t b0 = 0; b0 < slot.size; b0 += residency_block) {
+      const std::size_t n = std::min(residency_block, slot.size - b0), off = slot.offset + b0;
+      update_elements(params.data() + off, off, n, k, grads_.untouched(off, n) ? nullptr : grads_.data() + off);
+    }
+  }
+
+  /// The AdamW update of n elements starting at arena offset `off` with gradient g (null: 0)
+  /// before grad_scale, in T arithmetic (AdamW's order).
+  void update_elements(T* __restrict p, std::size_t off, std::size_t n, const Coefficients& k, const T* __restrict g) {
+    if (storage_ == MomentStorage::full) {
+      T* __restrict m = m_.data() + off;
+      T* __restrict v = v_.data() + off;
+      parallel_chunks(n, [&, k](std::size_t begin, std::size_t end) {
+        for (std::size_t i = begin; i < end; ++i) {
+          const T gi = g ? g[i] * k.scale : T(0);
+          const T mi = k.b1 * m[i] + k.one_minus_b1 * gi;
+          const T vi = k.b2 * v[i] + k.one_minus_b2 * gi * gi;
+          m[i] = mi;
+          v[i] = vi;
+          p[i] = p[i] * k.keep - k.step_size * mi / (std::sqrt(vi) / k.bc2_sqrt + k.eps);
+        }
+      });
+      return;
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      using namespace detail_streaming;
+      std::uint16_t* __restrict m = m16_.data() + off;
+      std::uint16_t* __restrict v = v16_.data() + off;
+      const std::uint64_t key = t_ * 0x632be59bd9b4e019ull;
+      parallel_chunks(n, [&, k, key](std::size_t begin, std::size_t end) {
+        for (std::size_t i = begin; i < end; ++i) {
+          const float gi = g ? g[i] * k.scale : 0.0f;
+          const float mi = k.b1 * from_bf16(m[i]) + k.one_minus_b1 * gi;
+          const float vi = k.b2 * from_bf16(v[i]) + k.one_minus_b2 * gi * gi;
+          const std::uint32_t r = mix(key, off + i);
+          m[i] = to_bf16_stochastic(mi, r);
+          v[i] = to_bf16_stochastic(vi, r >> 16);
+          p[i] = p[i] * k.keep - k.step_size * mi / (std::sqrt(vi) / k.bc2_sqrt + k.eps);
+        }
+      });
+    }
+  }
+
+  AdamWConfig cfg_;
+  ParamRules rules_;
+  MomentStorage storage_;
+  Arena<T> grads_;
+  Arena<T> m_, v_;
+  Arena<std::uint16_t> m16_, v16_;
+  std::vector<std::vector<Product>> products_;  // per slot
+  std::vector<Factor> factors_;
+  std::uint64_t t_ = 0;
+};
+
+}  // namespace causalqwen::optim

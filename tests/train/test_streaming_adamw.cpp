@@ -1,0 +1,190 @@
+// optim/streaming_adamw.hpp: the step without a gradient arena equals AdamW + clip_grad_norm on
+// a whole model (double: to 1e-10; the only differences are summation orders), with gradient
+// accumulation, clipping that triggers and a frozen backbone; bfloat16 moments are
+// reproducible bit for bit and stay close to the float update; the on-demand arena keeps
+// unwritten pages out of memory.
+#include <causalqwen/model/causal_qwen.hpp>
+#include <causalqwen/optim/adamw.hpp>
+#include <causalqwen/optim/clip.hpp>
+#include <causalqwen/optim/streaming_adamw.hpp>
+
+#include <doctest/doctest.h>
+
+#include "../support/test_support.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace cq = causalqwen;
+namespace co = causalqwen::optim;
+namespace cqm = causalqwen::model;
+using cqtest::test_seed;
+
+namespace {
+
+/// A tiny model (V 40, H 16, 2 layers, 4/2 heads, FFN 24, K 40, <NUM> = 39) and batches for it.
+template <class T>
+struct Setup {
+  static cqm::CausalConfig config() {
+    cqm::CausalConfig c;
+    c.backbone = {40, 16, 24, 2, 4, 2, 1e-6, 1e4};
+    c.causal_size = 16;
+    c.num_classes = 40;
+    c.num_token_id = 39;
+    return c;
+  }
+  std::size_t B = 2, S = 7;
+  std::vector<std::int64_t> ids, labels;
+  std::vector<T> values, targets;
+
+  /// Batch `k` (ids, a <NUM> at every third position, next-token labels, the last −100).
+  cqm::Batch<T> batch(std::uint64_t seed, int k) {
+    std::mt19937_64 rng(seed * 31 + static_cast<std::uint64_t>(k));
+    ids.assign(B * S, 0), labels.assign(B * S, -100), values.assign(B * S, T(0)), targets.assign(B * S, T(0));
+    for (std::size_t i = 0; i < B * S; ++i) {
+      if (i % 3 == 1) ids[i] = 39, values[i] = static_cast<T>(static_cast<double>(rng() % 1000) / 10.0 - 20.0);
+      else ids[i] = static_cast<std::int64_t>(rng() % 39);
+    }
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t t = 0; t + 1 < S; ++t) labels[b * S + t] = ids[b * S + t + 1], targets[b * S + t] = values[b * S + t + 1];
+    return {{ids.data(), {B, S}}, {values.data(), {B, S}}, {}, {labels.data(), {B, S}}, {targets.data(), {B, S}}, {}};
+  }
+};
+
+/// Runs `steps` steps of both optimisers from the same start; checks norms and parameters.
+template <class T>
+void compare_with_adamw(std::uint64_t seed, int steps, int accumulation, double clip, co::ParamRules rules, double tol) {
+  Setup<T> data;
+  cqm::CausalQwen<T> a(Setup<T>::config()), b(Setup<T>::config());
+  a.init_random(seed);
+  b.init_random(seed);
+  auto grads = a.make_gradients();
+  co::AdamW<T> adam(a.params().shared_layout(), {}, rules);
+  co::StreamingAdamW<T> streaming(b.params().shared_layout(), {}, rules);
+  typename cqm::CausalQwen<T>::Cache cache_a, cache_b;
+  for (int s = 0; s < steps; ++s) {
+    grads.zero();
+    for (int k = 0; k < accumulation; ++k) {
+      const auto batch_a = data.batch(seed, s * accumulation + k);
+      a.forward_backward(batch_a, cache_a, grads);
+      const auto batch_b = data.batch(seed, s * accumulation + k);
+      auto capture = streaming.capture();
+      b.forward_backward(batch_b, cache_b, streaming.gradients());
+    }
+    const double norm_a = co::global_grad_norm(grads, rules), norm_b = streaming.grad_norm(b.params());
+    CAPTURE(s);
+    CHECK(cqtest::close_rel(norm_b, norm_a, tol));
+    adam.step(a.params(), grads, 1e-2, co::clip_factor(norm_a, clip) / accumulation);
+    streaming.step(b.params(), 1e-2, co::clip_factor(norm_b, clip) / accumulation);
+    std::size_t bad = 0;
+    for (const auto& slot : a.layout().slots())
+      for (std::size_t i = 0; i < slot.size; ++i) {
+        const double x = a.params().data()[slot.offset + i], y = b.params().data()[slot.offset + i];
+        if (!cqtest::close_rel(y, x, tol, 1e-3)) {
+          if (bad++ < 5) MESSAGE(slot.name, "[", i, "]: AdamW ", x, ", streaming ", y);
+        }
+      }
+    CHECK(bad == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("StreamingAdamW equals AdamW + clip_grad_norm on a whole model", T, float, double) {
+  const auto seed = test_seed(41, "streaming-vs-adamw");
+  const double tol = std::is_same_v<T, double> ? 1e-10 : 2e-4;
+  SUBCASE("clipping triggers") { compare_with_adamw<T>(seed, 3, 1, 0.5, {}, tol); }
+  SUBCASE("no clipping, gradient accumulation over 3 micro-batches") { compare_with_adamw<T>(seed, 2, 3, 0.0, {}, tol); }
+  SUBCASE("frozen backbone") {
+    co::ParamRules rules;
+    rules.freeze = co::Freeze::backbone;
+    compare_with_adamw<T>(seed, 2, 1, 1.0, rules, tol);
+  }
+}
+
+TEST_CASE("StreamingAdamW keeps the weight gradients as factors, not in the arena") {
+  const auto seed = test_seed(43, "streaming-factors");
+  Setup<float> data;
+  cqm::CausalQwen<float> model(Setup<float>::config());
+  model.init_random(seed);
+  co::StreamingAdamW<float> opt(model.params().shared_layout());
+  typename cqm::CausalQwen<float>::Cache cache;
+  {
+    auto capture = opt.capture();
+    model.forward_backward(data.batch(seed, 0), cache, opt.gradients());
+  }
+  const auto& up = model.layout().slot("model.layers.1.mlp.up_proj.weight");
+  const auto& cls = model.layout().slot("causal.action.cls.weight");
+  // the products never touched these slots of the gradient arena (all zero) …
+  for (std::size_t i = 0; i < up.size; ++i) REQUIRE(opt.gradients().data()[up.offset + i] == 0.0f);
+  std::size_t nonzero_cls = 0;
+  for (std::size_t i = 0; i < cls.size; ++i) nonzero_cls += opt.gradients().data()[cls.offset + i] != 0.0f;
+  CHECK(nonzero_cls <= 16);  // … but the <NUM> row of W_cls, written directly by the gate's path
+  CHECK(opt.factor_bytes() > 0);
+  // a product aimed at another arena is declined (computed as usual)
+  cq::Arena<float> other(model.params().shared_layout());
+  {
+    auto capture = opt.capture();
+    const std::vector<float> dy(2 * 3, 1.0f), x(2 * 4, 2.0f);
+    std::vector<float> dw(3 * 4, 0.0f);
+    cq::linalg::linear_backward_weight<float>({dw.data(), {3, 4}}, {dy.data(), {2, 3}}, {x.data(), {2, 4}});
+    CHECK(dw[0] == 4.0f);
+  }
+  opt.clear();
+  CHECK(opt.factor_bytes() == 0);
+  CHECK(opt.gradients().untouched(0, opt.gradients().size()));
+}
+
+TEST_CASE("bfloat16 moments: reproducible bit for bit and close to the float update") {
+  const auto seed = test_seed(47, "streaming-bf16");
+  auto run = [&](co::MomentStorage storage) {
+    Setup<float> data;
+    cqm::CausalQwen<float> model(Setup<float>::config());
+    model.init_random(seed);
+    co::StreamingAdamW<float> opt(model.params().shared_layout(), {}, {}, storage);
+    typename cqm::CausalQwen<float>::Cache cache;
+    std::vector<float> before(model.params().span().begin(), model.params().span().end());
+    for (int s = 0; s < 4; ++s) {
+      {
+        auto capture = opt.capture();
+        model.forward_backward(data.batch(seed, s), cache, opt.gradients());
+      }
+      opt.step(model.params(), 1e-2, co::clip_factor(opt.grad_norm(model.params()), 1.0));
+    }
+    std::vector<float> delta(before.size());
+    for (std::size_t i = 0; i < before.size(); ++i) delta[i] = model.params().data()[i] - before[i];
+    return delta;
+  };
+  const auto bf16_a = run(co::MomentStorage::bf16), bf16_b = run(co::MomentStorage::bf16);
+  const auto full = run(co::MomentStorage::full);
+  REQUIRE(std::memcmp(bf16_a.data(), bf16_b.data(), bf16_a.size() * sizeof(float)) == 0);
+  // the updates (4 steps of ≈ lr each) agree to the moments' 8-bit precision
+  double err = 0, size = 0;
+  for (std::size_t i = 0; i < full.size(); ++i) {
+    err += std::pow(static_cast<double>(bf16_a[i]) - full[i], 2);
+    size += std::pow(static_cast<double>(full[i]), 2);
+  }
+  MESSAGE("relative RMS difference of the bf16-moment updates: ", std::sqrt(err / size));
+  CHECK(std::sqrt(err / size) < 0.02);
+  CHECK(std::sqrt(err / size) > 0.0);  // the storage really differs
+}
+
+TEST_CASE("an on-demand arena keeps unwritten pages out of memory and zero() releases them") {
+  auto layout = std::make_shared<cq::Layout>();
+  layout->add("a", {1 << 20});
+  layout->add("b", {1 << 20});
+  cq::Arena<float> arena(layout, cq::ArenaMemory::on_demand);
+  const auto& b = layout->slot("b");
+  CHECK(arena.untouched(0, arena.size()));
+  arena.data()[b.offset + 5] = 1.0f;
+  CHECK(arena.untouched(0, 1 << 19));
+  CHECK(!arena.untouched(b.offset, b.size));
+  CHECK(arena.data()[b.offset + 4] == 0.0f);
+  arena.zero();
+  CHECK(arena.untouched(0, arena.size()));
+  CHECK(arena.data()[b.offset + 5] == 0.0f);
+  cq::Arena<float> filled(layout);
+  CHECK(!filled.untouched(0, 16));
+}
