@@ -26,6 +26,40 @@ struct AdamWConfig {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
 };
 
+/// The per-step constants of the update (file comment) in T, for one slot.
+template <class T>
+struct AdamWCoefficients {
+  T b1, b2, eps, one_minus_b1, one_minus_b2, bc2_sqrt, step_size, scale, keep;
+
+  /// Step t ≥ 1 with learning rate lr and gradient factor grad_scale; `keep` is set per slot.
+  static AdamWCoefficients at(const AdamWConfig& c, std::uint64_t t, double lr, double grad_scale) {
+    AdamWCoefficients k;
+    k.b1 = static_cast<T>(c.beta1), k.b2 = static_cast<T>(c.beta2), k.eps = static_cast<T>(c.eps);
+    k.one_minus_b1 = static_cast<T>(1.0 - c.beta1), k.one_minus_b2 = static_cast<T>(1.0 - c.beta2);
+    k.bc2_sqrt = static_cast<T>(std::sqrt(1.0 - std::pow(c.beta2, static_cast<double>(t))));
+    k.step_size = static_cast<T>(lr / (1.0 - std::pow(c.beta1, static_cast<double>(t))));
+    k.scale = static_cast<T>(grad_scale);  // g·1 = g exactly
+    k.keep = T(1);
+    return k;
+  }
+};
+
+/// The AdamW update of elements [0, n): g = grad[i]·scale (0 when !HasGrad), then m, v, θ as in
+/// the file comment. Branch-free, so it vectorises (with -fno-math-errno for std::sqrt).
+template <bool HasGrad, class T>
+void adamw_kernel(std::size_t n, T* __restrict p, const T* __restrict grad, T* __restrict m, T* __restrict v,
+                  const AdamWCoefficients<T> k) {
+  for (std::size_t i = 0; i < n; ++i) {
+    T g = T(0);
+    if constexpr (HasGrad) g = grad[i] * k.scale;
+    const T mi = k.b1 * m[i] + k.one_minus_b1 * g;
+    const T vi = k.b2 * v[i] + k.one_minus_b2 * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = p[i] * k.keep - k.step_size * mi / (std::sqrt(vi) / k.bc2_sqrt + k.eps);
+  }
+}
+
 template <class T>
 class AdamW {
  public:
@@ -54,28 +88,16 @@ class AdamW {
                     params.size(), grads.size(), m_.size());
     detail::require(std::isfinite(grad_scale), "AdamW::step", "grad_scale must be finite, got {}", grad_scale);
     ++t_;
-    const T b1 = static_cast<T>(cfg_.beta1), b2 = static_cast<T>(cfg_.beta2), eps = static_cast<T>(cfg_.eps);
-    const T one_minus_b1 = static_cast<T>(1.0 - cfg_.beta1), one_minus_b2 = static_cast<T>(1.0 - cfg_.beta2);
-    const double bc1 = 1.0 - std::pow(cfg_.beta1, static_cast<double>(t_));
-    const T bc2_sqrt = static_cast<T>(std::sqrt(1.0 - std::pow(cfg_.beta2, static_cast<double>(t_))));
-    const T step_size = static_cast<T>(lr / bc1), scale = static_cast<T>(grad_scale);
-    const bool scaled = grad_scale != 1.0;
+    auto k = AdamWCoefficients<T>::at(cfg_, t_, lr, grad_scale);
     for (const auto& s : m_.layout().slots()) {
       if (!rules_.trained(s.name)) continue;
-      const T keep = static_cast<T>(rules_.decays(s.name) ? 1.0 - lr * cfg_.weight_decay : 1.0);
-      T* __restrict p = params.data() + s.offset;
-      const T* __restrict g = grads.data() + s.offset;
-      T* __restrict m = m_.data() + s.offset;
-      T* __restrict v = v_.data() + s.offset;
+      k.keep = static_cast<T>(rules_.decays(s.name) ? 1.0 - lr * cfg_.weight_decay : 1.0);
+      T* p = params.data() + s.offset;
+      const T* g = grads.data() + s.offset;
+      T* m = m_.data() + s.offset;
+      T* v = v_.data() + s.offset;
       parallel_chunks(s.size, [&](std::size_t begin, std::size_t end) {
-        for (std::size_t i = begin; i < end; ++i) {
-          const T gi = scaled ? g[i] * scale : g[i];
-          const T mi = b1 * m[i] + one_minus_b1 * gi;
-          const T vi = b2 * v[i] + one_minus_b2 * gi * gi;
-          m[i] = mi;
-          v[i] = vi;
-          p[i] = p[i] * keep - step_size * mi / (std::sqrt(vi) / bc2_sqrt + eps);
-        }
+        adamw_kernel<true>(end - begin, p + begin, g + begin, m + begin, v + begin, k);
       });
     }
     params.touch();

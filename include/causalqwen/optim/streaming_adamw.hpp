@@ -49,9 +49,9 @@ namespace detail_streaming {
 
 /// bfloat16 bits of x, rounded stochastically with 16 random bits (NaN and ±∞ truncated).
 inline std::uint16_t to_bf16_stochastic(float x, std::uint32_t random16) {
-  std::uint32_t bits = std::bit_cast<std::uint32_t>(x);
-  if ((bits & 0x7f800000u) != 0x7f800000u) bits += random16 & 0xffffu;
-  return static_cast<std::uint16_t>(bits >> 16);
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(x);
+  const std::uint32_t add = (bits & 0x7f800000u) != 0x7f800000u ? (random16 & 0xffffu) : 0u;  // a select: vectorises
+  return static_cast<std::uint16_t>((bits + add) >> 16);
 }
 inline float from_bf16(std::uint16_t b) { return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16); }
 
@@ -124,12 +124,7 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
                     grads_.size());
     detail::require(std::isfinite(grad_scale), "StreamingAdamW::step", "grad_scale must be finite, got {}", grad_scale);
     ++t_;
-    Coefficients k;
-    k.b1 = static_cast<T>(cfg_.beta1), k.b2 = static_cast<T>(cfg_.beta2), k.eps = static_cast<T>(cfg_.eps);
-    k.one_minus_b1 = static_cast<T>(1.0 - cfg_.beta1), k.one_minus_b2 = static_cast<T>(1.0 - cfg_.beta2);
-    k.bc2_sqrt = static_cast<T>(std::sqrt(1.0 - std::pow(cfg_.beta2, static_cast<double>(t_))));
-    k.step_size = static_cast<T>(lr / (1.0 - std::pow(cfg_.beta1, static_cast<double>(t_))));
-    k.scale = static_cast<T>(grad_scale);
+    auto k = AdamWCoefficients<T>::at(cfg_, t_, lr, grad_scale);
     const auto& slots = grads_.layout().slots();
     std::vector<T> tile, tile_abs;
     for (std::size_t s = 0; s < slots.size(); ++s) {
@@ -162,9 +157,7 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
   }
 
  private:
-  struct Coefficients {
-    T b1, b2, eps, one_minus_b1, one_minus_b2, bc2_sqrt, step_size, scale, keep;
-  };
+  using Coefficients = AdamWCoefficients<T>;
   using Factor = std::shared_ptr<const std::vector<T>>;
   /// dW[row0 : row0 + rows, :] += [sign(W) ⊙] dy[:, col0 : col0 + rows]ᵀ · x   (dy [M,ld], x [M,K])
   struct Product {
@@ -237,7 +230,8 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
     const auto& slot = grads_.layout().slots()[s];
     const std::size_t K = row_length(slot);
     tile.assign(nr * K, T(0));
-    if (has_direct) std::copy_n(grads_.data() + slot.offset + r0 * K, nr * K, tile.data());
+    if (has_direct && !grads_.untouched(slot.offset + r0 * K, nr * K))  // unwritten pages are not read
+      std::copy_n(grads_.data() + slot.offset + r0 * K, nr * K, tile.data());
     bool any_abs = false;
     for (const auto& p : products_[s]) {
       const std::size_t a = std::max(r0, p.row0), b = std::min(r0 + nr, p.row0 + p.rows);
@@ -361,18 +355,18 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
   /// The AdamW update of n elements starting at arena offset `off` with gradient g (null: 0)
   /// before grad_scale, in T arithmetic (AdamW's order).
   void update_elements(T* __restrict p, std::size_t off, std::size_t n, const Coefficients& k, const T* __restrict g) {
+    if (g) update_kernel<true>(p, off, n, k, g);
+    else update_kernel<false>(p, off, n, k, g);
+  }
+
+  /// update_elements with the gradient's presence known at compile time (branch-free loops).
+  template <bool HasGrad>
+  void update_kernel(T* __restrict p, std::size_t off, std::size_t n, const Coefficients& k, const T* __restrict g) {
     if (storage_ == MomentStorage::full) {
-      T* __restrict m = m_.data() + off;
-      T* __restrict v = v_.data() + off;
-      parallel_chunks(n, [&, k](std::size_t begin, std::size_t end) {
-        for (std::size_t i = begin; i < end; ++i) {
-          const T gi = g ? g[i] * k.scale : T(0);
-          const T mi = k.b1 * m[i] + k.one_minus_b1 * gi;
-          const T vi = k.b2 * v[i] + k.one_minus_b2 * gi * gi;
-          m[i] = mi;
-          v[i] = vi;
-          p[i] = p[i] * k.keep - k.step_size * mi / (std::sqrt(vi) / k.bc2_sqrt + k.eps);
-        }
+      T* m = m_.data() + off;
+      T* v = v_.data() + off;
+      parallel_chunks(n, [&](std::size_t begin, std::size_t end) {
+        adamw_kernel<HasGrad>(end - begin, p + begin, HasGrad ? g + begin : nullptr, m + begin, v + begin, k);
       });
       return;
     }
@@ -383,7 +377,8 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
       const std::uint64_t key = t_ * 0x632be59bd9b4e019ull;
       parallel_chunks(n, [&, k, key](std::size_t begin, std::size_t end) {
         for (std::size_t i = begin; i < end; ++i) {
-          const float gi = g ? g[i] * k.scale : 0.0f;
+          float gi = 0.0f;
+          if constexpr (HasGrad) gi = g[i] * k.scale;
           const float mi = k.b1 * from_bf16(m[i]) + k.one_minus_b1 * gi;
           const float vi = k.b2 * from_bf16(v[i]) + k.one_minus_b2 * gi * gi;
           const std::uint32_t r = mix(key, off + i);
