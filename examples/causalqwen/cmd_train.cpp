@@ -49,7 +49,7 @@ class BatchListSource final : public ct::TokenBatchSource<float> {
 struct TrainArgs {
   cqcli::ModelOptions model;
   std::string config, preset, data, out, metrics, curves, schedule = "cosine", freeze = "none", layout = "packed";
-  std::string action_mode = "deterministic";
+  std::string action_mode = "deterministic", optimizer = "adamw", moments = "f32";
   std::size_t synthetic = 0, steps = 200, batch = 8, seq = 64, warmup = 20, accumulation = 1, eval_every = 50,
               eval_batches = 4, checkpoint_every = 100, threads = 2, alpha_steps = 0, hidden = 64, classes = 16;
   bool features = false, resume = false, learn_threshold = false;
@@ -84,6 +84,14 @@ ct::TrainerOptions trainer_options(const TrainArgs& a) {
     throw cq::DomainError(fmt::format("train: --schedule must be constant or cosine, got '{}'", a.schedule));
   o.lr = {shape, a.lr, a.warmup, a.steps, a.min_lr_ratio};
   o.adam = {a.beta1, a.beta2, a.eps, a.weight_decay};
+  if (a.optimizer != "adamw" && a.optimizer != "streaming")
+    throw cq::DomainError(fmt::format("train: --optimizer must be adamw or streaming, got '{}'", a.optimizer));
+  if (a.moments != "f32" && a.moments != "bf16")
+    throw cq::DomainError(fmt::format("train: --moments must be f32 or bf16, got '{}'", a.moments));
+  if (a.moments == "bf16" && a.optimizer != "streaming")
+    throw cq::DomainError("train: --moments bf16 needs --optimizer streaming");
+  o.streaming = a.optimizer == "streaming";
+  o.moments = a.moments == "bf16" ? cq::optim::MomentStorage::bf16 : cq::optim::MomentStorage::full;
   if (!cq::optim::parse_freeze(a.freeze, o.rules.freeze))
     throw cq::DomainError(fmt::format("train: --freeze must be none or backbone, got '{}'", a.freeze));
   o.rules.learn_threshold = a.learn_threshold;
@@ -101,7 +109,8 @@ ct::TrainerOptions trainer_options(const TrainArgs& a) {
   o.resume = a.resume;
   o.seed = a.seed;
   o.run_settings = {{"lr", a.lr}, {"schedule", a.schedule}, {"steps", a.steps}, {"batch", a.batch}, {"seq", a.seq},
-                    {"accumulation", a.accumulation}, {"seed", a.seed}, {"threads", a.threads}};
+                    {"accumulation", a.accumulation}, {"seed", a.seed}, {"threads", a.threads},
+                    {"optimizer", a.optimizer}, {"moments", a.moments}};
   return o;
 }
 
@@ -227,6 +236,12 @@ const cqcli::Registration reg{"train", [](CLI::App& app) {
   sub->add_option("--beta2", a->beta2, "AdamW beta2")->capture_default_str();
   sub->add_option("--eps", a->eps, "AdamW epsilon")->capture_default_str();
   sub->add_option("--clip", a->clip, "Global gradient-norm clip (0: none)")->capture_default_str();
+  sub->add_option("--optimizer", a->optimizer,
+                  "adamw (a whole gradient arena) or streaming (StreamingAdamW: weight gradients kept as factors and "
+                  "formed tile by tile in the update; the same step in less memory)")
+      ->capture_default_str();
+  sub->add_option("--moments", a->moments, "f32, or bf16 (16-bit moments with stochastic rounding; --optimizer streaming)")
+      ->capture_default_str();
   sub->add_option("--freeze", a->freeze, "none (train everything) or backbone (train only causal.* heads)")->capture_default_str();
   sub->add_flag("--learn-threshold", a->learn_threshold, "Also train causal.ovr_threshold (fixed by default)");
   sub->add_option("--threshold", a->threshold, "OvR threshold C (one value, or K values) for a model made here");

@@ -8,10 +8,12 @@
 #   4. a last resume to the end;
 # then every training step's L_total, L_cls_mean, L_reg_eff, reg_mae and grad_norm, and every
 # validation record, must equal the reference's bit for bit (compared as JSON text).
-# usage: resume_after_kill.sh CAUSALQWEN_BINARY WORK_DIR
+# usage: resume_after_kill.sh CAUSALQWEN_BINARY WORK_DIR [more train options, e.g. --optimizer streaming]
 set -eu
 B=$1
 W=$2
+shift 2
+EXTRA="$*"
 rm -rf "$W" && mkdir -p "$W" && cd "$W"
 SEED=${CAUSALQWEN_TEST_SEED:-$$}
 echo "[seed] resume_after_kill: $SEED (replay with CAUSALQWEN_TEST_SEED=$SEED)"
@@ -20,7 +22,7 @@ echo "[seed] resume_after_kill: $SEED (replay with CAUSALQWEN_TEST_SEED=$SEED)"
 train() { (exec_train "$@"); }
 exec_train() {
   exec "$B" train --preset tiny --tokenizer tok.json --data data.jsonl --steps 60 --batch-size 4 --seq-len 32 \
-    --checkpoint-every 5 --eval-every 10 --eval-batches 2 --seed 3 --threads 2 --alpha-start 0.5 --alpha-steps 40 "$@"
+    --checkpoint-every 5 --eval-every 10 --eval-batches 2 --seed 3 --threads 2 --alpha-start 0.5 --alpha-steps 40 $EXTRA "$@"
 }
 train --out ref > ref.log
 set +e

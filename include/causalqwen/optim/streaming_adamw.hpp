@@ -84,7 +84,15 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
   const AdamWConfig& config() const { return cfg_; }
   const ParamRules& rules() const { return rules_; }
   MomentStorage moment_storage() const { return storage_; }
+  /// Steps taken so far (t of the bias corrections).
   std::uint64_t steps() const { return t_; }
+  void set_steps(std::uint64_t t) { t_ = t; }
+  /// The moments of MomentStorage::full (laid out like the parameters).
+  Arena<T>& first_moment() { return full_moment(m_); }
+  Arena<T>& second_moment() { return full_moment(v_); }
+  /// The bfloat16 bits of the moments of MomentStorage::bf16.
+  Arena<std::uint16_t>& first_moment_bf16() { return bf16_moment(m16_); }
+  Arena<std::uint16_t>& second_moment_bf16() { return bf16_moment(v16_); }
 
   /// The gradient arena to pass to forward_backward: it receives the small gradients; the
   /// weight products offered while capture() is active are kept as factors instead.
@@ -169,6 +177,15 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
   };
 
   static T sign(T x) { return T((x > T(0)) - (x < T(0))); }
+
+  Arena<T>& full_moment(Arena<T>& a) {
+    detail::require(storage_ == MomentStorage::full, "StreamingAdamW", "the moments are stored as bfloat16, not T");
+    return a;
+  }
+  Arena<std::uint16_t>& bf16_moment(Arena<std::uint16_t>& a) {
+    detail::require(storage_ == MomentStorage::bf16, "StreamingAdamW", "the moments are stored as T, not bfloat16");
+    return a;
+  }
 
   /// g += sign(w) ⊙ g_abs over n elements (the |W| products' part of a tile).
   static void add_signed(T* __restrict g, const T* __restrict g_abs, const T* __restrict w, std::size_t n) {

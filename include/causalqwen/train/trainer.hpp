@@ -3,6 +3,9 @@
 ///   for each of A micro-batches: grads += ∂L/∂θ (Learner::train_micro_batch)
 ///   grads ← grads / A;  ‖g‖ ← global_grad_norm(grads);  AdamW step with lr.at(s) on
 ///   grads·clip_factor(‖g‖, clip);  scale clamp
+///   (with `streaming`: optim::StreamingAdamW instead — no gradient arena, the micro-batches'
+///   weight gradients kept as factors, ‖g‖ and the update formed from them; `moments` chooses
+///   float or bfloat16 moments)
 ///   log the step (metrics averaged over the A micro-batches, lr, α, ‖g‖, tokens/s) to the JSONL log
 ///   every eval_every steps: the validation batches (same batches every time), logged as "val"
 ///   every checkpoint_every steps and at the end: a checkpoint (training_state.hpp)
@@ -20,6 +23,7 @@
 #include "causalqwen/optim/param_rules.hpp"
 #include "causalqwen/optim/scale_clamp.hpp"
 #include "causalqwen/optim/schedule.hpp"
+#include "causalqwen/optim/streaming_adamw.hpp"
 #include "causalqwen/train/learner.hpp"
 #include "causalqwen/train/metrics_log.hpp"
 #include "causalqwen/train/progress.hpp"
@@ -48,6 +52,8 @@ struct TrainerOptions {
   optim::LrSchedule lr;              // lr.total is set to `steps` when left at 0
   optim::AlphaSchedule alpha;
   optim::AdamWConfig adam;
+  bool streaming = false;            // optim::StreamingAdamW instead of AdamW + a gradient arena
+  optim::MomentStorage moments = optim::MomentStorage::full;  // StreamingAdamW's moments
   optim::ParamRules rules;
   optim::ScaleClamp scale_clamp;
   TrainNoise noise;
@@ -99,8 +105,12 @@ class Trainer {
  public:
   Trainer(Learner<T>& learner, TrainerOptions options)
       : learner_(learner), o_(std::move(options)),
-        adam_(learner.params().shared_layout(), o_.adam, o_.rules), rng_(o_.seed) {
+        rng_(o_.seed) {
     detail::require(o_.steps > 0 && o_.accumulation > 0, "Trainer", "steps and accumulation must be > 0");
+    detail::require(o_.streaming || o_.moments == optim::MomentStorage::full, "Trainer",
+                    "bfloat16 moments need the streaming optimiser (TrainerOptions::streaming)");
+    if (o_.streaming) streaming_.emplace(learner.params().shared_layout(), o_.adam, o_.rules, o_.moments);
+    else adam_.emplace(learner.params().shared_layout(), o_.adam, o_.rules);
     if (o_.lr.total == 0) o_.lr.total = o_.steps;
     if (o_.metrics_path.empty() && !o_.out_dir.empty()) o_.metrics_path = o_.out_dir / "metrics.jsonl";
     if (o_.curves_path.empty() && !o_.out_dir.empty()) o_.curves_path = o_.out_dir / "curves.svg";
@@ -108,7 +118,9 @@ class Trainer {
     if (const char* v = std::getenv("CAUSALQWEN_TRAIN_CRASH_IN_CHECKPOINT")) crash_at_ = std::atoi(v);
   }
 
-  optim::AdamW<T>& optimizer() { return adam_; }
+  /// The optimiser (TrainerOptions::streaming false / true).
+  optim::AdamW<T>& optimizer() { return *adam_; }
+  optim::StreamingAdamW<T>& streaming_optimizer() { return *streaming_; }
   const TrainerOptions& options() const { return o_; }
 
   /// Runs (or resumes) to options().steps; see the file comment.
@@ -119,7 +131,7 @@ class Trainer {
     if (!o_.out_dir.empty()) lock_out_dir();
     if (o_.resume && !o_.out_dir.empty()) {
       if (auto dir = latest_checkpoint(o_.out_dir)) {
-        const auto st = read_checkpoint(*dir, learner_, adam_);
+        const auto st = adam_ ? read_checkpoint(*dir, learner_, *adam_) : read_checkpoint(*dir, learner_, *streaming_);
         restore_rng(rng_, st.rng);
         learner_.restore_data_state(st.data);
         step = st.step;
@@ -134,24 +146,35 @@ class Trainer {
     if (!o_.metrics_path.empty()) log = MetricsLog(o_.metrics_path, /*append=*/step > 0);
     Progress progress(o_.steps, step, stdout, o_.progress);
     if (step > 0) progress.message(fmt::format("resumed from {} (step {})", summary.checkpoint->string(), step));
-    auto grads = learner_.make_gradients();
+    Arena<T> grads;  // the whole gradient arena (AdamW only)
+    if (adam_) grads = learner_.make_gradients();
     const auto run_start = clock::now();
     double last_tps = 0;
     while (step < o_.steps) {
       const auto t0 = clock::now();
       const double alpha = o_.alpha.at(step), lr = o_.lr.at(step);
       learner_.set_alpha_gate(alpha);
-      grads.zero();
+      if (adam_) grads.zero();
       MetricsMean mean;
       std::size_t tokens = 0;
       for (std::size_t a = 0; a < o_.accumulation; ++a) {
-        const auto r = learner_.train_micro_batch(grads, o_.noise, rng_);
+        const auto r = adam_ ? learner_.train_micro_batch(grads, o_.noise, rng_) : [&] {
+          auto capture = streaming_->capture();  // weight gradients kept as factors
+          return learner_.train_micro_batch(streaming_->gradients(), o_.noise, rng_);
+        }();
         mean.add(r.metrics);
         tokens += r.tokens;
       }
-      if (o_.accumulation > 1) optim::scale_gradients(grads, 1.0 / static_cast<double>(o_.accumulation), o_.rules);
-      const double norm = optim::global_grad_norm(grads, o_.rules);
-      adam_.step(learner_.params(), grads, lr, optim::clip_factor(norm, o_.clip));  // clipping applied in the update
+      double norm = 0;
+      if (adam_) {
+        if (o_.accumulation > 1) optim::scale_gradients(grads, 1.0 / static_cast<double>(o_.accumulation), o_.rules);
+        norm = optim::global_grad_norm(grads, o_.rules);
+        adam_->step(learner_.params(), grads, lr, optim::clip_factor(norm, o_.clip));  // clipping applied in the update
+      } else {
+        const double mean_factor = 1.0 / static_cast<double>(o_.accumulation);  // the mean over micro-batches
+        norm = streaming_->grad_norm(learner_.params()) * mean_factor;
+        streaming_->step(learner_.params(), lr, mean_factor * optim::clip_factor(norm, o_.clip));
+      }
       o_.scale_clamp.apply(learner_.params());
       learner_.params().touch();
       ++step;
@@ -190,13 +213,15 @@ class Trainer {
       if (!o_.out_dir.empty() && ((o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) || last)) {
         TrainerState st;
         st.step = step;
-        st.adam_steps = adam_.steps();
+        st.adam_steps = adam_ ? adam_->steps() : streaming_->steps();
         st.rng = rng_state(rng_);
         st.data = learner_.data_state();
         st.tokens_seen = tokens_seen;
         st.seconds = seconds_before + std::chrono::duration<double>(clock::now() - run_start).count();
         st.run = o_.run_settings;
-        summary.checkpoint = write_checkpoint(o_.out_dir, learner_, adam_, st, [this](const auto&) { hook(); });
+        const auto commit_hook = [this](const auto&) { hook(); };
+        summary.checkpoint = adam_ ? write_checkpoint(o_.out_dir, learner_, *adam_, st, commit_hook)
+                                   : write_checkpoint(o_.out_dir, learner_, *streaming_, st, commit_hook);
       }
     }
     progress.finish();
@@ -244,7 +269,8 @@ class Trainer {
 
   Learner<T>& learner_;
   TrainerOptions o_;
-  optim::AdamW<T> adam_;
+  std::optional<optim::AdamW<T>> adam_;               // exactly one of the two
+  std::optional<optim::StreamingAdamW<T>> streaming_;
   std::mt19937_64 rng_;
   int sleep_ms_ = 0, crash_at_ = 0, checkpoints_written_ = 0, lock_fd_ = -1;
 

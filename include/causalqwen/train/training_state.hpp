@@ -2,7 +2,8 @@
 ///
 ///   <out>/checkpoints/step-00000120/   one complete checkpoint:
 ///       config.json, model.safetensors      the model (Learner::save_model; loadable as a model)
-///       optimizer.safetensors               AdamW moments "adam.m.<slot>", "adam.v.<slot>" (T's dtype)
+///       optimizer.safetensors               AdamW moments "adam.m.<slot>", "adam.v.<slot>" (T's dtype;
+///                                           BF16 for StreamingAdamW's bfloat16 moments)
 ///       trainer_state.json                  {"format": "causalqwen-trainer-1", "step", "adam_steps",
 ///                                            "rng" (mt19937_64 state), "data" (sources' state()),
 ///                                            "tokens_seen", "seconds", "run" (the run's settings)}
@@ -18,6 +19,7 @@
 #include "causalqwen/io/safetensors.hpp"
 #include "causalqwen/io/safetensors_writer.hpp"
 #include "causalqwen/optim/adamw.hpp"
+#include "causalqwen/optim/streaming_adamw.hpp"
 #include "causalqwen/train/learner.hpp"
 
 #include <fcntl.h>
@@ -25,13 +27,16 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <bit>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <random>
 #include <sstream>
+#include <span>
 #include <string>
+#include <vector>
 
 namespace causalqwen::train {
 
@@ -111,10 +116,81 @@ inline void sync_directory(const std::filesystem::path& dir) {
 /// Test hook between "files written" and "LATEST replaced" (see Trainer: env variables).
 using CheckpointHook = std::function<void(const std::filesystem::path& step_dir)>;
 
-/// Writes a complete checkpoint for `state.step` as in the file comment and commits it.
+/// The optimiser moments as tensors "adam.m.<slot>", "adam.v.<slot>".
 template <class T>
+void add_moments(io::SafetensorsWriter& w, optim::AdamW<T>& adam) {
+  detail_learner::add_slots(w, adam.first_moment(), "adam.m.");
+  detail_learner::add_slots(w, adam.second_moment(), "adam.v.");
+}
+template <class T>
+void add_moments(io::SafetensorsWriter& w, optim::StreamingAdamW<T>& adam) {
+  if (adam.moment_storage() == optim::MomentStorage::full) {
+    detail_learner::add_slots(w, adam.first_moment(), "adam.m.");
+    detail_learner::add_slots(w, adam.second_moment(), "adam.v.");
+    return;
+  }
+  for (auto* arena : {&adam.first_moment_bf16(), &adam.second_moment_bf16()}) {
+    const std::string prefix = arena == &adam.first_moment_bf16() ? "adam.m." : "adam.v.";
+    for (const auto& s : arena->layout().slots())
+      w.add_bytes(prefix + s.name, io::Dtype::BF16, s.shape,
+                  std::as_bytes(std::span<const std::uint16_t>(arena->data() + s.offset, s.size)));
+  }
+}
+
+namespace detail_state {
+/// Throws unless tensor `name` of optimizer.safetensors is stored as `expected` (a checkpoint
+/// of another optimiser's moments is refused rather than converted).
+inline void require_moment_dtype(const io::SafetensorsFile& f, const std::string& name, io::Dtype expected) {
+  const auto stored = f.info(name).dtype;
+  if (stored != expected)
+    throw FormatError(fmt::format("{}: tensor '{}' is {}, expected {} (the checkpoint was written with other "
+                                  "optimiser moments than this run's: see --optimizer/--moments)",
+                                  f.path().string(), name, io::dtype_name(stored), io::dtype_name(expected)));
+}
+
+/// Reads T moments "adam.m.<slot>" and "adam.v.<slot>" into two arenas.
+template <class T>
+void read_full_moments(const io::SafetensorsFile& f, Arena<T>& m, Arena<T>& v) {
+  const io::Dtype expected = std::is_same_v<T, float> ? io::Dtype::F32 : io::Dtype::F64;
+  for (auto* arena : {&m, &v}) {
+    const std::string prefix = arena == &m ? "adam.m." : "adam.v.";
+    for (const auto& s : arena->layout().slots()) {
+      require_moment_dtype(f, prefix + s.name, expected);
+      f.template read<T>(prefix + s.name, std::span<T>(arena->data() + s.offset, s.size));
+    }
+  }
+}
+}  // namespace detail_state
+
+/// Reads the moments written by add_moments back (bit for bit).
+template <class T>
+void read_moments(const io::SafetensorsFile& f, optim::AdamW<T>& adam) {
+  detail_state::read_full_moments(f, adam.first_moment(), adam.second_moment());
+}
+template <class T>
+void read_moments(const io::SafetensorsFile& f, optim::StreamingAdamW<T>& adam) {
+  if (adam.moment_storage() == optim::MomentStorage::full) {
+    detail_state::read_full_moments(f, adam.first_moment(), adam.second_moment());
+    return;
+  }
+  std::vector<float> values;
+  for (auto* arena : {&adam.first_moment_bf16(), &adam.second_moment_bf16()}) {
+    const std::string prefix = arena == &adam.first_moment_bf16() ? "adam.m." : "adam.v.";
+    for (const auto& s : arena->layout().slots()) {
+      detail_state::require_moment_dtype(f, prefix + s.name, io::Dtype::BF16);
+      values.resize(s.size);
+      f.template read<float>(prefix + s.name, std::span<float>(values));
+      for (std::size_t i = 0; i < s.size; ++i)  // exact: every value is a bfloat16
+        arena->data()[s.offset + i] = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(values[i]) >> 16);
+    }
+  }
+}
+
+/// Writes a complete checkpoint for `state.step` as in the file comment and commits it.
+/// `Optimizer` is optim::AdamW<T> or optim::StreamingAdamW<T>.
+template <class T, class Optimizer>
 std::filesystem::path write_checkpoint(const std::filesystem::path& out, const Learner<T>& learner,
-                                       const optim::AdamW<T>& adam, const TrainerState& state,
+                                       Optimizer& adam, const TrainerState& state,
                                        const CheckpointHook& before_commit = {}) {
   const auto root = checkpoints_dir(out);
   const auto dir = root / checkpoint_name(state.step);
@@ -124,8 +200,7 @@ std::filesystem::path write_checkpoint(const std::filesystem::path& out, const L
   learner.save_model(dir);
   io::SafetensorsWriter w;
   w.set_metadata("producer", "causalqwen trainer");
-  detail_learner::add_slots(w, adam.first_moment(), "adam.m.");
-  detail_learner::add_slots(w, adam.second_moment(), "adam.v.");
+  add_moments(w, adam);
   w.write(dir / "optimizer.safetensors");
   const std::string text = state.to_json().dump(2) + "\n";
   io::write_file_atomically(dir / "trainer_state.json", [&](io::AtomicFile& f) { f.write(text); });
@@ -140,8 +215,8 @@ std::filesystem::path write_checkpoint(const std::filesystem::path& out, const L
 }
 
 /// Loads parameters, moments and the trainer state from checkpoint `dir`.
-template <class T>
-TrainerState read_checkpoint(const std::filesystem::path& dir, Learner<T>& learner, optim::AdamW<T>& adam) {
+template <class T, class Optimizer>
+TrainerState read_checkpoint(const std::filesystem::path& dir, Learner<T>& learner, Optimizer& adam) {
   const auto state_file = dir / "trainer_state.json";
   std::ifstream in(state_file);
   if (!in) throw FormatError(fmt::format("{}: cannot open the file", state_file.string()));
@@ -153,12 +228,7 @@ TrainerState read_checkpoint(const std::filesystem::path& dir, Learner<T>& learn
   }
   auto state = TrainerState::from_json(j, state_file);
   learner.load_params(dir);
-  const auto opt = io::SafetensorsFile::open(dir / "optimizer.safetensors");
-  for (auto* arena : {&adam.first_moment(), &adam.second_moment()}) {
-    const std::string prefix = arena == &adam.first_moment() ? "adam.m." : "adam.v.";
-    for (const auto& s : arena->layout().slots())
-      opt.template read<T>(prefix + s.name, std::span<T>(arena->data() + s.offset, s.size));
-  }
+  read_moments(io::SafetensorsFile::open(dir / "optimizer.safetensors"), adam);
   adam.set_steps(state.adam_steps);
   return state;
 }
