@@ -13,30 +13,32 @@
 
 namespace causalqwen::optim {
 
+/// total += Σ x² over n elements, in double: fixed blocks of 4096 elements, each summed in eight
+/// interleaved lanes (vectorisable), the block sums added to `total` in order — the result does
+/// not depend on the number of threads.
+template <class T>
+void add_sum_of_squares(const T* x, std::size_t n, double& total) {
+  constexpr std::size_t block = 4096;
+  const std::size_t nb = (n + block - 1) / block;
+  std::vector<double> partial(nb, 0.0);
+  parallel_for(nb, n, [&](std::size_t b) {
+    const std::size_t begin = b * block, end = std::min(n, begin + block);
+    double lane[8] = {};
+    std::size_t i = begin;
+    for (; i + 8 <= end; i += 8)
+      for (std::size_t j = 0; j < 8; ++j) lane[j] += static_cast<double>(x[i + j]) * static_cast<double>(x[i + j]);
+    for (; i < end; ++i) lane[(i - begin) & 7] += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+    partial[b] = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  });
+  for (double p : partial) total += p;
+}
+
 /// √(Σ g²) over the slots that `rules` trains (double accumulation, thread-count independent).
 template <class T>
 double global_grad_norm(const Arena<T>& grads, const ParamRules& rules = {}) {
-  constexpr std::size_t block = 4096;
   double total = 0;
-  std::vector<double> partial;
-  for (const auto& s : grads.layout().slots()) {
-    if (!rules.trained(s.name)) continue;
-    const T* g = grads.data() + s.offset;
-    const std::size_t nb = (s.size + block - 1) / block;
-    partial.assign(nb, 0.0);
-    parallel_for(nb, s.size, [&](std::size_t b) {
-      // eight interleaved partial sums (lane i % 8), added in a fixed order: vectorisable and
-      // still independent of the thread count
-      const std::size_t begin = b * block, end = std::min(s.size, begin + block);
-      double lane[8] = {};
-      std::size_t i = begin;
-      for (; i + 8 <= end; i += 8)
-        for (std::size_t j = 0; j < 8; ++j) lane[j] += static_cast<double>(g[i + j]) * static_cast<double>(g[i + j]);
-      for (; i < end; ++i) lane[(i - begin) & 7] += static_cast<double>(g[i]) * static_cast<double>(g[i]);
-      partial[b] = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-    });
-    for (double p : partial) total += p;
-  }
+  for (const auto& s : grads.layout().slots())
+    if (rules.trained(s.name)) add_sum_of_squares(grads.data() + s.offset, s.size, total);
   return std::sqrt(total);
 }
 

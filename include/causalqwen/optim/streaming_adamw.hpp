@@ -336,22 +336,10 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
     return total;
   }
 
-  /// Σ x² in double over fixed blocks of eight lanes (thread-count independent, as global_grad_norm).
+  /// Σ x² in double (add_sum_of_squares: fixed blocks, thread-count independent).
   static double sum_squares(const T* x, std::size_t n) {
-    constexpr std::size_t block = 4096;
-    const std::size_t nb = (n + block - 1) / block;
-    std::vector<double> partial(nb, 0.0);
-    parallel_for(nb, n, [&](std::size_t b) {
-      const std::size_t begin = b * block, end = std::min(n, begin + block);
-      double lane[8] = {};
-      std::size_t i = begin;
-      for (; i + 8 <= end; i += 8)
-        for (std::size_t j = 0; j < 8; ++j) lane[j] += static_cast<double>(x[i + j]) * static_cast<double>(x[i + j]);
-      for (; i < end; ++i) lane[(i - begin) & 7] += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-      partial[b] = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-    });
     double total = 0;
-    for (double p : partial) total += p;
+    add_sum_of_squares(x, n, total);
     return total;
   }
 
