@@ -4,8 +4,9 @@
 ///   distribution.hpp   pdf, log_pdf, cdf, log_cdf, sf, log_sf, quantile, sample, nll (+ *_grad)
 ///   ovr.hpp            ovr_prob, ovr_log_prob, ovr_log_1m_prob, ovr_bce, ovr_bce_eps (+ *_grad)
 ///   ovr_row.hpp        the vectorised row kernels ovr_bce_row and ovr_prob_row
-///   cauchy_tensor.hpp  CauchyTensor<T, Rank, Kind>, linear, fuse_linear, affine, add_noise,
-///                      closed_under_v
+///   kind_rules.hpp     Kind (independent, marginal), closed_under_v, the refused operations
+///   cauchy_tensor.hpp  CauchyTensor<T, Rank, Kind> (owning), linear, fuse_linear, affine, add_noise
+///   cauchy_view.hpp    CauchyView<T, Rank, Kind> (zero-copy, what the model's layers pass)
 #pragma once
 #include <causalqwen/version.hpp>
 #include <causalqwen/cauchy/special.hpp>
@@ -13,3 +14,4 @@
 #include <causalqwen/cauchy/ovr.hpp>
 #include <causalqwen/cauchy/ovr_row.hpp>
 #include <causalqwen/cauchy/cauchy_tensor.hpp>
+#include <causalqwen/cauchy/cauchy_view.hpp>

@@ -1,6 +1,5 @@
 // The dynamic tape (closures) and the static tape (compile-time fold).
 #include <causalqwen/autodiff/grad_check.hpp>
-#include <causalqwen/autodiff/static_tape.hpp>
 #include <causalqwen/autodiff/tape.hpp>
 #include <doctest/doctest.h>
 
@@ -44,34 +43,3 @@ TEST_CASE("dynamic tape: chained maps, a custom op and sum give the right gradie
   CHECK(rw.ok);
 }
 
-namespace {
-struct Log {
-  std::string text;
-  double value = 1, grad = 0;
-};
-template <int K>
-struct ScaleStage {  // value *= K ; backward: grad *= K
-  void forward(Log& c) {
-    c.text += 'f';
-    c.text += std::to_string(K);
-    c.value *= K;
-  }
-  void backward(Log& c) {
-    c.text += 'b';
-    c.text += std::to_string(K);
-    c.grad *= K;
-  }
-};
-}  // namespace
-
-TEST_CASE("static tape: forward folds left, backward folds right") {
-  ad::StaticTape<ScaleStage<2>, ScaleStage<3>, ScaleStage<5>> tape;
-  static_assert(decltype(tape)::size() == 3);
-  Log log;
-  tape.forward(log);
-  log.grad = 1;
-  tape.backward(log);
-  CHECK(log.text == "f2f3f5b5b3b2");
-  CHECK(log.value == 30);
-  CHECK(log.grad == 30);
-}

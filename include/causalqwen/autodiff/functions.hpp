@@ -4,6 +4,8 @@
 /// (`expression.hpp`) and the dynamic tape read derivatives only from here. A user adds a
 /// function by writing a struct with the same three members and calling `apply<F>(e)`.
 #pragma once
+#include "causalqwen/cauchy/special.hpp"
+
 #include <cmath>
 
 namespace causalqwen::autodiff {
@@ -47,7 +49,7 @@ struct Log1p {
 /// σ(x) = 1/(1+e⁻ˣ) ; d/dx = y(1−y)
 struct Sigmoid {
   static constexpr const char* name = "sigmoid";
-  template <class T> static T value(T x) { return T(1) / (T(1) + std::exp(-x)); }
+  template <class T> static T value(T x) { return raw::sigmoid(x); }  // from e^{−|x|}: no overflow
   template <class T> static T derivative(T, T y) { return y * (T(1) - y); }
 };
 /// tanh x ; d/dx = 1 − y²
@@ -70,6 +72,12 @@ struct Abs {
   static constexpr const char* name = "abs";
   template <class T> static T value(T x) { return std::abs(x); }
   template <class T> static T derivative(T x, T) { return T((x > T(0)) - (x < T(0))); }
+};
+/// softplus(x) = max(x,0) + log1p(e^{−|x|}) (the abduction scale) ; d/dx = σ(x), stable forms
+struct Softplus {
+  static constexpr const char* name = "softplus";
+  template <class T> static T value(T x) { return raw::softplus(x); }
+  template <class T> static T derivative(T x, T) { return raw::sigmoid(x); }
 };
 /// sign(x)·log(1+|x|) (the numeric-embedding magnitude) ; d/dx = 1/(1+|x|)
 struct SignedLog1p {

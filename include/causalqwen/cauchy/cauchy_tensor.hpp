@@ -1,21 +1,16 @@
 /// CauchyTensor<T, Rank, Kind>: a tensor of Cauchy variables held as loc and scale (SoA),
 /// whose type says which operations keep it Cauchy (linear stability as a compile-time
-/// property, DESIGN §4).
-///
-///   Kind::independent — components mutually independent (what the abduction network yields);
-///   Kind::marginal    — each component exactly Cauchy, jointly dependent (what a linear map
-///                       of independent components yields).
+/// property; the kinds and the refused operations are in kind_rules.hpp, shared with CauchyView).
+/// It owns its storage (xtensor containers), for the Cauchy math on its own.
 ///
 /// Closed, for both kinds: per-component affine maps a⊙X + c (loc·a + c, scale·|a|), negation,
 /// adding independent Cauchy noise X + |b|·ε (scale + |b|), and the sum of two tensors the
 /// caller declares independent of each other (`X + assume_independent(Y)`).
 /// Closed for independent tensors only: linear(W, b, X) (loc' = W·loc + b, scale' = |W|·scale).
-/// For a marginal tensor |W₂|·|W₁|·γ only bounds the true scale |W₂W₁|·γ, so a second linear
-/// map does not compile: fuse the weights with fuse_linear() and apply one map.
-/// Refused, each with one sentence from the compiler: exp, log, tanh, silu, softmax, relu, abs,
-/// the product or quotient of two Cauchy tensors, mean() and variance() (neither exists).
-/// closed_under_v<Op, X> answers the same questions without triggering the error.
+/// A second linear map of a marginal tensor does not compile: fuse the weights with
+/// fuse_linear() and apply one map.
 #pragma once
+#include <causalqwen/cauchy/kind_rules.hpp>
 #include <causalqwen/cauchy/ovr.hpp>
 #include <causalqwen/core/eigen_map.hpp>
 #include <causalqwen/core/xt.hpp>
@@ -28,62 +23,20 @@
 
 namespace causalqwen {
 
-/// The dependence structure of a CauchyTensor's components.
-enum class Kind { independent, marginal };
-
 template <Real T, std::size_t Rank = 1, Kind K = Kind::independent>
 class CauchyTensor;
-
-/// Operation tags for closed_under_v.
-namespace ops {
-struct linear {};           // linear(W, b, X)
-struct affine {};           // a ⊙ X + c, X * s, X / s, X + s
-struct negate {};           // −X
-struct add_noise {};        // X + |b|·ε, ε independent standard Cauchy
-struct sum_independent {};  // X + assume_independent(Y)
-struct exp {};
-struct log {};
-struct tanh {};
-struct silu {};
-struct softmax {};
-struct relu {};
-struct abs {};
-struct product {};   // X * Y of two Cauchy tensors
-struct quotient {};  // X / Y of two Cauchy tensors
-struct mean {};
-struct variance {};
-}  // namespace ops
-
+template <Real T, std::size_t R, Kind K>
+struct cauchy_traits<CauchyTensor<T, R, K>> {
+  static constexpr bool is_cauchy = true;
+  static constexpr Kind kind = K;
+};
+/// Whether X is an owning CauchyTensor (a CauchyView is not).
 template <class X>
 struct is_cauchy_tensor : std::false_type {};
 template <Real T, std::size_t R, Kind K>
 struct is_cauchy_tensor<CauchyTensor<T, R, K>> : std::true_type {};
 template <class X>
 inline constexpr bool is_cauchy_tensor_v = is_cauchy_tensor<std::remove_cvref_t<X>>::value;
-
-/// Whether applying Op to X yields a Cauchy tensor again (exactly, not as a bound).
-template <class Op, class X>
-struct closed_under : std::false_type {};
-template <class Op, Real T, std::size_t R, Kind K>
-struct closed_under<Op, CauchyTensor<T, R, K>>
-    : std::bool_constant<std::is_same_v<Op, ops::affine> || std::is_same_v<Op, ops::negate> ||
-                         std::is_same_v<Op, ops::add_noise> ||
-                         std::is_same_v<Op, ops::sum_independent> ||
-                         (std::is_same_v<Op, ops::linear> && K == Kind::independent)> {};
-template <class Op, class X>
-inline constexpr bool closed_under_v = closed_under<Op, std::remove_cvref_t<X>>::value;
-
-namespace detail {
-template <class...>
-inline constexpr bool always_false_v = false;
-
-/// Shape of a CauchyTensor with its last dimension replaced.
-template <std::size_t R>
-std::array<std::size_t, R> with_last(std::array<std::size_t, R> shape, std::size_t last) {
-  shape[R - 1] = last;
-  return shape;
-}
-}  // namespace detail
 
 /// A weight matrix W [M, N] and bias b [M] standing for x ↦ W·x + b.
 template <Real T>
@@ -176,13 +129,11 @@ class CauchyTensor {
 
   template <class D = void>
   void mean() const {
-    static_assert(detail::always_false_v<D>,
-                  "causalqwen: a Cauchy distribution has no mean; use median() (= loc) or quantile().");
+    static_assert(detail::always_false_v<D>, CAUSALQWEN_NO_MEAN);
   }
   template <class D = void>
   void variance() const {
-    static_assert(detail::always_false_v<D>,
-                  "causalqwen: a Cauchy distribution has no variance; use scale() or an interquartile range from quantile().");
+    static_assert(detail::always_false_v<D>, CAUSALQWEN_NO_VARIANCE);
   }
 
  private:
@@ -207,8 +158,7 @@ template <Real T, std::size_t R, Kind K>
 CauchyTensor<T, R, Kind::marginal> linear(const xt::xtensor<T, 2>& W, const xt::xtensor<T, 1>& b,
                                           const CauchyTensor<T, R, K>& X) {
   if constexpr (K == Kind::marginal) {
-    static_assert(K != Kind::marginal,
-                  "causalqwen::linear: a marginal Cauchy tensor has dependent components, so |W| would only bound its scale; fuse the weights first with causalqwen::fuse_linear(W2, b2, W1, b1) and apply one linear map to the independent tensor.");
+    static_assert(K != Kind::marginal, CAUSALQWEN_LINEAR_OF_MARGINAL);
     return {};
   } else {
     const std::size_t M = W.shape(0), N = W.shape(1);
@@ -330,57 +280,12 @@ AssumedIndependent<CauchyTensor<T, R, K>> assume_independent(const CauchyTensor<
 /// both are; otherwise marginal.
 template <Real T, std::size_t R, Kind K1, Kind K2>
 auto operator+(const CauchyTensor<T, R, K1>& X, AssumedIndependent<CauchyTensor<T, R, K2>> Y) {
-  constexpr Kind K = (K1 == Kind::independent && K2 == Kind::independent) ? Kind::independent : Kind::marginal;
+  constexpr Kind K = sum_kind(K1, K2);
   detail::require(X.shape() == Y.tensor.shape(), "operator+", "the two Cauchy tensors must have the same shape");
   return CauchyTensor<T, R, K>::unchecked(X.loc() + Y.tensor.loc(), X.scale() + Y.tensor.scale());
 }
 
-// ------------------------------------------------------------------ refused operations
-// Each is a poisoned overload: found by ADL for unqualified calls and by causalqwen:: calls,
-// it prints one sentence through static_assert.
-
-#define CAUSALQWEN_REFUSE_UNARY(fn, sentence)                                     \
-  template <Real T, std::size_t R, Kind K>                                        \
-  CauchyTensor<T, R, K> fn(const CauchyTensor<T, R, K>& X) {                      \
-    static_assert(closed_under_v<ops::fn, CauchyTensor<T, R, K>>, sentence);      \
-    return X;                                                                     \
-  }
-CAUSALQWEN_REFUSE_UNARY(exp, "causalqwen: exp of a Cauchy tensor is not Cauchy (it is log-Cauchy); only affine and linear maps keep a Cauchy tensor Cauchy, so transform samples or quantiles instead.")
-CAUSALQWEN_REFUSE_UNARY(log, "causalqwen: log of a Cauchy tensor is not Cauchy (and undefined where the variable is negative); transform samples or quantiles instead.")
-CAUSALQWEN_REFUSE_UNARY(tanh, "causalqwen: tanh of a Cauchy tensor is not Cauchy; only affine and linear maps keep a Cauchy tensor Cauchy, so transform samples or quantiles instead.")
-CAUSALQWEN_REFUSE_UNARY(silu, "causalqwen: silu of a Cauchy tensor is not Cauchy; apply nonlinearities before the abduction network, not to its Cauchy output.")
-CAUSALQWEN_REFUSE_UNARY(softmax, "causalqwen: softmax of Cauchy tensors is not Cauchy; use ovr_prob() for class probabilities, or softmax over loc (the compatible mode).")
-CAUSALQWEN_REFUSE_UNARY(relu, "causalqwen: relu of a Cauchy tensor is not Cauchy (it has an atom at 0); transform samples or quantiles instead.")
-CAUSALQWEN_REFUSE_UNARY(abs, "causalqwen: abs of a Cauchy tensor is half-Cauchy, not Cauchy; transform samples or quantiles instead.")
-#undef CAUSALQWEN_REFUSE_UNARY
-
-template <Real T, std::size_t R, Kind K1, Kind K2>
-CauchyTensor<T, R, K1> operator*(const CauchyTensor<T, R, K1>& X, const CauchyTensor<T, R, K2>&) {
-  static_assert(closed_under_v<ops::product, CauchyTensor<T, R, K1>>,
-                "causalqwen: the product of two Cauchy tensors is not Cauchy; multiply by a constant or a weight matrix instead.");
-  return X;
-}
-template <Real T, std::size_t R, Kind K1, Kind K2>
-CauchyTensor<T, R, K1> operator/(const CauchyTensor<T, R, K1>& X, const CauchyTensor<T, R, K2>&) {
-  static_assert(closed_under_v<ops::quotient, CauchyTensor<T, R, K1>>,
-                "causalqwen: the quotient of two Cauchy tensors is not Cauchy; divide by a non-zero constant instead.");
-  return X;
-}
-template <Real T, std::size_t R, Kind K1, Kind K2>
-CauchyTensor<T, R, K1> operator+(const CauchyTensor<T, R, K1>& X, const CauchyTensor<T, R, K2>&) {
-  static_assert(detail::always_false_v<T>,
-                "causalqwen: the sum of two Cauchy tensors is Cauchy only if they are independent of each other, which their types cannot show; write X + causalqwen::assume_independent(Y).");
-  return X;
-}
-
-/// mean(X) and variance(X) as free functions are refused like the members.
-template <Real T, std::size_t R, Kind K>
-void mean(const CauchyTensor<T, R, K>& X) {
-  X.template mean<T>();
-}
-template <Real T, std::size_t R, Kind K>
-void variance(const CauchyTensor<T, R, K>& X) {
-  X.template variance<T>();
-}
+// The refused operations (exp, log, …, mean, variance) are declared once for every Cauchy type
+// in kind_rules.hpp.
 
 }  // namespace causalqwen
