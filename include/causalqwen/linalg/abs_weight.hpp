@@ -57,10 +57,11 @@ void abs_linear_backward_input(TensorView<T, 2> dscale, TensorView<const T, 2> d
 }
 
 /// dW += sign(W) ⊙ (dscale'ᵀ·scale):  dscale' [M,N], scale [M,K], W and dW [N,K];
-/// sign(0) = 0 (the subgradient of |w| at 0 used here). Offered first to the active WeightGradSink.
+/// sign(0) = 0 (the subgradient of |w| at 0 used here). Offered first to `sink` when given.
 template <class T>
 void abs_linear_backward_weight(TensorView<T, 2> dw, TensorView<const T, 2> dscale_out,
-                                TensorView<const T, 2> scale, TensorView<const T, 2> w) {
+                                TensorView<const T, 2> scale, TensorView<const T, 2> w,
+                                WeightGradSink<T>* sink = nullptr) {
   using detail_gemm::ix;
   const std::size_t m = dscale_out.shape[0], n = dscale_out.shape[1], k = scale.shape[1];
   detail::require(scale.shape[0] == m, "abs_linear_backward_weight",
@@ -68,7 +69,7 @@ void abs_linear_backward_weight(TensorView<T, 2> dw, TensorView<const T, 2> dsca
                   shape_string(dscale_out.shape));
   require_shape(w, {n, k}, "abs_linear_backward_weight", "W");
   require_shape(dw, {n, k}, "abs_linear_backward_weight", "dW");
-  if (offer_to_weight_grad_sink<T>(dw, dscale_out, scale, w)) return;
+  if (offer_to_weight_grad_sink<T>(sink, dw, dscale_out, scale, w)) return;
   RowMatrix<T> g(ix(n), ix(k));
   g.noalias() = mat(dscale_out.data, ix(m), ix(n)).transpose() * mat(scale.data, ix(m), ix(k));
   auto W = mat(w.data, ix(n), ix(k));

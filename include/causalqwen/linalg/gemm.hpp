@@ -5,6 +5,7 @@
 #pragma once
 #include "causalqwen/core/eigen_map.hpp"
 #include "causalqwen/core/tensor.hpp"
+#include "causalqwen/linalg/gemv.hpp"
 #include "causalqwen/linalg/weight_grad_sink.hpp"
 
 #include <cstddef>
@@ -17,6 +18,8 @@ inline auto ix(std::size_t n) { return static_cast<std::ptrdiff_t>(n); }
 }  // namespace detail_gemm
 
 /// Y = X·Wᵀ (+ b):  X [M,K], W [N,K], b [N] (optional: empty view), Y [M,N].
+/// Up to few_rows_max rows (a decoding step) W is read once by the few-rows kernel (gemv.hpp);
+/// more rows use the GEMM, which reuses W from cache.
 template <class T>
 void linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, TensorView<const T, 2> w,
                     TensorView<const T, 1> b = {}) {
@@ -25,6 +28,8 @@ void linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, TensorView<con
   detail::require(w.shape[1] == k, "linear_forward", "W {} does not match X {}",
                   shape_string(w.shape), shape_string(x.shape));
   require_shape(y, {m, n}, "linear_forward", "Y");
+  if constexpr (detail_gemv::simd_type<T>)
+    if (m <= few_rows_max) return few_rows_linear_forward<T>(y, x, w, b);
   auto Y = mat(y.data, ix(m), ix(n));
   Y.noalias() = mat(x.data, ix(m), ix(k)) * mat(w.data, ix(n), ix(k)).transpose();
   if (!b.empty()) {
@@ -45,17 +50,17 @@ void linear_backward_input(TensorView<T, 2> dx, TensorView<const T, 2> dy,
   mat(dx.data, ix(m), ix(k)).noalias() += mat(dy.data, ix(m), ix(n)) * mat(w.data, ix(n), ix(k));
 }
 
-/// dW += dYᵀ·X:  dY [M,N], X [M,K], dW [N,K]. (Offered first to the thread's active
-/// WeightGradSink, which may keep dY and X instead: weight_grad_sink.hpp.)
+/// dW += dYᵀ·X:  dY [M,N], X [M,K], dW [N,K]. (Offered first to `sink` when given, which may
+/// keep dY and X instead: weight_grad_sink.hpp.)
 template <class T>
 void linear_backward_weight(TensorView<T, 2> dw, TensorView<const T, 2> dy,
-                            TensorView<const T, 2> x) {
+                            TensorView<const T, 2> x, WeightGradSink<T>* sink = nullptr) {
   using detail_gemm::ix;
   const std::size_t m = dy.shape[0], n = dy.shape[1], k = x.shape[1];
   detail::require(x.shape[0] == m, "linear_backward_weight", "X {} does not match dY {}",
                   shape_string(x.shape), shape_string(dy.shape));
   require_shape(dw, {n, k}, "linear_backward_weight", "dW");
-  if (offer_to_weight_grad_sink<T>(dw, dy, x)) return;
+  if (offer_to_weight_grad_sink<T>(sink, dw, dy, x)) return;
   mat(dw.data, ix(n), ix(k)).noalias() +=
       mat(dy.data, ix(m), ix(n)).transpose() * mat(x.data, ix(m), ix(k));
 }
