@@ -1,9 +1,9 @@
-/// Umbrella for the autodiff engine and the Qwen2 transformer layers.
+/// Umbrella for the autodiff engine and the generic Qwen2 transformer layers (they take
+/// embeddings; the numeric embedding and the causal heads belong to the model).
 #pragma once
 #include "causalqwen/autodiff/expression.hpp"
 #include "causalqwen/autodiff/functions.hpp"
 #include "causalqwen/autodiff/grad_check.hpp"
-#include "causalqwen/autodiff/static_tape.hpp"
 #include "causalqwen/autodiff/tape.hpp"
 #include "causalqwen/core/arena.hpp"
 #include "causalqwen/core/tensor.hpp"
@@ -15,7 +15,6 @@
 #include "causalqwen/nn/decoder_block.hpp"
 #include "causalqwen/nn/embedding.hpp"
 #include "causalqwen/nn/linear.hpp"
-#include "causalqwen/nn/numeric_embedding.hpp"
 #include "causalqwen/nn/rmsnorm.hpp"
 #include "causalqwen/nn/rope.hpp"
 #include "causalqwen/nn/swiglu.hpp"

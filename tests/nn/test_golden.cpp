@@ -16,6 +16,7 @@
 //           softmax's conditioning → 2e-5. Backward doubles the chain and sums over B·S = 14
 //           tokens (√14): 2·√14·6e-6·~2 ≈ 1e-4. The same test asserts that PyTorch's own float32
 //           run meets these tolerances, so they are float32-tight, not arbitrary.
+#include "../support/qwen2_stack.hpp"
 #include <causalqwen/nn.hpp>
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -98,7 +99,7 @@ TEST_CASE_TEMPLATE("golden: forward and parameter gradients match the PyTorch Qw
   const std::size_t B = g.index["batch"], S = g.index["seq"], H = cfg.hidden_size;
   MESSAGE("reference written by torch ", g.index["torch"].get<std::string>(), ", seed ", g.index["seed"].get<int>());
 
-  nn::Transformer<T> model(cfg);
+  cqtest::Qwen2Stack<T> model(cfg);
   for (const auto& slot : model.params().layout().slots()) {
     auto values = g.get("param/" + slot.name);
     auto span = model.params().slot_span(slot.name);
@@ -114,7 +115,7 @@ TEST_CASE_TEMPLATE("golden: forward and parameter gradients match the PyTorch Qw
   const auto r = g.get("input/loss_weights");
   for (std::size_t i = 0; i < r.size(); ++i) weights.push_back(mask[i / H] ? static_cast<T>(r[i]) : T(0));
 
-  typename nn::Transformer<T>::Cache cache;
+  typename cqtest::Qwen2Stack<T>::Cache cache;
   auto z = model.forward(TensorView<const std::int64_t, 2>(ids.data(), {B, S}), TensorView<const T, 2>(values.data(), {B, S}),
                          TensorView<const std::int64_t, 2>(mask.data(), {B, S}),
                          TensorView<const std::int64_t, 2>(positions.data(), {B, S}), cache);

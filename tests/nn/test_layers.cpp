@@ -1,6 +1,7 @@
 // grad_check of each layer on tiny shapes (B=2, S=5, H=8) in double.
 #include "grad_harness.hpp"
 
+#include <causalqwen/model/numeric_embedding.hpp>
 #include <causalqwen/nn.hpp>
 
 #include <algorithm>
@@ -55,18 +56,18 @@ TEST_CASE("Embedding scatters into the used rows; NumericEmbedding differentiate
   std::vector<double> values = {0, 2.5, 0, -0.3, 0, 11.0, 0, 0, -4.0, 0.7};
   auto table = randn(V * H, rng), dir = randn(H, rng), r = randn(M * H, rng);
   std::vector<double> e(M * H), dtable(table.size()), ddir(H), dvalues(M);
-  nn::NumericEmbedding<double>::Params p{view(table, cq::Shape<2>{V, H}), view(dir, cq::Shape<1>{H})};
-  nn::NumericEmbedding<double>::Params g{view(dtable, cq::Shape<2>{V, H}), view(ddir, cq::Shape<1>{H})};
-  nn::NumericEmbedding<double>::Cache c;
+  cq::model::NumericEmbedding<double>::Params p{view(table, cq::Shape<2>{V, H}), view(dir, cq::Shape<1>{H})};
+  cq::model::NumericEmbedding<double>::Params g{view(dtable, cq::Shape<2>{V, H}), view(ddir, cq::Shape<1>{H})};
+  cq::model::NumericEmbedding<double>::Cache c;
   const TensorView<const std::int64_t, 1> idv(ids.data(), {M});
   auto loss = [&] {
-    nn::NumericEmbedding<double>::forward(p, idv, view(values, cq::Shape<1>{M}), view(e, cq::Shape<2>{M, H}), c);
+    cq::model::NumericEmbedding<double>::forward(p, idv, view(values, cq::Shape<1>{M}), view(e, cq::Shape<2>{M, H}), c);
     return cqtest::dot(r, e);
   };
   loss();
   // v = 0 rows are exactly the token embedding
   for (std::size_t j = 0; j < H; ++j) CHECK(e[0 * H + j] == table[3 * H + j]);
-  nn::NumericEmbedding<double>::backward(g, c, view(r, cq::Shape<2>{M, H}), view(dvalues, cq::Shape<1>{M}));
+  cq::model::NumericEmbedding<double>::backward(g, c, view(r, cq::Shape<2>{M, H}), view(dvalues, cq::Shape<1>{M}));
   // unused rows (4) get no gradient
   for (std::size_t j = 0; j < H; ++j) CHECK(dtable[4 * H + j] == 0.0);
   cqtest::check_gradients({{"table", table, dtable}, {"direction", dir, ddir}, {"numeric values", values, dvalues}}, loss);

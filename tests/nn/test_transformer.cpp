@@ -1,4 +1,5 @@
 // DecoderBlock and the whole 2-layer Transformer: gradients of every parameter, names, errors.
+#include "../support/qwen2_stack.hpp"
 #include "grad_harness.hpp"
 
 #include <causalqwen/nn.hpp>
@@ -61,14 +62,14 @@ TEST_CASE("Transformer (2 layers, numeric embedding, padding, explicit position_
   const std::uint64_t seed = 22;
   MESSAGE("seed ", seed);
   std::mt19937_64 rng(seed);
-  nn::Transformer<double> model(tiny(2));
+  cqtest::Qwen2Stack<double> model(tiny(2));
   model.init_random(seed, 0.3);
   auto grads = model.make_gradients();
   std::vector<std::int64_t> ids = {1, 4, 10, 4, 2, 0, 0, 7, 3, 9};
   std::vector<double> values = {0, 0, 3.5, 0, 0, 0, 0, 0, -120.0, 0};
   std::vector<double> dvalues(B * S, 0.0);
   auto r = randn(B * S * H, rng);
-  nn::Transformer<double>::Cache cache;
+  cqtest::Qwen2Stack<double>::Cache cache;
   auto run = [&] {
     return model.forward(TensorView<const std::int64_t, 2>(ids.data(), {B, S}), TensorView<const double, 2>(values.data(), {B, S}),
                          TensorView<const std::int64_t, 2>(kMask.data(), {B, S}),
@@ -90,7 +91,7 @@ TEST_CASE("Transformer (2 layers, numeric embedding, padding, explicit position_
 }
 
 TEST_CASE_TEMPLATE("Transformer: Hugging Face parameter names, shapes and counts", T, float, double) {
-  nn::Transformer<T> model(tiny(2));
+  cqtest::Qwen2Stack<T> model(tiny(2));
   const auto& layout = model.params().layout();
   CHECK(model.template param<2>("model.embed_tokens.weight").shape == cq::Shape<2>{11, H});
   CHECK(model.template param<2>("model.layers.1.self_attn.q_proj.weight").shape == cq::Shape<2>{8, H});
@@ -117,21 +118,21 @@ TEST_CASE_TEMPLATE("Transformer: Hugging Face parameter names, shapes and counts
 TEST_CASE("bad configs and shapes give clear errors") {
   auto c = tiny(1);
   c.hidden_size = 10;
-  CHECK_THROWS_WITH_AS(nn::Transformer<float>{c},
+  CHECK_THROWS_WITH_AS(cqtest::Qwen2Stack<float>{c},
                        "causalqwen::Transformer: hidden_size 10 is not divisible by num_attention_heads 4",
                        cq::DomainError);
   c = tiny(1);
   c.num_kv_heads = 3;
-  CHECK_THROWS_WITH_AS(nn::Transformer<float>{c},
+  CHECK_THROWS_WITH_AS(cqtest::Qwen2Stack<float>{c},
                        "causalqwen::Transformer: num_attention_heads 4 is not divisible by num_key_value_heads 3",
                        cq::DomainError);
   c = tiny(1);
   c.hidden_size = 4;  // head_dim 1
-  CHECK_THROWS_WITH_AS(nn::Transformer<float>{c}, "causalqwen::Transformer: head_dim 1 must be even for rotary embeddings",
+  CHECK_THROWS_WITH_AS(cqtest::Qwen2Stack<float>{c}, "causalqwen::Transformer: head_dim 1 must be even for rotary embeddings",
                        cq::DomainError);
-  nn::Transformer<float> model(tiny(1));
+  cqtest::Qwen2Stack<float> model(tiny(1));
   model.init_random(1);
-  nn::Transformer<float>::Cache cache;
+  cqtest::Qwen2Stack<float>::Cache cache;
   std::vector<std::int64_t> ids(B * S, 1), mask(B * (S + 1), 1);
   CHECK_THROWS_WITH_AS(model.forward(TensorView<const std::int64_t, 2>(ids.data(), {B, S}), {},
                                      TensorView<const std::int64_t, 2>(mask.data(), {B, S + 1}), {}, cache),
@@ -154,14 +155,14 @@ TEST_CASE("bad configs and shapes give clear errors") {
 }
 
 TEST_CASE_TEMPLATE("Transformer: one cache reused across shapes gives the same z as a fresh one", T, float, double) {
-  nn::Transformer<T> model(tiny(2));
+  cqtest::Qwen2Stack<T> model(tiny(2));
   model.init_random(5, 0.2);
   std::vector<std::int64_t> ids = {1, 4, 10, 4, 2, 0, 3, 7, 3, 9};
-  auto run = [&](typename nn::Transformer<T>::Cache& cache, std::size_t b, std::size_t s) {
+  auto run = [&](typename cqtest::Qwen2Stack<T>::Cache& cache, std::size_t b, std::size_t s) {
     auto z = model.forward(TensorView<const std::int64_t, 2>(ids.data(), {b, s}), {}, {}, {}, cache);
     return std::vector<T>(z.begin(), z.end());
   };
-  typename nn::Transformer<T>::Cache reused, fresh_small, fresh_big;
+  typename cqtest::Qwen2Stack<T>::Cache reused, fresh_small, fresh_big;
   const auto big = run(reused, 2, 5);
   const auto small = run(reused, 1, 3);
   CHECK(run(reused, 2, 5) == big);

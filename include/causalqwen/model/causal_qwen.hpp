@@ -1,5 +1,7 @@
-/// CausalQwen<T, Config>: NumericEmbedding → Qwen2 Transformer → Abduction → Action → Loss,
-/// forward and backward, all parameters in one arena (Hugging Face names plus `causal.*`).
+/// CausalQwen<T, Config>: NumericEmbedding → Qwen2 Transformer → Abduction → Action → losses,
+/// forward and backward, all parameters in one arena (Hugging Face names plus `causal.*`), laid
+/// out in that order: model.embed_tokens.weight, causal.num_direction, model.layers.*,
+/// model.norm.weight, causal.abduction.*, causal.action.*, causal.ovr_threshold.
 ///
 ///   CausalQwen<float>                         shapes from a CausalConfig at run time
 ///                                             (e.g. read from config.json)
@@ -9,7 +11,7 @@
 #pragma once
 #include "causalqwen/model/causal_head.hpp"
 #include "causalqwen/model/config.hpp"
-#include "causalqwen/model/head_params.hpp"
+#include "causalqwen/model/numeric_embedding.hpp"
 #include "causalqwen/nn/transformer.hpp"
 
 #include <cmath>
@@ -78,18 +80,29 @@ template <class T>
 class CausalQwen<T, RuntimeConfig> {
  public:
   struct Cache {
+    typename NumericEmbedding<T>::Cache embedding;
+    std::vector<T> e;  // [M,H] the embeddings
     typename nn::Transformer<T>::Cache backbone;
     typename CausalHead<T>::Cache head;
     std::vector<T> dz;  // [M,H] backward scratch
   };
+  /// What incremental decoding keeps between steps (the backbone's KV cache and scratch).
+  struct InferenceState {
+    typename NumericEmbedding<T>::Cache embedding;
+    std::vector<T> e;  // [M,H]
+    typename nn::Transformer<T>::InferenceState backbone;
+  };
 
   explicit CausalQwen(CausalConfig config, std::size_t class_chunk = 2048)
-      : cfg_(validated(std::move(config))),
-        backbone_(cfg_.backbone, [this](Layout& l) { add_head_params(l, cfg_); }),
-        head_(cfg_, class_chunk) {}
+      : cfg_(validated(std::move(config))), backbone_(cfg_.backbone), head_(cfg_, class_chunk) {
+    auto layout = std::make_shared<Layout>();
+    NumericEmbedding<T>::add_params(*layout, cfg_.backbone.vocab_size, cfg_.hidden_size());
+    backbone_.add_params(*layout);
+    add_head_params(*layout, cfg_);
+    params_.reset(layout);
+  }
 
   const CausalConfig& config() const { return cfg_; }
-  nn::Transformer<T>& backbone() { return backbone_; }
   const nn::Transformer<T>& backbone() const { return backbone_; }
   CausalHead<T>& head() { return head_; }
   /// Changes α of the regression gate for the next steps (see CausalHead::set_alpha_gate).
@@ -97,32 +110,47 @@ class CausalQwen<T, RuntimeConfig> {
     head_.set_alpha_gate(alpha);
     cfg_.alpha_gate = alpha;
   }
-  Arena<T>& params() { return backbone_.params(); }
-  const Arena<T>& params() const { return backbone_.params(); }
-  const Layout& layout() const { return params().layout(); }
+  Arena<T>& params() { return params_; }
+  const Arena<T>& params() const { return params_; }
+  const Layout& layout() const { return params_.layout(); }
   /// A zeroed gradient arena with the parameters' layout.
-  Arena<T> make_gradients() const { return backbone_.make_gradients(); }
+  Arena<T> make_gradients() const { return Arena<T>(params_.shared_layout()); }
 
-  /// A model trained from scratch: backbone N(0, std²) (norms 1), direction random, cls.weight
-  /// N(0, std²), and the heads' DESIGN §2 inits (W_loc = I, scale_U = γ_init, …).
+  /// A model trained from scratch: backbone N(0, std²) (norms 1), direction N(0,1), cls.weight
+  /// N(0, std²), and the heads' inits (W_loc = I, scale_U = γ_init, …).
   void init_random(std::uint64_t seed, double std = 0.02) {
-    backbone_.init_random(seed, std);
-    init_heads(params(), cfg_, seed);
-    init_cls_random(params(), seed, std);
+    nn::init_random(params_, seed, std, {names::num_direction});
+    init_heads(params_, cfg_, seed);
+    init_cls_random(params_, seed, std);
   }
 
   /// Forward only: the loss parts and metrics for `batch` (no gradients).
   HeadMetrics evaluate(const Batch<T>& batch, Cache& cache, ActionMode mode = ActionMode::deterministic,
                        SamplingNoise<T> noise = {}) {
-    return run(batch, cache, nullptr, mode, noise);
+    return forward(batch, cache, mode, noise, nullptr);
   }
 
-  /// Forward and backward: grads += ∂L_total/∂θ for every parameter; returns the metrics.
-  HeadMetrics forward_backward(const Batch<T>& batch, Cache& cache, Arena<T>& grads,
+  /// Forward and backward: grads += ∂L_total/∂θ for every parameter (weight products offered
+  /// to the target's sink first); returns the metrics.
+  HeadMetrics forward_backward(const Batch<T>& batch, Cache& cache, linalg::GradientTarget<T> grads,
                                ActionMode mode = ActionMode::deterministic, SamplingNoise<T> noise = {}) {
-    detail::require(&grads.layout() == &layout() || grads.layout().total() == layout().total(),
-                    "CausalQwen::forward_backward", "the gradient arena does not have the model's layout");
-    return run(batch, cache, &grads, mode, noise);
+    detail::require(grads.arena.layout().total() == layout().total(), "CausalQwen::forward_backward",
+                    "the gradient arena does not have the model's layout");
+    const auto metrics = forward(batch, cache, mode, noise, &grads);
+    backward(cache, grads);
+    return metrics;
+  }
+
+  /// Starts an empty KV cache for `batch` rows with room for `slots` tokens per row.
+  void begin_inference(InferenceState& state, std::size_t batch, std::size_t slots = 0) const {
+    backbone_.begin_inference(state.backbone, batch, slots);
+  }
+  /// z [B,S,H] of S new tokens per row appended to the KV cache (nn::Transformer::forward_cached).
+  TensorView<const T, 3> forward_cached(TensorView<const std::int64_t, 2> input_ids, TensorView<const T, 2> numeric_values,
+                                        TensorView<const std::int64_t, 2> attention_mask,
+                                        TensorView<const std::int64_t, 2> position_ids, InferenceState& state) const {
+    const auto e = embed(input_ids, numeric_values, state.embedding, state.e);
+    return backbone_.forward_cached(params_, e, attention_mask, position_ids, state.backbone);
   }
 
  private:
@@ -131,32 +159,55 @@ class CausalQwen<T, RuntimeConfig> {
     return c;
   }
 
-  HeadMetrics run(const Batch<T>& b, Cache& cache, Arena<T>* grads, ActionMode mode, SamplingNoise<T> noise) {
-    const std::size_t B = b.input_ids.shape[0], S = b.input_ids.shape[1], M = B * S, H = cfg_.hidden_size();
-    require_shape(b.labels, {B, S}, "CausalQwen", "labels");
-    if (!b.target_values.empty()) require_shape(b.target_values, {B, S}, "CausalQwen", "target_values");
-    for (auto id : b.input_ids)
+  /// e [B,S,H] = NumericEmbedding(ids, values), into `e`.
+  TensorView<const T, 3> embed(TensorView<const std::int64_t, 2> ids, TensorView<const T, 2> values,
+                               typename NumericEmbedding<T>::Cache& c, std::vector<T>& e) const {
+    const std::size_t B = ids.shape[0], S = ids.shape[1], M = B * S, H = cfg_.hidden_size();
+    if (!values.empty()) require_shape(values, {B, S}, "CausalQwen", "numeric_values");
+    for (auto id : ids)
       detail::require(id >= 0 && static_cast<std::size_t>(id) < cfg_.backbone.vocab_size, "CausalQwen",
                       "input id {} is outside the vocabulary [0, {})", id, cfg_.backbone.vocab_size);
-    const auto z = backbone_.forward(b.input_ids, b.numeric_values, b.attention_mask, b.position_ids, cache.backbone);
+    e.resize(M * H);
+    auto& p = const_cast<Arena<T>&>(params_);
+    NumericEmbedding<T>::forward(NumericEmbedding<T>::Params::bind(p), ids.reshape(Shape<1>{M}),
+                                 values.empty() ? TensorView<const T, 1>{} : values.reshape(Shape<1>{M}),
+                                 TensorView<T, 2>(e.data(), {M, H}), c);
+    return TensorView<const T, 3>(e.data(), {B, S, H});
+  }
+
+  /// The whole forward pass: embeddings, the Qwen2 stack, the causal heads and their losses
+  /// (with `grads`, the heads' backward too: their losses are fused with it, down to ∂L/∂z).
+  HeadMetrics forward(const Batch<T>& b, Cache& cache, ActionMode mode, SamplingNoise<T> noise,
+                      const linalg::GradientTarget<T>* grads) {
+    const std::size_t B = b.input_ids.shape[0], S = b.input_ids.shape[1], M = B * S, H = cfg_.hidden_size();
+    detail::require(B > 0 && S > 0, "CausalQwen", "input_ids {} is empty", shape_string(b.input_ids.shape));
+    require_shape(b.labels, {B, S}, "CausalQwen", "labels");
+    if (!b.target_values.empty()) require_shape(b.target_values, {B, S}, "CausalQwen", "target_values");
+    const auto e = embed(b.input_ids, b.numeric_values, cache.embedding, cache.e);                         // [B,S,H]
+    const auto z = backbone_.forward(params_, e, b.attention_mask, b.position_ids, cache.backbone);      // [B,S,H]
     const HeadTargets<T> targets{b.labels.reshape(Shape<1>{M}),
                                  b.target_values.empty() ? TensorView<const T, 1>{} : b.target_values.reshape(Shape<1>{M}),
                                  b.attention_mask.empty() ? TensorView<const std::int64_t, 1>{}
                                                           : b.attention_mask.reshape(Shape<1>{M})};
-    const Arena<T>& p = params();
-    const auto hp = HeadParams<const T>::bind(p);
-    if (!grads) return head_.run(hp, p.version(), z.flat2d(), targets, mode, noise, cache.head);
+    const auto hp = HeadParams<const T>::bind(params_);
+    if (!grads) return head_.run(hp, params_.version(), z.flat2d(), targets, mode, noise, cache.head);
     cache.dz.assign(M * H, T(0));
-    const auto g = HeadParams<T>::bind(*grads);
-    const auto metrics = head_.run(hp, p.version(), z.flat2d(), targets, mode, noise, cache.head, &g,
-                                   {cache.dz.data(), {M, H}});
-    backbone_.backward(cache.backbone, TensorView<const T, 3>(cache.dz.data(), {B, S, H}), *grads);
-    return metrics;
+    const auto g = HeadParams<T>::bind(grads->arena);
+    return head_.run(hp, params_.version(), z.flat2d(), targets, mode, noise, cache.head, &g, {cache.dz.data(), {M, H}},
+                     grads->sink);
+  }
+
+  /// The backward pass below the heads: from ∂L/∂z, the Qwen2 stack, then the embeddings.
+  void backward(Cache& cache, linalg::GradientTarget<T> grads) {
+    const std::size_t B = cache.backbone.batch, S = cache.backbone.seq, H = cfg_.hidden_size();
+    const auto de = backbone_.backward(params_, cache.backbone, TensorView<const T, 3>(cache.dz.data(), {B, S, H}), grads);
+    NumericEmbedding<T>::backward(NumericEmbedding<T>::Params::bind(grads.arena), cache.embedding, de);
   }
 
   CausalConfig cfg_;
   nn::Transformer<T> backbone_;
   CausalHead<T> head_;
+  Arena<T> params_;
 };
 
 /// The compile-time-configured model: the same implementation, shapes fixed by Config.

@@ -1,24 +1,39 @@
 /// NumericEmbedding: e = embed(x) + sign(v)·log1p(|v|)·ê, ê = d/‖d‖ (a learned direction,
 /// normalised in the forward pass so its gradient flows through the normalisation).
-/// v = 0 (every non-number position) adds nothing.
+/// v = 0 (every non-number position) adds nothing. Parameters `model.embed_tokens.weight` [V,H]
+/// (the Qwen2 token embedding) and `causal.num_direction` [H] (d, not normalised).
 #pragma once
 #include "causalqwen/autodiff/functions.hpp"
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/tensor.hpp"
+#include "causalqwen/core/arena.hpp"
+#include "causalqwen/model/slot_names.hpp"
 #include "causalqwen/nn/embedding.hpp"
 
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
-namespace causalqwen::nn {
+namespace causalqwen::model {
 
 template <class T>
 struct NumericEmbedding {
+  inline static const std::string embed_name = "model.embed_tokens.weight";
+
   struct Params {
     TensorView<T, 2> embed;      // [V,H]  model.embed_tokens.weight
     TensorView<T, 1> direction;  // [H]    causal.num_direction (d, not normalised)
+    /// Views of the slots in `arena` (parameters or, with the same layout, gradients).
+    template <class A>
+    static Params bind(A& arena) {
+      return {arena.template view<2>(embed_name), arena.template view<1>(names::num_direction)};
+    }
   };
+
+  static void add_params(Layout& layout, std::size_t vocab_size, std::size_t hidden_size) {
+    layout.add(embed_name, {vocab_size, hidden_size});
+    layout.add(names::num_direction, {hidden_size});
+  }
   struct Cache {
     std::vector<std::int64_t> ids;  // [M]
     std::vector<T> magnitude;       // [M] f(v) = sign(v)·log1p(|v|)
@@ -32,6 +47,7 @@ struct NumericEmbedding {
   static void forward(const Params& p, TensorView<const std::int64_t, 1> ids,
                       TensorView<const T, 1> values, TensorView<T, 2> e, Cache& c) {
     using autodiff::SignedLog1p;
+    using nn::Embedding;
     const std::size_t hidden = p.embed.shape[1], rows = ids.size();
     require_shape(p.direction, {hidden}, "NumericEmbedding::forward", "direction");
     if (!values.empty()) require_shape(values, {rows}, "NumericEmbedding::forward", "numeric values");
@@ -62,6 +78,7 @@ struct NumericEmbedding {
   static void backward(const Params& g, const Cache& c, TensorView<const T, 2> de,
                        TensorView<T, 1> dvalues = {}) {
     using autodiff::SignedLog1p;
+    using nn::Embedding;
     const std::size_t hidden = g.embed.shape[1], rows = c.ids.size();
     Embedding<T>::backward({g.embed}, TensorView<const std::int64_t, 1>(c.ids.data(), {rows}), de);
     auto& sum = c.sum;  // g [H]
@@ -84,4 +101,4 @@ struct NumericEmbedding {
   }
 };
 
-}  // namespace causalqwen::nn
+}  // namespace causalqwen::model

@@ -1,4 +1,6 @@
-/// Causal grouped-query attention over a fused q|k|v buffer (RoPE already applied):
+/// Causal grouped-query attention over a fused q|k|v buffer (RoPE already applied), for training
+/// (keys and values of the same tokens, P kept for backward) and for incremental decoding (keys
+/// and values of earlier steps in a KvCache): one `attend` and one softmax serve both.
 ///   s_ij = q_i·k_j / √D  for keys j ≤ i with attention_mask[b,j] = 1, else −∞
 ///   P_i  = softmax_j(s_ij),  o_i = Σ_j P_ij·v_j
 /// Query head h reads KV head h / G, G = num_heads / num_kv_heads (grouped: consecutive query
@@ -16,6 +18,7 @@
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/core/threading.hpp"
+#include "causalqwen/nn/kv_cache.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -49,7 +52,7 @@ struct CausalSelfAttention {
   };
   /// Scratch, grown once and reused.
   struct Workspace {
-    std::vector<T> q, o, dq, dp;  // [S·G, D] ×3, [S·G, S]
+    std::vector<T> q, o, dq, dp;  // [S·G, D] ×3, [S·G, S] (decoding: scores [S·G, L+S])
   };
 
   /// The shape of Cache::probs for B×S tokens.
@@ -67,36 +70,43 @@ struct CausalSelfAttention {
     if (!mask.empty()) require_shape(mask, {batch, seq}, "CausalSelfAttention::forward", "attention_mask");
     c.qkv = qkv;
     c.mask = mask;
-    const auto S = static_cast<std::ptrdiff_t>(seq), D = static_cast<std::ptrdiff_t>(head_dim),
-               G = static_cast<std::ptrdiff_t>(group());
-    const auto stride = static_cast<std::ptrdiff_t>(qkv_width()), ostride = static_cast<std::ptrdiff_t>(q_width());
-    const T scale = T(1) / std::sqrt(T(head_dim));
-    w.q.resize(seq * group() * head_dim);
-    w.o.resize(seq * group() * head_dim);
+    const auto S = static_cast<std::ptrdiff_t>(seq), D = static_cast<std::ptrdiff_t>(head_dim);
+    const auto stride = static_cast<std::ptrdiff_t>(qkv_width());
     for (std::size_t b = 0; b < batch; ++b)
       for (std::size_t g = 0; g < num_kv_heads; ++g) {
         const T* base = qkv.data + b * seq * qkv_width();
-        // the group's queries as [S, G·D] = [S·G, D]
-        mat(w.q.data(), S, G * D) = strided_mat(base + g * group() * head_dim, S, G * D, stride);
-        auto Qg = mat(static_cast<const T*>(w.q.data()), S * G, D);
-        auto K = strided_mat(base + q_width() + g * head_dim, S, D, stride);
-        auto V = strided_mat(base + q_width() + kv_width() + g * head_dim, S, D, stride);
         T* P = c.probs.data + (b * num_kv_heads + g) * seq * group() * seq;
-        auto Pm = mat(P, S * G, S);
-        auto Og = mat(w.o.data(), S * G, D);
-        const std::int64_t* keep = mask.empty() ? nullptr : mask.data + b * seq;
-        for (std::ptrdiff_t i0 = 0; i0 < S; i0 += block) {
-          const std::ptrdiff_t rows = std::min(block, S - i0), cols = i0 + rows;
-          Pm.block(G * i0, 0, G * rows, cols).noalias() = (Qg.middleRows(G * i0, G * rows) * K.topRows(cols).transpose()) * scale;
-        }
-        softmax_rows(P, seq, keep);
-        for (std::ptrdiff_t i0 = 0; i0 < S; i0 += block) {
-          const std::ptrdiff_t rows = std::min(block, S - i0), cols = i0 + rows;
-          Og.middleRows(G * i0, G * rows).noalias() = Pm.block(G * i0, 0, G * rows, cols) * V.topRows(cols);
-        }
-        strided_mat(out.data + b * seq * q_width() + g * group() * head_dim, S, G * D, ostride) =
-            mat(static_cast<const T*>(w.o.data()), S, G * D);
+        attend(base, g, seq, 0, strided_mat(base + q_width() + g * head_dim, S, D, stride),
+               strided_mat(base + q_width() + kv_width() + g * head_dim, S, D, stride),
+               mask.empty() ? nullptr : mask.data + b * seq, P, out.data + b * seq * q_width(), w);
       }
+  }
+
+  /// Decoding against a cache: the S new tokens of each row (qkv [B·S, (nh+2nkv)·D], rotated)
+  /// take slots L … L+S−1 of layer `layer` (L = kv.length; the caller has made room and set the
+  /// slots' mask); their keys and values are appended, and query slot L+i attends to the keys
+  /// j ≤ L+i whose mask is 1. out [B·S, nh·D]. Nothing is kept for backward.
+  void forward_cached(std::size_t layer, const T* qkv, std::size_t batch, std::size_t seq, KvCache<T>& kv, T* out,
+                      Workspace& w) const {
+    const std::size_t D = head_dim, L = kv.length, total = L + seq;
+    const std::size_t k0 = q_width(), v0 = k0 + kv_width();
+    for (std::size_t b = 0; b < batch; ++b)
+      for (std::size_t g = 0; g < num_kv_heads; ++g) {
+        T* K = kv.key_block(layer, b, g);
+        T* V = kv.value_block(layer, b, g);
+        for (std::size_t s = 0; s < seq; ++s) {
+          const T* row = qkv + (b * seq + s) * qkv_width();
+          std::copy_n(row + k0 + g * D, D, K + (L + s) * D);
+          std::copy_n(row + v0 + g * D, D, V + (L + s) * D);
+        }
+      }
+    w.dp.resize(seq * group() * total);
+    const auto n = static_cast<std::ptrdiff_t>(total), d = static_cast<std::ptrdiff_t>(D);
+    for (std::size_t b = 0; b < batch; ++b)
+      for (std::size_t g = 0; g < num_kv_heads; ++g)
+        attend(qkv + b * seq * qkv_width(), g, seq, L, mat(static_cast<const T*>(kv.key_block(layer, b, g)), n, d),
+               mat(static_cast<const T*>(kv.value_block(layer, b, g)), n, d), kv.mask.data() + b * kv.capacity,
+               w.dp.data(), out + b * seq * q_width(), w);
   }
 
   /// From dout [B,S,nh·D]: dqkv [B,S,(nh+2nkv)·D] += (dq | dk | dv) w.r.t. the rotated q, k, v.
@@ -156,12 +166,43 @@ struct CausalSelfAttention {
   }
 
  private:
-  /// Row r of P [S·G, S] (token i = r / G): softmax over the visible keys j ≤ i, 0 elsewhere.
-  void softmax_rows(T* P, std::size_t seq, const std::int64_t* keep) const {
-    const std::size_t rows_total = seq * group();
-    parallel_for(rows_total, rows_total * seq / 2, [&](std::size_t r) {
-      const std::size_t i = r / group();
-      T* row = P + r * seq;
+  /// One KV group g of one row: its G query heads, gathered from `base` (the row's q|k|v
+  /// [S, (nh+2nkv)·D]) as a [S·G, D] matrix (row i·G + g' = token i, head g'), meet the keys
+  /// K [L+S, D] and values V [L+S, D] in block-triangular GEMMs (64 query tokens per block, each
+  /// against the keys j < L + block end):
+  ///   P [S·G, L+S] = softmax over the visible keys of (Q·Kᵀ/√D);  O = P·V → out (row stride nh·D)
+  template <class KMat, class VMat>
+  void attend(const T* base, std::size_t g, std::size_t seq, std::size_t L, const KMat& K, const VMat& V,
+              const std::int64_t* keep, T* P, T* out, Workspace& w) const {
+    const auto S = static_cast<std::ptrdiff_t>(seq), D = static_cast<std::ptrdiff_t>(head_dim),
+               G = static_cast<std::ptrdiff_t>(group()), Lp = static_cast<std::ptrdiff_t>(L);
+    const auto stride = static_cast<std::ptrdiff_t>(qkv_width()), ostride = static_cast<std::ptrdiff_t>(q_width());
+    const T scale = T(1) / std::sqrt(T(head_dim));
+    w.q.resize(seq * group() * head_dim);
+    w.o.resize(seq * group() * head_dim);
+    mat(w.q.data(), S, G * D) = strided_mat(base + g * group() * head_dim, S, G * D, stride);
+    auto Qg = mat(static_cast<const T*>(w.q.data()), S * G, D);
+    auto Pm = mat(P, S * G, Lp + S);
+    auto Og = mat(w.o.data(), S * G, D);
+    for (std::ptrdiff_t i0 = 0; i0 < S; i0 += block) {
+      const std::ptrdiff_t rows = std::min(block, S - i0), cols = Lp + i0 + rows;
+      Pm.block(G * i0, 0, G * rows, cols).noalias() = (Qg.middleRows(G * i0, G * rows) * K.topRows(cols).transpose()) * scale;
+    }
+    softmax_rows(P, seq, L, keep);
+    for (std::ptrdiff_t i0 = 0; i0 < S; i0 += block) {
+      const std::ptrdiff_t rows = std::min(block, S - i0), cols = Lp + i0 + rows;
+      Og.middleRows(G * i0, G * rows).noalias() = Pm.block(G * i0, 0, G * rows, cols) * V.topRows(cols);
+    }
+    strided_mat(out + g * group() * head_dim, S, G * D, ostride) = mat(static_cast<const T*>(w.o.data()), S, G * D);
+  }
+
+  /// Row r of P [S·G, L+S] (query slot i = L + r/G): softmax over the keys j ≤ i whose `keep`
+  /// is 1 (null: all), 0 elsewhere; a row without a visible key is all 0.
+  void softmax_rows(T* P, std::size_t seq, std::size_t L, const std::int64_t* keep) const {
+    const std::size_t rows_total = seq * group(), total = L + seq;
+    parallel_for(rows_total, rows_total * total / 2, [&](std::size_t r) {
+      const std::size_t i = L + r / group();
+      T* row = P + r * total;
       T mx = -std::numeric_limits<T>::infinity();
       for (std::size_t j = 0; j <= i; ++j)
         if (!keep || keep[j]) mx = std::max(mx, row[j]);
@@ -173,7 +214,7 @@ struct CausalSelfAttention {
       }
       const T inv = sum > T(0) ? T(1) / sum : T(0);
       for (std::size_t j = 0; j <= i; ++j) row[j] *= inv;
-      std::fill(row + i + 1, row + seq, T(0));
+      std::fill(row + i + 1, row + total, T(0));
     });
   }
 };

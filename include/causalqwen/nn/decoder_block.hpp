@@ -4,12 +4,17 @@
 /// Parameters are slices of an arena laid out with Hugging Face names
 /// (`<prefix>self_attn.q_proj.weight` …); q, k and v weights (and biases) are packed
 /// contiguously so that one GEMM computes all three projections.
+/// The same forward serves training (P and every activation kept in an arena for backward),
+/// prefill and decoding: given a KvCache, the attention reads and extends it instead (the
+/// activations then live in a scratch arena shared by the layers, nothing is kept). Decoding
+/// steps of a few rows read each weight matrix once (linalg::linear_forward's few-rows kernel).
 #pragma once
 #include "causalqwen/autodiff/expression.hpp"
 #include "causalqwen/core/arena.hpp"
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/nn/attention.hpp"
 #include "causalqwen/nn/config.hpp"
+#include "causalqwen/nn/kv_cache.hpp"
 #include "causalqwen/nn/linear.hpp"
 #include "causalqwen/nn/rmsnorm.hpp"
 #include "causalqwen/nn/rope.hpp"
@@ -86,14 +91,15 @@ struct DecoderBlock {
     p.mlp.down = arena.template view<2>(prefix + "mlp.down_proj.weight");
     return p;
   }
-  /// Adds the activations kept for backward (for B×S tokens) to `layout`.
+  /// Adds the activations kept for backward (for B×S tokens) to `layout`; without
+  /// `with_probs` (decoding with a KvCache), the attention weights are not kept.
   void add_activations(Layout& layout, const std::string& prefix, std::size_t batch,
-                       std::size_t seq) const {
+                       std::size_t seq, bool with_probs = true) const {
     const std::size_t M = batch * seq, H = config.hidden_size, F = config.intermediate_size;
     layout.add(prefix + "inv_rms1", {M});
     layout.add(prefix + "h1", {M, H});
     layout.add(prefix + "qkv", {M, config.qkv_size()});
-    {
+    if (with_probs) {
       const auto ps = attention().probs_shape(batch, seq);
       layout.add(prefix + "probs", {ps.begin(), ps.end()});
     }
@@ -113,7 +119,7 @@ struct DecoderBlock {
     c.norm1.inv_rms = acts.template view<1>(prefix + "inv_rms1");
     c.h1 = acts.template view<2>(prefix + "h1");
     c.qkv = acts.template view<2>(prefix + "qkv");
-    c.attn.probs = acts.template view<5>(prefix + "probs");
+    if (acts.layout().contains(prefix + "probs")) c.attn.probs = acts.template view<5>(prefix + "probs");
     c.attn_out = acts.template view<2>(prefix + "attn");
     c.x2 = acts.template view<2>(prefix + "x2");
     c.norm2.inv_rms = acts.template view<1>(prefix + "inv_rms2");
@@ -146,9 +152,12 @@ struct DecoderBlock {
 
   // ------------------------------------------------------------------ passes
   /// y [M,H] from x [M,H] (M = B·S, row m = token (m / S, m % S)); mask [B,S] may be empty.
+  /// With `kv`, layer `layer` attends over the cache and appends its keys and values (the
+  /// cache's mask, not `mask`, hides padding; see CausalSelfAttention::forward_cached).
   void forward(const Params& p, TensorView<const T, 2> x, TensorView<T, 2> y,
                TensorView<const std::int64_t, 2> mask,
-               const typename RotaryEmbedding<T>::Table& rope_table, Cache& c, Workspace& w) const {
+               const typename RotaryEmbedding<T>::Table& rope_table, Cache& c, Workspace& w,
+               KvCache<T>* kv = nullptr, std::size_t layer = 0) const {
     const std::size_t B = c.batch, S = c.seq, M = B * S, H = config.hidden_size;
     require_shape(x, {M, H}, "DecoderBlock::forward", "input");
     require_shape(y, {M, H}, "DecoderBlock::forward", "output");
@@ -160,8 +169,11 @@ struct DecoderBlock {
     rope_.rotate(c.qkv.data, Q, 0, config.num_heads, rope_table);
     rope_.rotate(c.qkv.data, Q, config.num_heads * D, config.num_kv_heads, rope_table);
     c.rope = &rope_table;
-    attention().forward(c.qkv.reshape(Shape<3>{B, S, Q}), mask,
-                        c.attn_out.reshape(Shape<3>{B, S, config.num_heads * D}), c.attn, w.attn);
+    if (kv)
+      attention().forward_cached(layer, c.qkv.data, B, S, *kv, c.attn_out.data, w.attn);
+    else
+      attention().forward(c.qkv.reshape(Shape<3>{B, S, Q}), mask,
+                          c.attn_out.reshape(Shape<3>{B, S, config.num_heads * D}), c.attn, w.attn);
     Linear<T>::forward(p.o_proj, c.attn_out, c.x2, c.o_in);
     autodiff::eval_add(c.x2, autodiff::constant(x));  // x2 = x + o
     RMSNorm<T>::forward({p.post_norm}, eps, c.x2, c.h2, c.norm2);
@@ -169,18 +181,19 @@ struct DecoderBlock {
     autodiff::eval_add(y, autodiff::constant(TensorView<const T, 2>(c.x2)));  // y = x2 + mlp
   }
 
-  /// dx += ∂L/∂x and every parameter gradient in `g` += its ∂L/∂θ, from dy [M,H].
+  /// dx += ∂L/∂x and every parameter gradient in `g` += its ∂L/∂θ, from dy [M,H] (weight
+  /// products offered to `sink` first).
   void backward(const Params& p, const Params& g, const Cache& c, TensorView<const T, 2> dy,
-                TensorView<T, 2> dx, Workspace& w) const {
+                TensorView<T, 2> dx, Workspace& w, linalg::WeightGradSink<T>* sink = nullptr) const {
     const std::size_t B = c.batch, S = c.seq, Q = config.qkv_size(), D = config.head_dim();
     // y = x2 + mlp(h2)
     std::copy(dy.begin(), dy.end(), w.dx2.begin());
     std::fill(w.dh.begin(), w.dh.end(), T(0));
-    SwiGLU<T>::backward(p.mlp, g.mlp, c.mlp, dy, w.dh, w.mlp);
+    SwiGLU<T>::backward(p.mlp, g.mlp, c.mlp, dy, w.dh, w.mlp, sink);
     RMSNorm<T>::backward({p.post_norm}, {g.post_norm}, c.norm2, w.dh, w.dx2);
     // x2 = x + o_proj(attn)
     std::fill(w.dattn.begin(), w.dattn.end(), T(0));
-    Linear<T>::backward(p.o_proj, g.o_proj, c.o_in, w.dx2, w.dattn);
+    Linear<T>::backward(p.o_proj, g.o_proj, c.o_in, w.dx2, w.dattn, sink);
     std::fill(w.dqkv.begin(), w.dqkv.end(), T(0));
     attention().backward(c.attn, w.dattn.reshape(Shape<3>{B, S, config.num_heads * D}),
                          w.dqkv.reshape(Shape<3>{B, S, Q}), w.attn);
@@ -188,7 +201,7 @@ struct DecoderBlock {
     rope_.rotate(w.dqkv.data, Q, 0, config.num_heads, *c.rope, -1);
     rope_.rotate(w.dqkv.data, Q, config.num_heads * D, config.num_kv_heads, *c.rope, -1);
     std::fill(w.dh.begin(), w.dh.end(), T(0));
-    Linear<T>::backward(p.qkv, g.qkv, c.qkv_in, w.dqkv, w.dh);
+    Linear<T>::backward(p.qkv, g.qkv, c.qkv_in, w.dqkv, w.dh, sink);
     RMSNorm<T>::backward({p.input_norm}, {g.input_norm}, c.norm1, w.dh, dx);
     autodiff::eval_add(dx, autodiff::constant(TensorView<const T, 2>(w.dx2)));
   }

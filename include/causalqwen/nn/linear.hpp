@@ -21,10 +21,11 @@ struct Linear {
     linalg::linear_forward<T>(y, x, p.weight, p.bias);
     c.x = x;
   }
-  /// dW += dyᵀ·x, db += colsum(dy), dx += dy·W (dx may be empty: not needed)
-  static void backward(const Params& p, const Params& g, const Cache& c,
-                       TensorView<const T, 2> dy, TensorView<T, 2> dx) {
-    linalg::linear_backward_weight<T>(g.weight, dy, c.x);
+  /// dW += dyᵀ·x (offered to `sink` first), db += colsum(dy), dx += dy·W (dx may be empty:
+  /// not needed)
+  static void backward(const Params& p, const Params& g, const Cache& c, TensorView<const T, 2> dy,
+                       TensorView<T, 2> dx, linalg::WeightGradSink<T>* sink = nullptr) {
+    linalg::linear_backward_weight<T>(g.weight, dy, c.x, sink);
     if (!g.bias.empty()) linalg::bias_backward<T>(g.bias, dy);
     if (!dx.empty()) linalg::linear_backward_input<T>(dx, dy, p.weight);
   }

@@ -36,19 +36,19 @@ struct SwiGLU {
 
   /// da = dy·Wd, dWd += dyᵀ·a; (dg, du) from one fused pass over silu(g)⊙u;
   /// dx += dg·Wg + du·Wu; dWg += dgᵀ·x; dWu += duᵀ·x
-  static void backward(const Params& p, const Params& grad, const Cache& c,
-                       TensorView<const T, 2> dy, TensorView<T, 2> dx, Workspace& w) {
+  static void backward(const Params& p, const Params& grad, const Cache& c, TensorView<const T, 2> dy,
+                       TensorView<T, 2> dx, Workspace& w, linalg::WeightGradSink<T>* sink = nullptr) {
     std::fill(w.da.begin(), w.da.end(), T(0));
     std::fill(w.dg.begin(), w.dg.end(), T(0));
     std::fill(w.du.begin(), w.du.end(), T(0));
     linalg::linear_backward_input<T>(w.da, dy, p.down);
-    linalg::linear_backward_weight<T>(grad.down, dy, c.a);
+    linalg::linear_backward_weight<T>(grad.down, dy, c.a, sink);
     using namespace autodiff;
     backprop(silu(var(c.g, w.dg)) * var(c.u, w.du), w.da);
     linalg::linear_backward_input<T>(dx, w.dg, p.gate);
     linalg::linear_backward_input<T>(dx, w.du, p.up);
-    linalg::linear_backward_weight<T>(grad.gate, w.dg, c.x);
-    linalg::linear_backward_weight<T>(grad.up, w.du, c.x);
+    linalg::linear_backward_weight<T>(grad.gate, w.dg, c.x, sink);
+    linalg::linear_backward_weight<T>(grad.up, w.du, c.x, sink);
   }
 };
 

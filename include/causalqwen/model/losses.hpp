@@ -1,0 +1,238 @@
+/// CausalQwen's two losses, each fused with its backward so that nothing of size [M,K] is kept:
+///
+///   OvR BCE     P_k = P(S_k > C_k) = ½ + atan((loc_S − C_k)/scale_S)/π   (stable atan2/log1p forms)
+///               L_cls = Σ_k BCE(onehot(label), P_k);  L_cls_mean = Σ_valid L_cls / max(N_valid, 1)
+///               walked over the vocabulary in chunks of classes: S of a chunk = the action's
+///               linear map of A, the vectorised row kernel, then the backward GEMMs.
+///   regression  nll = log(π·scale_Y) + log1p(((y − loc_Y)/scale_Y)²)
+///               gate = m·(α + (1 − α)·P_<NUM>)  (not detached);  L_reg_eff = Σ gate·nll / max(N_num, 1)
+///
+/// Both take the action's output A (independent) and produce ∂L/∂A; the class scores S and the
+/// value Y are marginal Cauchy views, and the OvR probability and the NLL accept only Cauchy types.
+#pragma once
+#include "causalqwen/cauchy/distribution.hpp"
+#include "causalqwen/cauchy/ovr.hpp"
+#include "causalqwen/cauchy/ovr_row.hpp"
+#include "causalqwen/core/threading.hpp"
+#include "causalqwen/linalg/abs_weight.hpp"
+#include "causalqwen/model/action.hpp"
+#include "causalqwen/model/config.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace causalqwen::model {
+
+/// Label value of positions without a target.
+inline constexpr std::int64_t ignore_index = -100;
+
+/// Targets and masks of a batch, flattened over positions m = b·S + s (all [M]).
+template <class T>
+struct HeadTargets {
+  TensorView<const std::int64_t, 1> labels;          // −100 = no target
+  TensorView<const T, 1> target_values;              // empty = 0 everywhere
+  TensorView<const std::int64_t, 1> attention_mask;  // empty = every position is a token
+};
+
+/// P(S_k > C_k) for a Cauchy type's component (either kind: each component is exactly Cauchy).
+template <class T>
+T ovr_probability(CauchyParams<T> s, T threshold) {
+  return raw::ovr_prob(s.loc, s.scale, threshold);
+}
+
+/// The gated regression loss and P_<NUM>, position by position, with their gradients.
+template <class T>
+struct RegressionLoss {
+  struct Rows {
+    std::vector<T> loc_Y, scale_Y, nll, P_num, gate, L_reg_gated;  // [M]
+  };
+
+  /// For every position m: Y, P_<NUM> and, where a <NUM> is the target (num[m]), the gate and
+  /// gate·nll. With `g`: dA += ∂(λ·L_reg_eff)/∂A and the gradients of w_reg, b_reg, the <NUM>
+  /// class's weights, bias and threshold (the gate's path through P_<NUM>).
+  static void run(const typename Action<T>::Params& p, Individuals<const T> A, const std::vector<std::uint8_t>& num,
+                  TensorView<const T, 1> targets, const CausalConfig& cfg, Rows& r,
+                  const typename Action<T>::Grads* g, CauchyViewGrad<T, 2> dA) {
+    const std::size_t M = A.loc.shape[0], C = A.loc.shape[1];
+    const auto k_num = static_cast<std::size_t>(cfg.num_token_id);
+    for (auto* v : {&r.loc_Y, &r.scale_Y, &r.nll, &r.P_num, &r.gate, &r.L_reg_gated}) v->assign(M, T(0));
+    std::size_t n_num = 0;
+    for (auto v : num) n_num += v;
+    const T lambda = static_cast<T>(cfg.reg_loss_weight), alpha = static_cast<T>(cfg.alpha_gate);
+    const T per_num = lambda / static_cast<T>(std::max<std::size_t>(n_num, 1));
+    const T* w = p.reg_weight.data;
+    const T* w_num = p.cls_weight.data + k_num * C;
+    for (std::size_t m = 0; m < M; ++m) {
+      const T* la = A.loc.data + m * C;
+      const T* sa = A.scale.data + m * C;
+      const CauchyParams<T> Y = Action<T>::value(p, la, sa), S_num = Action<T>::class_score(p, k_num, la, sa);
+      const T y = targets.empty() ? T(0) : targets[m];
+      const auto nll = raw::nll_grad(y, Y.loc, Y.scale);
+      const auto P = raw::ovr_prob_grad(S_num.loc, S_num.scale, p.threshold[k_num]);
+      r.loc_Y[m] = Y.loc;
+      r.scale_Y[m] = Y.scale;
+      r.nll[m] = nll.value;
+      r.P_num[m] = P.value;
+      r.gate[m] = num[m] ? alpha + (T(1) - alpha) * P.value : T(0);
+      r.L_reg_gated[m] = num[m] ? r.gate[m] * nll.value : T(0);
+      if (!g || !num[m]) continue;
+      const T d_loc_y = per_num * r.gate[m] * nll.d_loc, d_scale_y = per_num * r.gate[m] * nll.d_scale;
+      const T d_P = per_num * (T(1) - alpha) * nll.value;  // ∂L/∂P_<NUM>
+      const T d_loc_s = d_P * P.d_loc, d_scale_s = d_P * P.d_scale;
+      T* dla = dA.d_loc.data + m * C;
+      T* dsa = dA.d_scale.data + m * C;
+      T* dw = g->reg_weight.data;
+      T* dw_num = g->cls_weight.data + k_num * C;
+      for (std::size_t j = 0; j < C; ++j) {
+        dla[j] += d_loc_y * w[j] + d_loc_s * w_num[j];
+        dsa[j] += d_scale_y * std::fabs(w[j]) + d_scale_s * std::fabs(w_num[j]);
+        dw[j] += d_loc_y * la[j] + Action<T>::sign(w[j]) * d_scale_y * sa[j];
+        dw_num[j] += d_loc_s * la[j] + Action<T>::sign(w_num[j]) * d_scale_s * sa[j];
+      }
+      g->reg_bias[0] += d_loc_y;
+      g->cls_bias[k_num] += d_loc_s;
+      g->threshold[k_num] += d_P * P.d_threshold;
+    }
+  }
+};
+
+/// The OvR BCE over the whole vocabulary, chunk by chunk (see the file comment).
+template <class T>
+class OvrLoss {
+ public:
+  struct Rows {
+    std::vector<T> L_cls, prob_sum;    // [M] Σ_k BCE, Σ_k P_k
+    std::vector<std::int64_t> pred;    // [M] argmax_k P_k; −1 where not evaluated
+  };
+
+  explicit OvrLoss(std::size_t class_chunk = 2048) : chunk_(class_chunk) {
+    detail::require(chunk_ > 0, "OvrLoss", "class_chunk must be > 0");
+  }
+
+  /// Evaluates the rows `rows` (positions with a label or a token): L_cls, Σ_k P_k, argmax_k P_k.
+  /// `valid[m]`: position m has a label, whose BCE enters the mean over n_valid positions. With
+  /// `g`: dA += ∂L_cls_mean/∂A, and the gradients of W_cls, b_cls and the thresholds. |W_cls| is
+  /// formed chunk by chunk when training (it changes after every update), else cached per
+  /// parameter `version` (generation and evaluation reuse it).
+  void run(const typename Action<T>::Params& p, std::uint64_t version, Individuals<const T> A,
+           const std::vector<std::size_t>& rows, const std::vector<std::uint8_t>& valid, std::size_t n_valid,
+           TensorView<const std::int64_t, 1> labels, const CausalConfig& cfg, Rows& out,
+           const typename Action<T>::Grads* g, CauchyViewGrad<T, 2> dA, linalg::WeightGradSink<T>* sink = nullptr) {
+    const std::size_t M = A.loc.shape[0], C = A.loc.shape[1], K = cfg.num_classes, R = rows.size();
+    out.L_cls.assign(M, T(0));
+    out.prob_sum.assign(M, T(0));
+    out.pred.assign(M, -1);
+    if (R == 0) return;
+    const T weight = T(1) / static_cast<T>(std::max<std::size_t>(n_valid, 1));
+    // gather the evaluated rows: A_r [R,C]
+    loc_r_.resize(R * C);
+    scale_r_.resize(R * C);
+    for (std::size_t r = 0; r < R; ++r) {
+      std::copy_n(A.loc.data + rows[r] * C, C, &loc_r_[r * C]);
+      std::copy_n(A.scale.data + rows[r] * C, C, &scale_r_[r * C]);
+    }
+    const Individuals<const T> A_r(TensorView<const T, 2>(loc_r_.data(), {R, C}), TensorView<const T, 2>(scale_r_.data(), {R, C}));
+    if (g) {
+      d_loc_r_.assign(R * C, T(0));
+      d_scale_r_.assign(R * C, T(0));
+    }
+    const T* abs_w = g ? nullptr : abs_cls_.get(p.cls_weight, version).data;
+    stats_.assign(R, OvrRowStats<T>{});
+    loss_r_.assign(R, T(0));
+    const std::size_t Kc = std::min(chunk_, K);
+    loc_s_.resize(R * Kc);
+    scale_s_.resize(R * Kc);
+    col_.resize(Kc);
+    abs_chunk_.resize(g ? Kc * C : 0);
+    if (g) {
+      d_loc_s_.resize(R * Kc);
+      d_scale_s_.resize(R * Kc);
+    }
+    for (std::size_t k0 = 0; k0 < K; k0 += Kc) {
+      const std::size_t n = std::min(Kc, K - k0);
+      const TensorView<const T, 2> w_chunk(p.cls_weight.data + k0 * C, {n, C});
+      if (g) parallel_for(n * C, n * C, [&](std::size_t i) { abs_chunk_[i] = std::fabs(w_chunk.data[i]); });
+      const TensorView<const T, 2> abs_chunk(g ? abs_chunk_.data() : abs_w + k0 * C, {n, C});
+      const ClassScores<T> S(TensorView<T, 2>(loc_s_.data(), {R, n}), TensorView<T, 2>(scale_s_.data(), {R, n}));
+      Action<T>::classes(p, A_r, k0, n, abs_chunk, S);
+      if (g) {
+        std::fill_n(d_loc_s_.begin(), R * n, T(0));
+        std::fill_n(d_scale_s_.begin(), R * n, T(0));
+      }
+      const T* thr = p.threshold.data + k0;
+      parallel_for(R, R * n, [&](std::size_t r) {
+        const std::size_t m = rows[r];
+        const std::int64_t label_local = valid[m] ? labels[m] - static_cast<std::int64_t>(k0) : -1;
+        OvrRowGrads<T> row_grads;
+        if (g && valid[m]) row_grads = {&d_loc_s_[r * n], &d_scale_s_[r * n], nullptr};
+        OvrRowStats<T> chunk_stats;
+        const T row_loss = bce_row(ClassScores<const T>(S), r, thr, label_local, weight, row_grads, chunk_stats, cfg);
+        if (valid[m]) loss_r_[r] += row_loss;
+        merge_stats(stats_[r], chunk_stats, k0);
+      });
+      if (!g) continue;
+      const CauchyViewGrad<const T, 2> dS{TensorView<const T, 2>(d_loc_s_.data(), {R, n}),
+                                      TensorView<const T, 2>(d_scale_s_.data(), {R, n})};
+      linalg::cauchy_linear_backward<T>({TensorView<T, 2>(d_loc_r_.data(), {R, C}), TensorView<T, 2>(d_scale_r_.data(), {R, C})},
+                                        {g->cls_weight.data + k0 * C, {n, C}}, dS, w_chunk, abs_chunk, A_r, sink);
+      // ∂/∂b_cls = colsum(∂/∂loc_S); every term depends on (loc_S − C_k), so ∂/∂C_k = −colsum
+      std::fill_n(col_.begin(), n, T(0));
+      linalg::bias_backward<T>({col_.data(), {n}}, dS.d_loc);
+      for (std::size_t k = 0; k < n; ++k) {
+        g->cls_bias[k0 + k] += col_[k];
+        g->threshold[k0 + k] -= col_[k];
+      }
+    }
+    for (std::size_t r = 0; r < R; ++r) {
+      const std::size_t m = rows[r];
+      out.L_cls[m] = loss_r_[r];
+      out.prob_sum[m] = stats_[r].prob_sum;
+      out.pred[m] = stats_[r].best_index;
+      if (g)
+        for (std::size_t j = 0; j < C; ++j) {
+          dA.d_loc.data[m * C + j] += d_loc_r_[r * C + j];
+          dA.d_scale.data[m * C + j] += d_scale_r_[r * C + j];
+        }
+    }
+  }
+
+ private:
+  /// Σ_k BCE of row r of a chunk of S, with its gradients and statistics.
+  static T bce_row(ClassScores<const T> S, std::size_t r, const T* thr, std::int64_t label, T weight,
+                   OvrRowGrads<T> grads, OvrRowStats<T>& stats, const CausalConfig& cfg) {
+    const std::size_t n = S.loc.shape[1];
+    const std::span<const T> loc(S.loc.data + r * n, n), scale(S.scale.data + r * n, n);
+    if (cfg.bce_form == BceForm::stable)
+      return ovr_bce_row<T>(loc, scale, RowThresholds<T>::per_class_span({thr, n}), label, weight, grads, &stats);
+    T loss = 0;  // the ε-form log(P + ε), log(1 − P + ε), scalar: for comparison with the original code
+    const T eps = static_cast<T>(cfg.bce_epsilon);
+    for (std::size_t k = 0; k < n; ++k) {
+      const T y = static_cast<std::int64_t>(k) == label ? T(1) : T(0);
+      const auto b = raw::ovr_bce_eps_grad(y, loc[k], scale[k], thr[k], eps);
+      loss += b.value;
+      stats.add(k, raw::ovr_margin(loc[k], scale[k], thr[k]), raw::ovr_prob(loc[k], scale[k], thr[k]));
+      if (grads.d_loc) grads.d_loc[k] = weight * b.d_loc;
+      if (grads.d_scale) grads.d_scale[k] = weight * b.d_scale;
+    }
+    return loss;
+  }
+
+  /// Folds a chunk's Σ P and best margin (indices local to the chunk at k0) into the row's.
+  static void merge_stats(OvrRowStats<T>& row, const OvrRowStats<T>& chunk, std::size_t k0) {
+    row.prob_sum += chunk.prob_sum;
+    const bool better = chunk.best_index >= 0 && chunk.best_margin > row.best_margin;
+    const bool first = row.best_index < 0 && chunk.best_index >= 0;  // all margins NaN/−∞ so far
+    if (better || first) {
+      row.best_margin = chunk.best_margin;
+      row.best_index = chunk.best_index + static_cast<std::int64_t>(k0);
+    }
+  }
+
+  std::size_t chunk_;
+  linalg::AbsWeightCache<T> abs_cls_;
+  std::vector<T> loc_r_, scale_r_, d_loc_r_, d_scale_r_, loc_s_, scale_s_, d_loc_s_, d_scale_s_, col_, abs_chunk_, loss_r_;
+  std::vector<OvrRowStats<T>> stats_;
+};
+
+}  // namespace causalqwen::model
