@@ -4,4 +4,4 @@
 #include <causalqwen/generate/mode_comparison.hpp>
 #include <causalqwen/generate/render.hpp>
 #include <causalqwen/generate/text_generation.hpp>
-#include <causalqwen/model/generation.hpp>
+#include <causalqwen/generate/generator.hpp>

@@ -4,10 +4,11 @@
 // the same noise, <NUM>'s number reaches the next embedding, EOS and hooks stop rows, ids ≥ K
 // are never emitted, and with a freshly converted base Qwen2 checkpoint compatible greedy
 // decoding is the base model's greedy decoding.
+#include "../support/qwen2_stack.hpp"
 #include "../support/test_support.hpp"
 
 #include <causalqwen/io/model_checkpoint.hpp>
-#include <causalqwen/model/generation.hpp>
+#include <causalqwen/generate/generator.hpp>
 
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 
 namespace cq = causalqwen;
 namespace cqm = causalqwen::model;
+namespace cqg = causalqwen::generate;
 namespace fs = std::filesystem;
 
 namespace {
@@ -49,26 +51,26 @@ std::unique_ptr<cqm::CausalQwen<T>> tiny_model(std::uint64_t seed) {
   return m;
 }
 
-std::vector<cqm::PromptInput> prompts(std::uint64_t seed) {
-  return {{{1, 2, 3, 33, 4}, {0, 0, 0, 12.5, 0}, cqm::row_seed(seed, 0)},
-          {{5}, {}, cqm::row_seed(seed, 1)},
-          {{7, 8, 9, 10, 11, 12, 13, 14}, {}, cqm::row_seed(seed, 2)}};
+std::vector<cqg::PromptInput> prompts(std::uint64_t seed) {
+  return {{{1, 2, 3, 33, 4}, {0, 0, 0, 12.5, 0}, cqg::row_seed(seed, 0)},
+          {{5}, {}, cqg::row_seed(seed, 1)},
+          {{7, 8, 9, 10, 11, 12, 13, 14}, {}, cqg::row_seed(seed, 2)}};
 }
 
-const cqm::GenerationMode all_modes[] = {cqm::GenerationMode::deterministic, cqm::GenerationMode::sampling,
-                                         cqm::GenerationMode::causal, cqm::GenerationMode::compatible};
+const cqg::GenerationMode all_modes[] = {cqg::GenerationMode::deterministic, cqg::GenerationMode::sampling,
+                                         cqg::GenerationMode::causal, cqg::GenerationMode::compatible};
 
-cqm::GenerationOptions options(cqm::GenerationMode mode, std::size_t n = 12) {
-  cqm::GenerationOptions o;
+cqg::GenerationOptions options(cqg::GenerationMode mode, std::size_t n = 12) {
+  cqg::GenerationOptions o;
   o.decode.mode = mode;
-  o.decode.temperature = mode == cqm::GenerationMode::compatible ? 0.8 : 1.0;
+  o.decode.temperature = mode == cqg::GenerationMode::compatible ? 0.8 : 1.0;
   o.decode.top_k = 10;
   o.decode.top_p = 0.9;
   o.max_new_tokens = n;
   return o;
 }
 
-void check_same(const cqm::GenerationResult& a, const cqm::GenerationResult& b, double tol) {
+void check_same(const cqg::GenerationResult& a, const cqg::GenerationResult& b, double tol) {
   REQUIRE(a.tokens.size() == b.tokens.size());
   CHECK(a.stop == b.stop);
   for (std::size_t i = 0; i < a.tokens.size(); ++i) {
@@ -88,15 +90,15 @@ TEST_CASE_TEMPLATE("the KV cache gives the tokens and numbers of recomputation, 
   const auto ps = prompts(seed);
   std::size_t nums = 0;
   for (auto mode : all_modes)
-    for (auto pad : {cqm::Padding::left, cqm::Padding::right})
+    for (auto pad : {cqg::Padding::left, cqg::Padding::right})
       for (bool shared : {false, true}) {
-        INFO(cqm::mode_name(mode), pad == cqm::Padding::left ? " left" : " right", shared ? " shared noise" : "");
+        INFO(cqg::mode_name(mode), pad == cqg::Padding::left ? " left" : " right", shared ? " shared noise" : "");
         auto o = options(mode);
         o.padding = pad;
         o.decode.shared_noise = shared;
-        const auto cached = cqm::generate(*model, std::span<const cqm::PromptInput>(ps), o);
+        const auto cached = cqg::generate(*model, std::span<const cqg::PromptInput>(ps), o);
         o.use_cache = false;
-        const auto fresh = cqm::generate(*model, std::span<const cqm::PromptInput>(ps), o);
+        const auto fresh = cqg::generate(*model, std::span<const cqg::PromptInput>(ps), o);
         for (std::size_t b = 0; b < ps.size(); ++b) {
           check_same(cached[b], fresh[b], 0);  // --no-cache: identical, bit for bit
           for (const auto& t : cached[b].tokens) nums += t.id == 33;
@@ -111,24 +113,24 @@ TEST_CASE("a row's continuation does not depend on its batch, padding side or po
   auto model = tiny_model<double>(seed);
   const auto ps = prompts(seed);
   for (auto mode : all_modes) {
-    INFO(cqm::mode_name(mode));
+    INFO(cqg::mode_name(mode));
     auto o = options(mode);
-    o.padding = cqm::Padding::left;
-    const auto together = cqm::generate(*model, std::span<const cqm::PromptInput>(ps), o);
+    o.padding = cqg::Padding::left;
+    const auto together = cqg::generate(*model, std::span<const cqg::PromptInput>(ps), o);
     for (std::size_t b = 0; b < ps.size(); ++b) {
-      const auto alone = cqm::generate(*model, std::span<const cqm::PromptInput>(&ps[b], 1), o);
+      const auto alone = cqg::generate(*model, std::span<const cqg::PromptInput>(&ps[b], 1), o);
       check_same(alone[0], together[b], 1e-9);
     }
     // reversed order, right padding
-    std::vector<cqm::PromptInput> rev(ps.rbegin(), ps.rend());
-    o.padding = cqm::Padding::right;
-    const auto reversed = cqm::generate(*model, std::span<const cqm::PromptInput>(rev), o);
+    std::vector<cqg::PromptInput> rev(ps.rbegin(), ps.rend());
+    o.padding = cqg::Padding::right;
+    const auto reversed = cqg::generate(*model, std::span<const cqg::PromptInput>(rev), o);
     for (std::size_t b = 0; b < ps.size(); ++b) check_same(reversed[ps.size() - 1 - b], together[b], 1e-9);
     // a different seed changes the noisy modes
-    if (mode == cqm::GenerationMode::sampling || mode == cqm::GenerationMode::causal) {
+    if (mode == cqg::GenerationMode::sampling || mode == cqg::GenerationMode::causal) {
       auto other = ps;
       for (auto& p : other) p.seed += 1000;
-      const auto changed = cqm::generate(*model, std::span<const cqm::PromptInput>(other), o);
+      const auto changed = cqg::generate(*model, std::span<const cqg::PromptInput>(other), o);
       bool differs = false;
       for (std::size_t b = 0; b < ps.size(); ++b)
         for (std::size_t i = 0; i < changed[b].tokens.size(); ++i)
@@ -143,79 +145,79 @@ TEST_CASE("each mode's first step: the head's forward (deterministic, sampling) 
   auto model = tiny_model<double>(seed);
   const auto& cfg = model->config();
   const std::size_t C = cfg.causal_size, K = cfg.num_classes;
-  const cqm::PromptInput prompt{{3, 1, 4, 33, 5, 9}, {0, 0, 0, -7.25, 0, 0}, 12345};
+  const cqg::PromptInput prompt{{3, 1, 4, 33, 5, 9}, {0, 0, 0, -7.25, 0, 0}, 12345};
   const std::size_t S = prompt.ids.size(), last = S - 1;
   std::vector<std::int64_t> labels(S, cqm::ignore_index);
   const cqm::Batch<double> batch{{prompt.ids.data(), {1, S}}, {prompt.values.data(), {1, S}}, {},
                                  {labels.data(), {1, S}}, {}, {}};
   // the row's step-0 uniforms, as the generator draws them
   std::vector<double> u(S * C, 0.5);
-  const cqm::RowStream stream{prompt.seed};
-  for (std::size_t j = 0; j < C; ++j) u[last * C + j] = stream.uniform(cqm::NoiseTag::action, 0, j);
+  const cqg::RowStream stream{prompt.seed};
+  for (std::size_t j = 0; j < C; ++j) u[last * C + j] = stream.uniform(cqg::NoiseTag::action, 0, j);
   const auto hp = cqm::HeadParams<const double>::bind(std::as_const(*model).params());
-  for (auto mode : {cqm::GenerationMode::deterministic, cqm::GenerationMode::sampling}) {
-    INFO(cqm::mode_name(mode));
+  for (auto mode : {cqg::GenerationMode::deterministic, cqg::GenerationMode::sampling}) {
+    INFO(cqg::mode_name(mode));
     auto o = options(mode, 1);
     o.decode.temperature = 0.7;
-    const auto got = cqm::generate(*model, std::span<const cqm::PromptInput>(&prompt, 1), o)[0].tokens.at(0);
+    const auto got = cqg::generate(*model, std::span<const cqg::PromptInput>(&prompt, 1), o)[0].tokens.at(0);
     typename cqm::CausalQwen<double>::Cache cache;
-    const bool sampling = mode == cqm::GenerationMode::sampling;
+    const bool sampling = mode == cqg::GenerationMode::sampling;
     model->evaluate(batch, cache, sampling ? cqm::ActionMode::sampling : cqm::ActionMode::deterministic,
                     {0.7, sampling ? cq::TensorView<const double, 2>(u.data(), {S, C}) : cq::TensorView<const double, 2>{}});
-    CHECK(got.id == cache.head.pred[last]);
-    CHECK(cqtest::close_rel(got.p_num, cache.head.P_num[last], 1e-10, 1e-12));
-    CHECK(cqtest::close_rel(got.value, cache.head.loc_Y[last], 1e-10));
-    CHECK(cqtest::close_rel(got.scale, cache.head.scale_Y[last], 1e-10));
+    CHECK(got.id == cache.head.ovr.pred[last]);
+    CHECK(cqtest::close_rel(got.p_num, cache.head.regression.P_num[last], 1e-10, 1e-12));
+    CHECK(cqtest::close_rel(got.value, cache.head.regression.loc_Y[last], 1e-10));
+    CHECK(cqtest::close_rel(got.scale, cache.head.regression.scale_Y[last], 1e-10));
   }
   // causal and compatible by hand from the head's loc_U, scale_U
   typename cqm::CausalQwen<double>::Cache cache;
   model->evaluate(batch, cache);
-  const double* loc_U = cache.head.loc_U.data() + last * C;
-  const double* scale_U = cache.head.scale_U.data() + last * C;
+  const double* loc_U = cache.head.abduction.loc_U.data() + last * C;
+  const double* scale_U = cache.head.abduction.scale_U.data() + last * C;
   std::vector<double> uvec(C);
   for (std::size_t j = 0; j < C; ++j) uvec[j] = loc_U[j] + scale_U[j] * std::tan(M_PI * (u[last * C + j] - 0.5));
   std::int64_t best = -1, best_loc = -1;
   double best_s = -1e300, best_l = -1e300;
   for (std::size_t k = 0; k < K; ++k) {
-    double s = hp.cls_bias[k], l = hp.cls_bias[k];
+    double s = hp.action.cls_bias[k], l = hp.action.cls_bias[k];
     for (std::size_t j = 0; j < C; ++j) {
-      s += hp.cls_weight(k, j) * uvec[j];
-      l += hp.cls_weight(k, j) * loc_U[j];
+      s += hp.action.cls_weight(k, j) * uvec[j];
+      l += hp.action.cls_weight(k, j) * loc_U[j];
     }
     if (s > best_s) best_s = s, best = static_cast<std::int64_t>(k);
     if (l > best_l) best_l = l, best_loc = static_cast<std::int64_t>(k);
   }
-  double y = hp.reg_bias[0];
-  for (std::size_t j = 0; j < C; ++j) y += hp.reg_weight(0, j) * uvec[j];
-  const auto causal = cqm::generate(*model, std::span<const cqm::PromptInput>(&prompt, 1),
-                                    options(cqm::GenerationMode::causal, 1))[0].tokens.at(0);
+  double y = hp.action.reg_bias[0];
+  for (std::size_t j = 0; j < C; ++j) y += hp.action.reg_weight(0, j) * uvec[j];
+  const auto causal = cqg::generate(*model, std::span<const cqg::PromptInput>(&prompt, 1),
+                                    options(cqg::GenerationMode::causal, 1))[0].tokens.at(0);
   CHECK(causal.id == best);
   CHECK(cqtest::close_rel(causal.value, y, 1e-10));
-  auto greedy = options(cqm::GenerationMode::compatible, 1);
+  auto greedy = options(cqg::GenerationMode::compatible, 1);
   greedy.decode.temperature = 0;
-  const auto compat = cqm::generate(*model, std::span<const cqm::PromptInput>(&prompt, 1), greedy)[0].tokens.at(0);
+  const auto compat = cqg::generate(*model, std::span<const cqg::PromptInput>(&prompt, 1), greedy)[0].tokens.at(0);
   CHECK(compat.id == best_loc);
-  CHECK(cqtest::close_rel(compat.value, cache.head.loc_Y[last], 1e-10));
+  CHECK(cqtest::close_rel(compat.value, cache.head.regression.loc_Y[last], 1e-10));
 }
 
 TEST_CASE("sampling at T = 0 is the noiseless decision; shared noise repeats one individual") {
   const auto seed = cqtest::test_seed(74, "generation T=0");
   auto model = tiny_model<double>(seed);
   const auto ps = prompts(seed);
-  auto o = options(cqm::GenerationMode::sampling);
+  auto o = options(cqg::GenerationMode::sampling);
   o.decode.temperature = 0;
-  const auto a = cqm::generate(*model, std::span<const cqm::PromptInput>(ps), o);
+  const auto a = cqg::generate(*model, std::span<const cqg::PromptInput>(ps), o);
   auto other = ps;
   for (auto& p : other) p.seed ^= 0xabcdef;
-  const auto b = cqm::generate(*model, std::span<const cqm::PromptInput>(other), o);
+  const auto b = cqg::generate(*model, std::span<const cqg::PromptInput>(other), o);
   for (std::size_t r = 0; r < ps.size(); ++r) check_same(a[r], b[r], 0);  // no noise at all
   // compatible with top_k = 1 is greedy, whatever the temperature
-  auto k1 = options(cqm::GenerationMode::compatible);
+  auto k1 = options(cqg::GenerationMode::compatible);
   k1.decode.top_k = 1;
   auto greedy = k1;
   greedy.decode.temperature = 0;
-  const auto c1 = cqm::generate(*model, std::span<const cqm::PromptInput>(ps), k1);
-  const auto c0 = cqm::generate(*model, std::span<const cqm::PromptInput>(ps), greedy);
+  const auto c1 = cqg::generate(*model, std::span<const cqg::PromptInput>(ps), k1);
+  const auto c0 = cqg::generate(*model, std::span<const cqg::PromptInput>(ps), greedy);
   for (std::size_t r = 0; r < ps.size(); ++r)
     for (std::size_t i = 0; i < c0[r].tokens.size(); ++i) CHECK(c1[r].tokens[i].id == c0[r].tokens[i].id);
 }
@@ -226,18 +228,18 @@ TEST_CASE("<NUM>'s number is fed back: changing it changes what follows") {
   // force <NUM> first: a huge bias, then compare two regression biases
   auto& p = model->params();
   const double saved = p.slot_span(cqm::names::cls_b)[33];
-  auto o = options(cqm::GenerationMode::deterministic, 6);
-  const cqm::PromptInput prompt{{1, 2, 3}, {}, 1};
+  auto o = options(cqg::GenerationMode::deterministic, 6);
+  const cqg::PromptInput prompt{{1, 2, 3}, {}, 1};
   p.slot_span(cqm::names::cls_b)[33] = 1e6;
   p.touch();
-  auto first = cqm::generate(*model, std::span<const cqm::PromptInput>(&prompt, 1), options(cqm::GenerationMode::deterministic, 1));
+  auto first = cqg::generate(*model, std::span<const cqg::PromptInput>(&prompt, 1), options(cqg::GenerationMode::deterministic, 1));
   REQUIRE(first[0].tokens[0].id == 33);
   p.slot_span(cqm::names::cls_b)[33] = saved;
   p.touch();
   // generate with a prompt that ends in <NUM> with two different values: the next z differs
-  cqm::PromptInput a{{1, 2, 3, 33}, {0, 0, 0, 1.0}, 1}, b{{1, 2, 3, 33}, {0, 0, 0, 1e6}, 1};
-  const auto ra = cqm::generate(*model, std::span<const cqm::PromptInput>(&a, 1), o);
-  const auto rb = cqm::generate(*model, std::span<const cqm::PromptInput>(&b, 1), o);
+  cqg::PromptInput a{{1, 2, 3, 33}, {0, 0, 0, 1.0}, 1}, b{{1, 2, 3, 33}, {0, 0, 0, 1e6}, 1};
+  const auto ra = cqg::generate(*model, std::span<const cqg::PromptInput>(&a, 1), o);
+  const auto rb = cqg::generate(*model, std::span<const cqg::PromptInput>(&b, 1), o);
   CHECK(ra[0].tokens[0].value != rb[0].tokens[0].value);
 }
 
@@ -245,12 +247,12 @@ TEST_CASE("EOS and the hook stop a row; max_new_tokens bounds it; ids >= K never
   const auto seed = cqtest::test_seed(76, "generation stops");
   auto model = tiny_model<double>(seed);
   const auto ps = prompts(seed);
-  auto o = options(cqm::GenerationMode::deterministic, 10);
-  const auto free_run = cqm::generate(*model, std::span<const cqm::PromptInput>(ps), o);
+  auto o = options(cqg::GenerationMode::deterministic, 10);
+  const auto free_run = cqg::generate(*model, std::span<const cqg::PromptInput>(ps), o);
   // EOS = the third token row 0 emits: row 0 stops right after it, the others go on
   const auto eos = free_run[0].tokens.at(2).id;
   o.eos_ids = {eos};
-  const auto stopped = cqm::generate(*model, std::span<const cqm::PromptInput>(ps), o);
+  const auto stopped = cqg::generate(*model, std::span<const cqg::PromptInput>(ps), o);
   for (std::size_t b = 0; b < ps.size(); ++b) {
     std::size_t first = free_run[b].tokens.size();
     for (std::size_t i = 0; i < free_run[b].tokens.size(); ++i)
@@ -260,22 +262,22 @@ TEST_CASE("EOS and the hook stop a row; max_new_tokens bounds it; ids >= K never
       }
     const std::size_t expected = first < free_run[b].tokens.size() ? first + 1 : free_run[b].tokens.size();
     CHECK(stopped[b].tokens.size() == expected);
-    CHECK(stopped[b].stop == (first < free_run[b].tokens.size() ? cqm::StopReason::eos : cqm::StopReason::length));
+    CHECK(stopped[b].stop == (first < free_run[b].tokens.size() ? cqg::StopReason::eos : cqg::StopReason::length));
     for (std::size_t i = 0; i < stopped[b].tokens.size(); ++i) CHECK(stopped[b].tokens[i].id == free_run[b].tokens[i].id);
   }
   CHECK(stopped[0].tokens.size() <= 3);
   // a hook stopping row 1 after 4 tokens
   o.eos_ids.clear();
-  const auto hooked = cqm::generate(*model, std::span<const cqm::PromptInput>(ps), o,
-                                    [](std::size_t row, const cqm::GenerationResult& r) { return row == 1 && r.tokens.size() == 4; });
+  const auto hooked = cqg::generate(*model, std::span<const cqg::PromptInput>(ps), o,
+                                    [](std::size_t row, const cqg::GenerationResult& r) { return row == 1 && r.tokens.size() == 4; });
   CHECK(hooked[1].tokens.size() == 4);
-  CHECK(hooked[1].stop == cqm::StopReason::hook);
+  CHECK(hooked[1].stop == cqg::StopReason::hook);
   CHECK(hooked[0].tokens.size() == 10);
   // ids 34…39 are embedding rows but not classes: never emitted, in any mode (the converted-base
   // test below also makes such rows win the base model's argmax)
   for (auto mode : all_modes) {
     auto om = options(mode, 30);
-    const auto r = cqm::generate(*model, std::span<const cqm::PromptInput>(ps), om);
+    const auto r = cqg::generate(*model, std::span<const cqg::PromptInput>(ps), om);
     for (const auto& row : r)
       for (const auto& t : row.tokens) CHECK(t.id < 34);
   }
@@ -296,7 +298,7 @@ TEST_CASE("compatible greedy after converting a base Qwen2 checkpoint = the base
   const auto seed = cqtest::test_seed(77, "compatible greedy = base greedy");
   // a base Qwen2: vocab 48, tied embeddings; rows 40…47 are padding (K = 40, <NUM> = 39)
   cq::nn::TransformerConfig bc{48, 16, 24, 2, 4, 2, 1e-6, 1e4};
-  cq::nn::Transformer<float> base(bc);
+  cqtest::Qwen2Stack<float> base(bc);
   base.init_random(seed, 0.3);
   auto E = base.param<2>("model.embed_tokens.weight");
   for (std::size_t k = 40; k < 48; ++k)  // padded rows: 10× copies of rows 0…7, so they often win over all 48
@@ -304,7 +306,7 @@ TEST_CASE("compatible greedy after converting a base Qwen2 checkpoint = the base
   const auto dir = scratch("base");
   {
     cq::io::SafetensorsWriter w;
-    for (const auto& slot : base.layout()->slots()) {
+    for (const auto& slot : base.params().layout().slots()) {
       if (slot.name.rfind("causal.", 0) == 0) continue;
       w.add(slot.name, slot.shape, std::span<const float>(base.params().data() + slot.offset, slot.size));
     }
@@ -318,22 +320,22 @@ TEST_CASE("compatible greedy after converting a base Qwen2 checkpoint = the base
   REQUIRE(loaded.converted);
   REQUIRE(loaded.model->config().num_classes == 40);
   const std::vector<std::vector<std::int64_t>> prompts_ids = {{3, 17, 5, 22}, {8}, {30, 2, 2, 11, 6, 1, 25}};
-  std::vector<cqm::PromptInput> ps;
+  std::vector<cqg::PromptInput> ps;
   for (std::size_t i = 0; i < prompts_ids.size(); ++i) ps.push_back({prompts_ids[i], {}, i});
   const std::size_t N = 16;
   std::size_t padded_wins = 0;
-  for (auto pad : {cqm::Padding::left, cqm::Padding::right}) {
-    auto o = options(cqm::GenerationMode::compatible, N);
+  for (auto pad : {cqg::Padding::left, cqg::Padding::right}) {
+    auto o = options(cqg::GenerationMode::compatible, N);
     o.decode.temperature = 0;
     o.padding = pad;
-    const auto ours = cqm::generate(*loaded.model, std::span<const cqm::PromptInput>(ps), o);
+    const auto ours = cqg::generate(*loaded.model, std::span<const cqg::PromptInput>(ps), o);
     for (std::size_t b = 0; b < ps.size(); ++b) {
       // the base model's greedy decoding, one row at a time, recomputing: logits = z·Eᵀ over ids < K
       std::vector<std::int64_t> seq = ps[b].ids;
       std::vector<std::int64_t> base_tokens;
       bool padded_would_win = false;
       for (std::size_t t = 0; t < N; ++t) {
-        cq::nn::Transformer<float>::Cache c;
+        cqtest::Qwen2Stack<float>::Cache c;
         const auto z = base.forward({seq.data(), {1, seq.size()}}, {}, {}, {}, c);
         const float* zl = z.data + (seq.size() - 1) * 16;
         std::int64_t best = -1, best_all = -1;
@@ -349,7 +351,7 @@ TEST_CASE("compatible greedy after converting a base Qwen2 checkpoint = the base
         base_tokens.push_back(best);
         seq.push_back(best);
       }
-      INFO("row ", b, pad == cqm::Padding::left ? " left" : " right", " padded ids would win somewhere: ", padded_would_win);
+      INFO("row ", b, pad == cqg::Padding::left ? " left" : " right", " padded ids would win somewhere: ", padded_would_win);
       REQUIRE(ours[b].tokens.size() == N);
       for (std::size_t t = 0; t < N; ++t) {
         CHECK(ours[b].tokens[t].id == base_tokens[t]);

@@ -1,6 +1,7 @@
 // KV cache: a prefill followed by decode steps gives, at every token position, the z of the
 // full forward pass over the whole sequence (same masks and positions), for several batch
 // shapes with left and right padding, and chunked prefills.
+#include "../support/qwen2_stack.hpp"
 #include "../support/test_support.hpp"
 
 #include <causalqwen/nn/transformer.hpp>
@@ -53,17 +54,17 @@ void check_case(const std::vector<std::size_t>& lens, std::size_t extra, bool le
                 std::uint64_t seed, double tol) {
   nn::TransformerConfig cfg{.vocab_size = 50, .hidden_size = 32, .intermediate_size = 48, .num_layers = 2,
                             .num_heads = 4, .num_kv_heads = 2, .rms_norm_eps = 1e-6, .rope_theta = 1e4};
-  nn::Transformer<T> model(cfg);
+  cqtest::Qwen2Stack<T> model(cfg);
   model.init_random(seed, 0.2);
   std::mt19937_64 rng(seed + 7);
   const auto l = make_layout(lens, extra, left, rng, cfg.vocab_size);
   std::vector<T> values(l.values.begin(), l.values.end());
-  typename nn::Transformer<T>::Cache full_cache;
+  typename cqtest::Qwen2Stack<T>::Cache full_cache;
   const auto z_full = model.forward({l.ids.data(), {l.B, l.S}}, {values.data(), {l.B, l.S}},
                                     {l.mask.data(), {l.B, l.S}}, {l.pos.data(), {l.B, l.S}}, full_cache);
   const std::vector<T> full(z_full.begin(), z_full.end());
 
-  typename nn::Transformer<T>::InferenceState state;
+  typename cqtest::Qwen2Stack<T>::InferenceState state;
   model.begin_inference(state, l.B, /*slots=*/2);  // small on purpose: the cache must grow
   const std::size_t P = l.S - extra, H = cfg.hidden_size;
   std::vector<T> inc(l.B * l.S * H, T(0));
@@ -92,7 +93,7 @@ void check_case(const std::vector<std::size_t>& lens, std::size_t extra, bool le
       for (std::size_t s = 0; s < n; ++s)
         std::copy_n(z.data + (b * n + s) * H, H, inc.data() + (b * l.S + s0 + s) * H);
   }
-  CHECK(state.kv.length == l.S);
+  CHECK(state.backbone.kv.length == l.S);
   double worst = 0, rms = 0;
   std::size_t count = 0;
   for (std::size_t m = 0; m < l.B * l.S; ++m) {
@@ -125,9 +126,9 @@ TEST_CASE_TEMPLATE("KV cache: prefill + decode equals the full forward at every 
 TEST_CASE("KV cache: wrong batch is an error") {
   nn::TransformerConfig cfg{.vocab_size = 10, .hidden_size = 8, .intermediate_size = 8, .num_layers = 1,
                             .num_heads = 2, .num_kv_heads = 1, .rms_norm_eps = 1e-6, .rope_theta = 1e4};
-  nn::Transformer<double> model(cfg);
+  cqtest::Qwen2Stack<double> model(cfg);
   model.init_random(1);
-  nn::Transformer<double>::InferenceState state;
+  cqtest::Qwen2Stack<double>::InferenceState state;
   model.begin_inference(state, 2);
   std::vector<std::int64_t> ids{1, 2, 3};
   CHECK(cqtest::error_message<cq::DomainError>([&] {

@@ -46,8 +46,8 @@ std::unique_ptr<cqm::CausalQwen<double>> tiny_model(std::uint64_t seed) {
   return m;
 }
 
-cqm::GeneratedToken token(std::int64_t id, double value = 0, double scale = 0) {
-  cqm::GeneratedToken t;
+cqg::GeneratedToken token(std::int64_t id, double value = 0, double scale = 0) {
+  cqg::GeneratedToken t;
   t.id = id;
   t.value = value;
   t.scale = scale;
@@ -61,10 +61,10 @@ struct Expected {
   std::string text;
   bool stopped;
 };
-Expected expected_with_stops(const cq::text::Tokenizer& tok, const std::vector<cqm::GeneratedToken>& free_run,
+Expected expected_with_stops(const cq::text::Tokenizer& tok, const std::vector<cqg::GeneratedToken>& free_run,
                              const std::vector<std::string>& stops, const cqg::RenderOptions& r) {
   for (std::size_t n = 1; n <= free_run.size(); ++n) {
-    const std::vector<cqm::GeneratedToken> prefix(free_run.begin(), free_run.begin() + static_cast<std::ptrdiff_t>(n));
+    const std::vector<cqg::GeneratedToken> prefix(free_run.begin(), free_run.begin() + static_cast<std::ptrdiff_t>(n));
     const std::string text = cqg::render_tokens(tok, prefix, r);
     std::size_t cut = std::string::npos;
     for (const auto& s : stops)
@@ -79,7 +79,7 @@ Expected expected_with_stops(const cq::text::Tokenizer& tok, const std::vector<c
 TEST_CASE("generated numbers are written plain, as value (±scale), or as a central interval") {
   const auto tok = tiny_tokenizer();
   // "ab", 42.3 (scale 1.2), " ", 10 (scale 2), "c"; non-<NUM> tokens carry numbers that must not show
-  const std::vector<cqm::GeneratedToken> tokens = {token(1, 7, 7), token(2),       token(num_id, 42.3, 1.2),
+  const std::vector<cqg::GeneratedToken> tokens = {token(1, 7, 7), token(2),       token(num_id, 42.3, 1.2),
                                                    token(0, 5, 5), token(num_id, 10, 2), token(3, 9, 1)};
   cqg::RenderOptions r;
   CHECK(cqg::render_tokens(tok, tokens, r) == "ab42.3 10c");
@@ -102,8 +102,8 @@ TEST_CASE("stop strings end a row once its text contains one; the text is cut ri
   const auto tok = tiny_tokenizer();
   auto model = tiny_model(seed);
   const std::vector<std::string> prompts = {"a big cab 12.5 is", "fish", "ship 3 dogs"};
-  for (auto mode : {cqm::GenerationMode::deterministic, cqm::GenerationMode::sampling}) {
-    INFO(cqm::mode_name(mode));
+  for (auto mode : {cqg::GenerationMode::deterministic, cqg::GenerationMode::sampling}) {
+    INFO(cqg::mode_name(mode));
     cqg::TextGenerationOptions o;
     o.generation.decode.mode = mode;
     o.generation.max_new_tokens = 24;
@@ -128,13 +128,13 @@ TEST_CASE("stop strings end a row once its text contains one; the text is cut ri
         CHECK(stopped[b].generation.tokens[i].id == free_run[b].generation.tokens[i].id);
       if (e.stopped) {
         ++rows_stopped;
-        CHECK(stopped[b].generation.stop == cqm::StopReason::hook);
+        CHECK(stopped[b].generation.stop == cqg::StopReason::hook);
         CHECK(stopped[b].text.ends_with(stops[0]));
       } else {
         CHECK(stopped[b].generation.stop == free_run[b].generation.stop);
       }
     }
-    CHECK(stopped[0].generation.stop == cqm::StopReason::hook);
+    CHECK(stopped[0].generation.stop == cqg::StopReason::hook);
     CHECK(stopped[0].text.size() < t0.size());
     MESSAGE(rows_stopped, " of ", prompts.size(), " rows stopped");
   }
@@ -146,10 +146,10 @@ TEST_CASE("streamed deltas concatenate to the final text, with numbers and stop 
   auto model = tiny_model(seed);
   const std::vector<std::string> prompts = {"a big cab 12.5 is", "fish", "ship 3 dogs", "r"};
   std::size_t numbers = 0;
-  for (auto mode : {cqm::GenerationMode::deterministic, cqm::GenerationMode::causal}) {
+  for (auto mode : {cqg::GenerationMode::deterministic, cqg::GenerationMode::causal}) {
     for (auto uncertainty : {cqg::Uncertainty::none, cqg::Uncertainty::plus_minus, cqg::Uncertainty::interval}) {
       for (bool with_stop : {false, true}) {
-        INFO(cqm::mode_name(mode), " uncertainty ", static_cast<int>(uncertainty), with_stop ? " with stop" : "");
+        INFO(cqg::mode_name(mode), " uncertainty ", static_cast<int>(uncertainty), with_stop ? " with stop" : "");
         cqg::TextGenerationOptions o;
         o.generation.decode.mode = mode;
         o.generation.max_new_tokens = 20;

@@ -24,7 +24,7 @@
 #include <string>
 #include <string_view>
 
-namespace causalqwen::model {
+namespace causalqwen::generate {
 
 enum class GenerationMode { deterministic, sampling, causal, compatible };
 
@@ -69,4 +69,4 @@ struct DecodeSettings {
   }
 };
 
-}  // namespace causalqwen::model
+}  // namespace causalqwen::generate

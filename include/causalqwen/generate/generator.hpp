@@ -17,10 +17,10 @@
 /// is tested separately (tests/generation/test_kv_cache.cpp) within float tolerances.
 #pragma once
 #include "causalqwen/core/error.hpp"
+#include "causalqwen/generate/decode_mode.hpp"
+#include "causalqwen/generate/next_token.hpp"
+#include "causalqwen/generate/random_stream.hpp"
 #include "causalqwen/model/causal_qwen.hpp"
-#include "causalqwen/model/decode_mode.hpp"
-#include "causalqwen/model/next_token.hpp"
-#include "causalqwen/model/random_stream.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -30,7 +30,9 @@
 #include <span>
 #include <vector>
 
-namespace causalqwen::model {
+namespace causalqwen::generate {
+
+using model::CausalQwen;
 
 /// A prompt: token ids and the numeric value at each position (0 where the token is not <NUM>;
 /// empty = all 0), and the seed of its random stream.
@@ -120,9 +122,9 @@ class Generator {
     const std::size_t H = cfg.hidden_size();
     z_rows_.assign(B * H, T(0));
     if (o.use_cache) {
-      model_.backbone().begin_inference(state_, B, total);
+      model_.begin_inference(state_, B, total);
       const auto prompt = slots(B, total, 0, P);
-      const auto z = model_.backbone().forward_cached(prompt.ids, prompt.vals, prompt.mask, prompt.pos, state_);
+      const auto z = model_.forward_cached(prompt.ids, prompt.vals, prompt.mask, prompt.pos, state_);
       for (std::size_t b = 0; b < B; ++b) std::copy_n(z.data + (b * P + last[b]) * H, H, z_rows_.data() + b * H);
     } else {
       recompute(B, total, P, last);
@@ -160,7 +162,7 @@ class Generator {
       // feed the new slot (finished rows: a masked pad slot, as seq_* already hold)
       if (o.use_cache) {
         const auto step = slots(B, total, slot, slot + 1);
-        const auto z = model_.backbone().forward_cached(step.ids, step.vals, step.mask, step.pos, state_);
+        const auto z = model_.forward_cached(step.ids, step.vals, step.mask, step.pos, state_);
         std::copy_n(z.data, B * H, z_rows_.data());
       } else {
         std::vector<std::size_t> at(B, slot);
@@ -171,7 +173,7 @@ class Generator {
   }
 
   /// The model's KV cache and scratch (for diagnostics: its size, …).
-  const typename nn::Transformer<T>::InferenceState& state() const { return state_; }
+  const typename CausalQwen<T>::InferenceState& state() const { return state_; }
 
  private:
   struct SlotViews {
@@ -198,16 +200,16 @@ class Generator {
   /// z_rows_ = z at slot at[b] of row b (at[b] < prompt_slots_ after the prefill, else len − 1).
   void recompute(std::size_t B, std::size_t total, std::size_t len, const std::vector<std::size_t>& at) {
     const std::size_t H = model_.config().hidden_size(), P = prompt_slots_;
-    model_.backbone().begin_inference(scratch_state_, B, total);
+    model_.begin_inference(scratch_state_, B, total);
     const auto prompt = slots(B, total, 0, P);
-    const auto zp = model_.backbone().forward_cached(prompt.ids, prompt.vals, prompt.mask, prompt.pos, scratch_state_);
+    const auto zp = model_.forward_cached(prompt.ids, prompt.vals, prompt.mask, prompt.pos, scratch_state_);
     if (len == P) {
       for (std::size_t b = 0; b < B; ++b) std::copy_n(zp.data + (b * P + at[b]) * H, H, z_rows_.data() + b * H);
       return;
     }
     for (std::size_t s = P; s < len; ++s) {
       const auto step = slots(B, total, s, s + 1);
-      const auto z = model_.backbone().forward_cached(step.ids, step.vals, step.mask, step.pos, scratch_state_);
+      const auto z = model_.forward_cached(step.ids, step.vals, step.mask, step.pos, scratch_state_);
       if (s + 1 == len) std::copy_n(z.data, B * H, z_rows_.data());
     }
   }
@@ -246,8 +248,8 @@ class Generator {
 
   CausalQwen<T>& model_;
   NextTokenHead<T> head_;
-  typename nn::Transformer<T>::InferenceState state_;
-  typename nn::Transformer<T>::InferenceState scratch_state_;  // the no-cache path's cache, rebuilt each step
+  typename CausalQwen<T>::InferenceState state_;
+  typename CausalQwen<T>::InferenceState scratch_state_;  // the no-cache path's cache, rebuilt each step
   std::size_t prompt_slots_ = 0;
   std::vector<std::int64_t> seq_ids_, seq_mask_, seq_pos_, ids_, mask_, pos_;
   std::vector<T> seq_vals_, vals_, z_rows_, z_active_, action_;
@@ -262,4 +264,4 @@ std::vector<GenerationResult> generate(CausalQwen<T>& model, std::span<const Pro
   return g.run(prompts, options, hook);
 }
 
-}  // namespace causalqwen::model
+}  // namespace causalqwen::generate

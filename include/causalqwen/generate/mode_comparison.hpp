@@ -34,7 +34,7 @@ std::vector<ModeRun> compare_modes(model::CausalQwen<T>& model, const text::Toke
                                    const ModeComparisonOptions& o) {
   TextGenerator<T> gen(model, tok);
   std::vector<ModeRun> runs;
-  auto run = [&](model::GenerationMode mode, double temperature, std::size_t draws) {
+  auto run = [&](generate::GenerationMode mode, double temperature, std::size_t draws) {
     TextGenerationOptions t;
     t.generation.decode.mode = mode;
     t.generation.decode.temperature = temperature;
@@ -44,13 +44,13 @@ std::vector<ModeRun> compare_modes(model::CausalQwen<T>& model, const text::Toke
     const std::vector<std::string> batch(draws, prompt);  // draw i = row i's own stream
     auto results = gen.run(batch, t);
     for (std::size_t i = 0; i < draws; ++i)
-      runs.push_back({std::string(model::mode_name(mode)) + (draws > 1 ? fmt::format(" #{}", i + 1) : ""),
+      runs.push_back({std::string(generate::mode_name(mode)) + (draws > 1 ? fmt::format(" #{}", i + 1) : ""),
                       std::move(results[i])});
   };
-  run(model::GenerationMode::deterministic, 0, 1);
-  run(model::GenerationMode::sampling, o.temperature, o.samples);
-  run(model::GenerationMode::causal, 0, o.samples);
-  run(model::GenerationMode::compatible, 0, 1);
+  run(generate::GenerationMode::deterministic, 0, 1);
+  run(generate::GenerationMode::sampling, o.temperature, o.samples);
+  run(generate::GenerationMode::causal, 0, o.samples);
+  run(generate::GenerationMode::compatible, 0, 1);
   return runs;
 }
 

@@ -5,7 +5,7 @@
 #pragma once
 #include <cstdint>
 
-namespace causalqwen::model {
+namespace causalqwen::generate {
 
 /// What a uniform is drawn for (distinct streams of one row).
 enum class NoiseTag : std::uint64_t { action = 1, token_pick = 2 };
@@ -38,4 +38,4 @@ constexpr std::uint64_t row_seed(std::uint64_t seed, std::uint64_t row) noexcept
   return splitmix64(seed ^ splitmix64(row + 0x5851f42d4c957f2dULL));
 }
 
-}  // namespace causalqwen::model
+}  // namespace causalqwen::generate

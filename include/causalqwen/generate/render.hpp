@@ -5,7 +5,7 @@
 ///   interval    "42.3 [38.1, 46.5]"        the central `coverage` interval loc ± γ·tan(π·coverage/2)
 /// Special tokens (EOS, …) are left out of the text.
 #pragma once
-#include "causalqwen/model/generation.hpp"
+#include "causalqwen/generate/generator.hpp"
 #include "causalqwen/text/numbers.hpp"
 #include "causalqwen/text/tokenizer.hpp"
 
@@ -26,7 +26,7 @@ struct RenderOptions {
 };
 
 /// The text of generated tokens (see the file comment).
-inline std::string render_tokens(const text::Tokenizer& tok, const std::vector<model::GeneratedToken>& tokens,
+inline std::string render_tokens(const text::Tokenizer& tok, const std::vector<generate::GeneratedToken>& tokens,
                                  const RenderOptions& o = {}) {
   std::vector<text::TokenId> ids;
   std::vector<double> values, scales;

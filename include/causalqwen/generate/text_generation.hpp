@@ -1,11 +1,11 @@
 /// Text in, text out: prompts are encoded with their numbers (each number one <NUM> whose value
-/// the numeric embedding sees), continued by model::Generator in any mode, and rendered back
+/// the numeric embedding sees), continued by generate::Generator in any mode, and rendered back
 /// with the generated numbers written in (render.hpp). Adds what needs the tokenizer: EOS ids
 /// (<|endoftext|>, <|im_end|> when the tokenizer has them), stop strings (a row stops once its
 /// generated text contains one; the text is cut right after it), and streaming of text deltas.
 #pragma once
 #include "causalqwen/generate/render.hpp"
-#include "causalqwen/model/generation.hpp"
+#include "causalqwen/generate/generator.hpp"
 #include "causalqwen/text/tokenizer.hpp"
 
 #include <algorithm>
@@ -16,7 +16,7 @@
 namespace causalqwen::generate {
 
 struct TextGenerationOptions {
-  model::GenerationOptions generation;  // eos_ids empty: the tokenizer's EOS tokens
+  generate::GenerationOptions generation;  // eos_ids empty: the tokenizer's EOS tokens
   std::vector<std::string> stop_strings;
   RenderOptions render;
   std::uint64_t seed = 0;  // prompt i gets the stream row_seed(seed, first_row + i)
@@ -27,7 +27,7 @@ struct TextGenerationOptions {
 struct TextResult {
   std::string prompt;
   std::vector<std::int64_t> prompt_ids;
-  model::GenerationResult generation;
+  generate::GenerationResult generation;
   std::string text;  // the rendered continuation (cut after a stop string)
 };
 
@@ -50,21 +50,21 @@ class TextGenerator {
 
   std::vector<TextResult> run(const std::vector<std::string>& prompts, const TextGenerationOptions& o,
                               const TextStream& stream = {}) {
-    std::vector<model::PromptInput> inputs;
+    std::vector<generate::PromptInput> inputs;
     std::vector<TextResult> out(prompts.size());
     for (std::size_t i = 0; i < prompts.size(); ++i) {
       auto enc = tok_.encode_with_numbers(prompts[i]);
       detail::require(!enc.input_ids.empty(), "TextGenerator", "prompt {} encodes to no token", i);
       out[i].prompt = prompts[i];
       out[i].prompt_ids.assign(enc.input_ids.begin(), enc.input_ids.end());
-      inputs.push_back({out[i].prompt_ids, enc.numeric_values, model::row_seed(o.seed, o.first_row + i)});
+      inputs.push_back({out[i].prompt_ids, enc.numeric_values, generate::row_seed(o.seed, o.first_row + i)});
     }
     auto g = o.generation;
     if (g.eos_ids.empty()) g.eos_ids = default_eos_ids(tok_);
     std::vector<std::string> text(prompts.size());
     std::vector<std::size_t> streamed(prompts.size(), 0), cut(prompts.size(), std::string::npos);
     const bool watch = stream || !o.stop_strings.empty();
-    const model::TokenHook hook = [&](std::size_t row, const model::GenerationResult& r) {
+    const generate::TokenHook hook = [&](std::size_t row, const generate::GenerationResult& r) {
       text[row] = render_tokens(tok_, r.tokens, o.render);
       bool stop = false;
       for (const auto& s : o.stop_strings) {
@@ -86,7 +86,7 @@ class TextGenerator {
       }
       return stop;
     };
-    auto results = gen_.run(std::span<const model::PromptInput>(inputs), g, watch ? hook : model::TokenHook{});
+    auto results = gen_.run(std::span<const generate::PromptInput>(inputs), g, watch ? hook : generate::TokenHook{});
     for (std::size_t i = 0; i < prompts.size(); ++i) {
       out[i].generation = std::move(results[i]);
       out[i].text = render_tokens(tok_, out[i].generation.tokens, o.render);
@@ -97,7 +97,7 @@ class TextGenerator {
   }
 
  private:
-  model::Generator<T> gen_;
+  generate::Generator<T> gen_;
   const text::Tokenizer& tok_;
 };
 
