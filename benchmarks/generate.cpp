@@ -12,7 +12,7 @@
 // Run with OMP_WAIT_POLICY=PASSIVE (and OPENBLAS_CORETYPE=SkylakeX for both sides).
 // usage: bench_generate [THREADS=2] [DECODE_STEPS=24] [--no-torch]
 #include <causalqwen/model/causal_qwen.hpp>
-#include <causalqwen/model/generation.hpp>
+#include <causalqwen/generate/generator.hpp>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -29,6 +29,7 @@
 
 namespace cq = causalqwen;
 namespace cqm = causalqwen::model;
+namespace cqg = causalqwen::generate;
 
 namespace {
 
@@ -112,15 +113,15 @@ int main(int argc, char** argv) {
   fmt::print("weights read per decoded token: {:.3f} GB (layers, final norm, abduction, W_cls once, b_cls, thresholds)\n",
              bytes_per_token / 1e9);
 
-  cqm::NextTokenHead<float> head(cfg);
+  cqg::NextTokenHead<float> head(cfg);
   const cq::Arena<float>& params = model->params();
   const auto hp = cqm::HeadParams<const float>::bind(params);
-  std::vector<cqm::StepDecision> decision(1);
-  cqm::DecodeSettings det;
+  std::vector<cqg::StepDecision> decision(1);
+  cqg::DecodeSettings det;
   auto head_step = [&](const float* z) {
     head.step(hp, params.version(), {z, {1, H}}, det, {}, decision);
   };
-  typename cq::nn::Transformer<float>::InferenceState state;
+  typename cq::model::CausalQwen<float>::InferenceState state;
   std::vector<std::int64_t> ids(512);
   for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>((i * 7919) % 151000);
 
@@ -129,8 +130,8 @@ int main(int argc, char** argv) {
     std::vector<double> times;
     for (int rep = 0; rep < 4; ++rep) {
       const double t = now();
-      model->backbone().begin_inference(state, 1, S + 1);
-      const auto z = model->backbone().forward_cached({ids.data(), {1, S}}, {}, {}, {}, state);
+      model->begin_inference(state, 1, S + 1);
+      const auto z = model->forward_cached({ids.data(), {1, S}}, {}, {}, {}, state);
       head_step(z.data + (S - 1) * H);
       times.push_back(now() - t);
     }
@@ -138,14 +139,14 @@ int main(int argc, char** argv) {
     ours["prefill"][std::to_string(S)] = median(times);
   }
   {
-    model->backbone().begin_inference(state, 1, 128 + decode_steps + 1);
-    const auto z = model->backbone().forward_cached({ids.data(), {1, 128}}, {}, {}, {}, state);
+    model->begin_inference(state, 1, 128 + decode_steps + 1);
+    const auto z = model->forward_cached({ids.data(), {1, 128}}, {}, {}, {}, state);
     head_step(z.data + 127 * H);
     std::vector<double> times;
     for (std::size_t s = 0; s < decode_steps; ++s) {
       const double t = now();
       std::int64_t tok = decision[0].token;
-      const auto z1 = model->backbone().forward_cached({&tok, {1, 1}}, {}, {}, {}, state);
+      const auto z1 = model->forward_cached({&tok, {1, 1}}, {}, {}, {}, state);
       head_step(z1.data);
       times.push_back(now() - t);
     }

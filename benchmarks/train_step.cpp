@@ -128,10 +128,7 @@ struct StreamingStep : StepData {
       : StepData(s), adam(model.params().shared_layout(), {}, {}, cq::optim::MomentStorage::bf16) {}
   double step() {
     cqm::HeadMetrics m;
-    {
-      auto capture = adam.capture();
-      m = model.forward_backward(batch(), cache, adam.gradients());
-    }
+    m = model.forward_backward(batch(), cache, adam.target());
     adam.step(model.params(), 1e-4, cq::optim::clip_factor(adam.grad_norm(model.params()), 1.0));
     return m.L_total;
   }

@@ -44,8 +44,8 @@ int main() {
   // The heads' algebra as types: U is independent, the action's linear map makes it marginal.
   const auto& h = cache.head;
   const std::size_t C = Tiny::causal_size;
-  causalqwen::CauchyTensor<double, 2> U(xt::adapt(std::vector<double>(h.loc_U.begin(), h.loc_U.begin() + 2 * C), {2ul, C}),
-                                        xt::adapt(std::vector<double>(h.scale_U.begin(), h.scale_U.begin() + 2 * C), {2ul, C}));
+  causalqwen::CauchyTensor<double, 2> U(xt::adapt(std::vector<double>(h.abduction.loc_U.begin(), h.abduction.loc_U.begin() + 2 * C), {2ul, C}),
+                                        xt::adapt(std::vector<double>(h.abduction.scale_U.begin(), h.abduction.scale_U.begin() + 2 * C), {2ul, C}));
   const xt::xtensor<double, 1> b_noise = xt::adapt(std::vector<double>(model.params().slot_span("causal.action.b_noise").begin(),
                                                                        model.params().slot_span("causal.action.b_noise").end()),
                                                    {C});
@@ -58,6 +58,6 @@ int main() {
   // auto Y2 = causalqwen::linear(w_reg, xt::xtensor<double, 1>{0.0}, Y);   refused: "fuse the weights first ..."
   // auto bad = exp(U);                                                       refused: "exp of a Cauchy tensor is not Cauchy ..."
   fmt::print("the regression head's Y for the first position: Cauchy({:.4f}, {:.4f}); the model's loc_Y = {:.4f}, scale_Y = {:.4f}\n",
-             Y.loc()(0, 0), Y.scale()(0, 0), h.loc_Y[0], h.scale_Y[0]);
-  return std::fabs(Y.loc()(0, 0) - h.loc_Y[0]) < 1e-9 && std::fabs(Y.scale()(0, 0) - h.scale_Y[0]) < 1e-9 ? 0 : 1;
+             Y.loc()(0, 0), Y.scale()(0, 0), h.regression.loc_Y[0], h.regression.scale_Y[0]);
+  return std::fabs(Y.loc()(0, 0) - h.regression.loc_Y[0]) < 1e-9 && std::fabs(Y.scale()(0, 0) - h.regression.scale_Y[0]) < 1e-9 ? 0 : 1;
 }

@@ -146,8 +146,8 @@ struct Run {
     HeldOut h;
     for (const auto& b : batches) {
       const auto m = model.evaluate(b.view(), cache);
-      for (std::size_t row = 0; row < cache.head.nll.size(); ++row)
-        if (cache.head.num[row]) h.reg_nll += cache.head.nll[row];
+      for (std::size_t row = 0; row < cache.head.regression.nll.size(); ++row)
+        if (cache.head.num[row]) h.reg_nll += cache.head.regression.nll[row];
       h.reg_mae += m.reg_mae * double(m.num_count);
       h.targets += m.num_count;
     }

@@ -74,10 +74,10 @@ HeldOutScore score_held_out(cq::model::CausalQwen<float>& model, const cq::text:
         if (t == 0 || t >= b.seq) continue;
         const std::size_t m = r * b.seq + t - 1;
         ++s.numbers;
-        s.num_correct += h.pred[m] == num;
-        s.abs_error += std::fabs(static_cast<double>(h.loc_Y[m]) - span.value);
-        s.values[sentence].push_back(h.loc_Y[m]);
-        s.scales[sentence].push_back(h.scale_Y[m]);
+        s.num_correct += h.ovr.pred[m] == num;
+        s.abs_error += std::fabs(static_cast<double>(h.regression.loc_Y[m]) - span.value);
+        s.values[sentence].push_back(h.regression.loc_Y[m]);
+        s.scales[sentence].push_back(h.regression.scale_Y[m]);
       }
     }
   }

@@ -60,11 +60,11 @@ std::vector<std::string> read_prompts(const GenerateOptions& o) {
   return out;
 }
 
-const char* stop_name(cqm::StopReason r) {
+const char* stop_name(cqg::StopReason r) {
   switch (r) {
-    case cqm::StopReason::eos: return "eos";
-    case cqm::StopReason::hook: return "stop_string";
-    case cqm::StopReason::length: return "length";
+    case cqg::StopReason::eos: return "eos";
+    case cqg::StopReason::hook: return "stop_string";
+    case cqg::StopReason::length: return "length";
   }
   return "?";
 }
@@ -84,15 +84,15 @@ void run_generate(const GenerateOptions& o) {
 
   cqg::TextGenerationOptions t;
   auto& d = t.generation.decode;
-  d.mode = cqm::parse_mode(o.mode);
-  d.temperature = o.temperature.value_or(d.mode == cqm::GenerationMode::compatible ? 0.0 : 1.0);
+  d.mode = cqg::parse_mode(o.mode);
+  d.temperature = o.temperature.value_or(d.mode == cqg::GenerationMode::compatible ? 0.0 : 1.0);
   d.top_k = o.top_k;
   d.top_p = o.top_p;
   d.shared_noise = o.shared_noise;
   d.validate("generate");
   t.generation.max_new_tokens = o.max_new_tokens;
   t.generation.use_cache = !o.no_cache;
-  t.generation.padding = o.padding == "right" ? cqm::Padding::right : cqm::Padding::left;
+  t.generation.padding = o.padding == "right" ? cqg::Padding::right : cqg::Padding::left;
   t.stop_strings = o.stop;
   t.seed = o.seed;
   if (o.interval) {

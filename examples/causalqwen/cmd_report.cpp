@@ -66,28 +66,28 @@ void run_report(const cqcli::ModelOptions& mo, const std::string& inputs, std::o
   fmt::print("CausalQwen forward report — {} ({})\n", mo.model_dir, loaded.converted ? "converted from a base Qwen2 checkpoint" : "CausalQwen checkpoint");
   fmt::print("model: H = C = {}, {} layers, {} heads / {} KV heads, K = {} OvR classes, <NUM> = {}\n", H,
              cfg.backbone.num_layers, cfg.backbone.num_heads, cfg.backbone.num_kv_heads, K, cfg.num_token_id);
-  const auto thr = stats_of(hp.threshold);
+  const auto thr = stats_of(hp.action.threshold);
   fmt::print("settings: thresholds C in [{:.4g}, {:.4g}], alpha = {}, lambda = {}, |b_noise| mean {:.4g}\n\n", thr.min,
              thr.max, cfg.alpha_gate, cfg.reg_loss_weight, [&] {
                double sum = 0;
-               for (auto b : hp.b_noise) sum += std::fabs(b);
-               return sum / static_cast<double>(hp.b_noise.size());
+               for (auto b : hp.action.b_noise) sum += std::fabs(b);
+               return sum / static_cast<double>(hp.action.b_noise.size());
              }());
 
   fmt::print("1. batch: B = {}, S = {}; {} tokens, {} positions with a label, {} <NUM> targets\n\n", B, S,
              std::count(data.attention_mask.begin(), data.attention_mask.end(), 1), m.valid_count, m.num_count);
   fmt::print("2. stages (statistics over all B·S positions)\n");
   const std::string sh = fmt::format("[{},{},{}]", B, S, H), sk = fmt::format("[{},{},{}]", B, S, K), s2 = fmt::format("[{},{}]", B, S);
-  stage("e", sh.c_str(), std::span<const double>(cache.backbone.hidden0.data, M * H), "numeric-aware embedding");
+  stage("e", sh.c_str(), std::span<const double>(cache.e.data(), M * H), "numeric-aware embedding");
   stage("z", sh.c_str(), std::span<const double>(cache.backbone.z.data, M * H), "backbone output");
-  stage("loc_U", sh.c_str(), h.loc_U, "abduction: individual location");
-  stage("scale_U", sh.c_str(), h.scale_U, "abduction: individual scale");
+  stage("loc_U", sh.c_str(), h.abduction.loc_U, "abduction: individual location");
+  stage("scale_U", sh.c_str(), h.abduction.scale_U, "abduction: individual scale");
   stage("loc_S", sk.c_str(), full.loc_S, "OvR decision locations");
   stage("scale_S", sk.c_str(), full.scale_S, "OvR decision scales");
   stage("ovr_z", sk.c_str(), full.ovr_z, "(loc_S - C)/scale_S");
   stage("P", sk.c_str(), full.P, "P(S_k > C_k)");
-  stage("loc_Y", s2.c_str(), h.loc_Y, "regression location");
-  stage("scale_Y", s2.c_str(), h.scale_Y, "regression scale");
+  stage("loc_Y", s2.c_str(), h.regression.loc_Y, "regression location");
+  stage("scale_Y", s2.c_str(), h.regression.scale_Y, "regression scale");
 
   fmt::print("\n3. losses\n");
   fmt::print("  L_cls_mean = {:.6g}   (sum over K classes per position, mean over {} labelled positions)\n", m.L_cls_mean, m.valid_count);
@@ -101,10 +101,10 @@ void run_report(const cqcli::ModelOptions& mo, const std::string& inputs, std::o
   double p_sum = 0;
   for (std::size_t i = 0; i < M; ++i) {
     if (!h.num[i]) continue;
-    p_sum += h.P_num[i];
+    p_sum += h.regression.P_num[i];
     fmt::print("  {:>4} {:>4} {:>12.5g} {:>11.5g} {:>10.4g} {:>10.4g} {:>10.3e} {:>9.3e} {:>11.5g} {:>11.5g}\n", i / S, i % S,
-               data.target_values[i], h.loc_Y[i], h.scale_Y[i], std::fabs(data.target_values[i] - h.loc_Y[i]), h.P_num[i],
-               h.gate[i], h.nll[i], h.L_reg_gated[i]);
+               data.target_values[i], h.regression.loc_Y[i], h.regression.scale_Y[i], std::fabs(data.target_values[i] - h.regression.loc_Y[i]), h.regression.P_num[i],
+               h.regression.gate[i], h.regression.nll[i], h.regression.L_reg_gated[i]);
   }
   if (m.num_count)
     fmt::print("  the regression head receives {:.3g}% of the gradient it would get without the gate\n",
@@ -135,7 +135,7 @@ void run_report(const cqcli::ModelOptions& mo, const std::string& inputs, std::o
     warn(fmt::format("sum_k P_k averages {:.3g}: every class is judged unlikely, including the right one.", m.ovr_prob_sum));
   if (m.valid_count && m.ovr_prob_sum > 0.5 * static_cast<double>(K))
     warn(fmt::format("sum_k P_k averages {:.3g} of K = {}: the thresholds are below most decision scores.", m.ovr_prob_sum, K));
-  const auto su = stats_of(h.scale_U), lu = stats_of(h.loc_U);
+  const auto su = stats_of(h.abduction.scale_U), lu = stats_of(h.abduction.loc_U);
   if (su.mean > 100 * std::max(1.0, std::fabs(lu.mean) + lu.std))
     warn(fmt::format("scale_U (mean {:.3g}) dwarfs loc_U (mean {:.3g}, std {:.3g}): every decision is dominated by noise.",
                      su.mean, lu.mean, lu.std));

@@ -130,12 +130,12 @@ TEST_CASE("CausalHead: values by hand on one position") {
   cq::model::add_head_params(*layout, cfg);
   cq::Arena<double> params(layout);
   auto p = cq::model::HeadParams<double>::bind(params);
-  p.loc_weight(0, 0) = 2; p.loc_bias[0] = 0.5;
-  for (auto& b : p.scale_bias) b = cq::inv_softplus(3.0);
-  p.cls_weight(0, 0) = 1; p.cls_weight(1, 0) = -2; p.cls_bias[0] = 0; p.cls_bias[1] = 1;
-  p.reg_weight(0, 0) = 0.5; p.reg_bias[0] = 1;
-  for (auto& b : p.b_noise) b = -0.25;
-  p.threshold[0] = p.threshold[1] = 1;
+  p.abduction.loc_weight(0, 0) = 2; p.abduction.loc_bias[0] = 0.5;
+  for (auto& b : p.abduction.scale_bias) b = cq::inv_softplus(3.0);
+  p.action.cls_weight(0, 0) = 1; p.action.cls_weight(1, 0) = -2; p.action.cls_bias[0] = 0; p.action.cls_bias[1] = 1;
+  p.action.reg_weight(0, 0) = 0.5; p.action.reg_bias[0] = 1;
+  for (auto& b : p.action.b_noise) b = -0.25;
+  p.action.threshold[0] = p.action.threshold[1] = 1;
   const double z[2] = {1.5, 0.0}, y = 4.0;
   const std::int64_t label = 1;
   cq::model::CausalHead<double> head(cfg);
@@ -148,15 +148,15 @@ TEST_CASE("CausalHead: values by hand on one position") {
   const double L_cls = -std::log(1 - P0) - std::log(P1);
   const double loc_Y = 0.5 * 3.5 + 1, scale_Y = 0.5 * 3.25;
   const double nll = std::log(M_PI * scale_Y) + std::log1p(std::pow((y - loc_Y) / scale_Y, 2));
-  CHECK(cache.loc_U[0] == 3.5);
-  CHECK(cache.scale_U[0] == doctest::Approx(3.0).epsilon(1e-15));
+  CHECK(cache.abduction.loc_U[0] == 3.5);
+  CHECK(cache.abduction.scale_U[0] == doctest::Approx(3.0).epsilon(1e-15));
   CHECK(m.L_cls_mean == doctest::Approx(L_cls).epsilon(1e-14));
-  CHECK(cache.P_num[0] == doctest::Approx(P1).epsilon(1e-14));
+  CHECK(cache.regression.P_num[0] == doctest::Approx(P1).epsilon(1e-14));
   CHECK(m.L_reg_eff == doctest::Approx(P1 * nll).epsilon(1e-14));
   CHECK(m.L_total == doctest::Approx(L_cls + P1 * nll).epsilon(1e-14));
   CHECK(m.reg_mae == doctest::Approx(std::fabs(y - loc_Y)));
   CHECK(m.ovr_prob_sum == doctest::Approx(P0 + P1).epsilon(1e-14));
-  CHECK(cache.pred[0] == 0);  // margin 0.77 beats −1.08
+  CHECK(cache.ovr.pred[0] == 0);  // margin 0.77 beats −1.08
   CHECK(m.accuracy == 0.0);
   CHECK(m.num_accuracy == 0.0);
   CHECK(m.units_mean_scale == doctest::Approx(3.0));

@@ -123,10 +123,10 @@ TEST_CASE("initialisation: W_loc = I, scale_U = γ_init everywhere, b_noise and 
   typename decltype(m)::Cache cache;
   m.evaluate(f.batch(), cache);
   const auto& h = cache.head;
-  for (std::size_t i = 0; i < h.scale_U.size(); ++i) CHECK(h.scale_U[i] == doctest::Approx(10.0).epsilon(1e-14));
+  for (std::size_t i = 0; i < h.abduction.scale_U.size(); ++i) CHECK(h.abduction.scale_U[i] == doctest::Approx(10.0).epsilon(1e-14));
   // loc_U = z exactly (identity, zero bias)
   const auto z = cache.backbone.z;
-  for (std::size_t i = 0; i < z.size(); ++i) CHECK(h.loc_U[i] == z[i]);
+  for (std::size_t i = 0; i < z.size(); ++i) CHECK(h.abduction.loc_U[i] == z[i]);
   for (auto v : m.params().slot_span("causal.action.b_noise")) CHECK(v == doctest::Approx(0.1));
   for (auto v : m.params().slot_span("causal.ovr_threshold")) CHECK(v == 10.0);
 }

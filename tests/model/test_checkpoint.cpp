@@ -94,7 +94,7 @@ TEST_CASE("a tied base Qwen2 checkpoint converts: loc_S = base logits, scale_U =
       for (std::size_t j = 0; j < 8; ++j) logit += double(z(r, j)) * embed(k, j);
       CHECK(full.loc_S[r * 12 + k] == doctest::Approx(logit).epsilon(1e-5));
     }
-  for (auto s : cache.head.scale_U) CHECK(s == doctest::Approx(10.0f).epsilon(1e-6));
+  for (auto s : cache.head.abduction.scale_U) CHECK(s == doctest::Approx(10.0f).epsilon(1e-6));
   const auto wl = p.view<2>("causal.abduction.loc.weight");
   CHECK(wl(3, 3) == 1.0f);
   CHECK(wl(3, 4) == 0.0f);

@@ -70,8 +70,7 @@ void compare_with_adamw(std::uint64_t seed, int steps, int accumulation, double 
       const auto batch_a = data.batch(seed, s * accumulation + k);
       a.forward_backward(batch_a, cache_a, grads);
       const auto batch_b = data.batch(seed, s * accumulation + k);
-      auto capture = streaming.capture();
-      b.forward_backward(batch_b, cache_b, streaming.gradients());
+      b.forward_backward(batch_b, cache_b, streaming.target());
     }
     const double norm_a = co::global_grad_norm(grads, rules), norm_b = streaming.grad_norm(b.params());
     CAPTURE(s);
@@ -112,8 +111,7 @@ TEST_CASE("StreamingAdamW keeps the weight gradients as factors, not in the aren
   co::StreamingAdamW<float> opt(model.params().shared_layout());
   typename cqm::CausalQwen<float>::Cache cache;
   {
-    auto capture = opt.capture();
-    model.forward_backward(data.batch(seed, 0), cache, opt.gradients());
+    model.forward_backward(data.batch(seed, 0), cache, opt.target());
   }
   const auto& up = model.layout().slot("model.layers.1.mlp.up_proj.weight");
   const auto& cls = model.layout().slot("causal.action.cls.weight");
@@ -126,10 +124,9 @@ TEST_CASE("StreamingAdamW keeps the weight gradients as factors, not in the aren
   // a product aimed at another arena is declined (computed as usual)
   cq::Arena<float> other(model.params().shared_layout());
   {
-    auto capture = opt.capture();
     const std::vector<float> dy(2 * 3, 1.0f), x(2 * 4, 2.0f);
     std::vector<float> dw(3 * 4, 0.0f);
-    cq::linalg::linear_backward_weight<float>({dw.data(), {3, 4}}, {dy.data(), {2, 3}}, {x.data(), {2, 4}});
+    cq::linalg::linear_backward_weight<float>({dw.data(), {3, 4}}, {dy.data(), {2, 3}}, {x.data(), {2, 4}}, opt.target().sink);
     CHECK(dw[0] == 4.0f);
   }
   opt.clear();
@@ -148,8 +145,7 @@ TEST_CASE("bfloat16 moments: reproducible bit for bit and close to the float upd
     std::vector<float> before(model.params().span().begin(), model.params().span().end());
     for (int s = 0; s < 4; ++s) {
       {
-        auto capture = opt.capture();
-        model.forward_backward(data.batch(seed, s), cache, opt.gradients());
+        model.forward_backward(data.batch(seed, s), cache, opt.target());
       }
       opt.step(model.params(), 1e-2, co::clip_factor(opt.grad_norm(model.params()), 1.0));
     }

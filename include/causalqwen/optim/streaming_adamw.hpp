@@ -1,7 +1,7 @@
 /// StreamingAdamW: AdamW (the update of adamw.hpp, global-norm clipping included) that never
 /// holds a whole gradient arena. The weight gradient of a linear map over M tokens is the
-/// product dW = dYᵀ·X of thin factors (dY [M,N], X [M,K]); during the backward pass, while
-/// `capture()` is active, those products are kept as factors (linalg/weight_grad_sink.hpp),
+/// product dW = dYᵀ·X of thin factors (dY [M,N], X [M,K]); during a backward pass given
+/// `target()`, those products are kept as factors (linalg/weight_grad_sink.hpp),
 /// and `step` forms each dW tile by tile ([rows,K], about 8 MB) right where it is used:
 ///
 ///   backward:   factors (dY, X) per weight;  small gradients (norms, biases, embedding rows,
@@ -18,7 +18,7 @@
 /// optimiser memory, with the moments' precision reduced to 8 bits (float parameters only).
 ///
 ///   cq::optim::StreamingAdamW<float> opt(model.params().shared_layout(), {}, {}, MomentStorage::bf16);
-///   { auto capture = opt.capture(); model.forward_backward(batch, cache, opt.gradients()); }
+///   model.forward_backward(batch, cache, opt.target());
 ///   const double norm = opt.grad_norm(model.params());
 ///   opt.step(model.params(), lr, cq::optim::clip_factor(norm, 1.0));
 #pragma once
@@ -94,13 +94,12 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
   Arena<std::uint16_t>& first_moment_bf16() { return bf16_moment(m16_); }
   Arena<std::uint16_t>& second_moment_bf16() { return bf16_moment(v16_); }
 
-  /// The gradient arena to pass to forward_backward: it receives the small gradients; the
-  /// weight products offered while capture() is active are kept as factors instead.
+  /// The arena of the small gradients (everything but the weight products kept as factors).
   Arena<T>& gradients() { return grads_; }
 
-  /// While the returned object lives, weight-gradient products aimed at gradients() (on this
-  /// thread) are kept as factors; products of frozen slots are dropped.
-  [[nodiscard]] linalg::ScopedWeightGradSink<T> capture() { return linalg::ScopedWeightGradSink<T>(*this); }
+  /// The gradient target to pass to forward_backward: small gradients land in gradients(), the
+  /// weight-gradient products are kept as factors (those of frozen slots are dropped).
+  linalg::GradientTarget<T> target() { return {grads_, this}; }
 
   /// Bytes held by the kept factors (for diagnostics and the benchmark).
   std::size_t factor_bytes() const {

@@ -15,7 +15,6 @@
 #include "causalqwen/io/safetensors_writer.hpp"
 #include "causalqwen/model/causal_head.hpp"
 #include "causalqwen/model/causal_qwen.hpp"
-#include "causalqwen/model/head_params.hpp"
 #include "causalqwen/train/batch_source.hpp"
 
 #include <nlohmann/json.hpp>
@@ -56,7 +55,7 @@ class Learner {
   virtual double reg_loss_weight() const = 0;
   /// Draws the next training batch; grads += ∂L_total/∂θ on it. Sampling noise, if any, comes
   /// from `rng` (uniforms in (0,1), row-major [M,C]).
-  virtual MicroBatchResult train_micro_batch(Arena<T>& grads, const TrainNoise& noise, std::mt19937_64& rng) = 0;
+  virtual MicroBatchResult train_micro_batch(linalg::GradientTarget<T> grads, const TrainNoise& noise, std::mt19937_64& rng) = 0;
   virtual bool has_validation() const = 0;
   /// Rewinds the validation source to where it started (every evaluation sees the same batches).
   virtual void rewind_validation() = 0;
@@ -119,7 +118,7 @@ class ModelLearner final : public Learner<T> {
   void set_alpha_gate(double alpha) override { model_.set_alpha_gate(alpha); }
   double reg_loss_weight() const override { return model_.config().reg_loss_weight; }
 
-  MicroBatchResult train_micro_batch(Arena<T>& grads, const TrainNoise& noise, std::mt19937_64& rng) override {
+  MicroBatchResult train_micro_batch(linalg::GradientTarget<T> grads, const TrainNoise& noise, std::mt19937_64& rng) override {
     batch_ = train_.next();
     model::SamplingNoise<T> sn;
     if (noise.mode == model::ActionMode::sampling) {
@@ -200,7 +199,7 @@ class HeadLearner final : public Learner<T> {
   void set_alpha_gate(double alpha) override { head_.set_alpha_gate(alpha); }
   double reg_loss_weight() const override { return cfg_.reg_loss_weight; }
 
-  MicroBatchResult train_micro_batch(Arena<T>& grads, const TrainNoise& noise, std::mt19937_64& rng) override {
+  MicroBatchResult train_micro_batch(linalg::GradientTarget<T> grads, const TrainNoise& noise, std::mt19937_64& rng) override {
     batch_ = train_.next();
     check(batch_);
     const std::size_t M = batch_.rows, H = batch_.hidden, C = cfg_.causal_size;
@@ -210,11 +209,11 @@ class HeadLearner final : public Learner<T> {
       sn = {static_cast<T>(noise.temperature), {uniforms_.data(), {M, C}}};
     }
     dz_.assign(M * H, T(0));
-    const auto g = model::HeadParams<T>::bind(grads);
+    const auto g = model::HeadParams<T>::bind(grads.arena);
     const Arena<T>& cp = params_;
     const auto m = head_.run(model::HeadParams<const T>::bind(cp), params_.version(),
                              {batch_.features.data(), {M, H}}, targets(batch_), noise.mode, sn, cache_, &g,
-                             {dz_.data(), {M, H}});
+                             {dz_.data(), {M, H}}, grads.sink);
     return {m, M};
   }
 

@@ -158,10 +158,8 @@ class Trainer {
       MetricsMean mean;
       std::size_t tokens = 0;
       for (std::size_t a = 0; a < o_.accumulation; ++a) {
-        const auto r = adam_ ? learner_.train_micro_batch(grads, o_.noise, rng_) : [&] {
-          auto capture = streaming_->capture();  // weight gradients kept as factors
-          return learner_.train_micro_batch(streaming_->gradients(), o_.noise, rng_);
-        }();
+        // streaming: weight gradients kept as factors by the optimiser
+        const auto r = learner_.train_micro_batch(adam_ ? linalg::GradientTarget<T>(grads) : streaming_->target(), o_.noise, rng_);
         mean.add(r.metrics);
         tokens += r.tokens;
       }
