@@ -366,14 +366,14 @@ struct SyntheticTextOptions {
   SplitRule split{0.1, "causalqwen-synthetic"};
 };
 
-/// `count` sentences of `side`: sentences drawn from SplitMix64(mix64(seed)) one after another,
+/// `count` sentences of `side`: sentences drawn from SplitMix64(splitmix64(seed)) one after another,
 /// kept when split.side_of(text) == side. Both sides follow the mix's law restricted to their
 /// texts (a text may occur more than once, as it would in training). Deterministic in (side,
 /// count, seed, options). DomainError when no draw lands on `side` (e.g. validation_fraction 0).
 inline std::vector<SyntheticSentence> synthetic_sentences(DataSplit side, std::size_t count,
                                                           std::uint64_t seed,
                                                           const SyntheticTextOptions& options = {}) {
-  SplitMix64 rng(mix64(seed));
+  SplitMix64 rng(splitmix64(seed));
   std::vector<SyntheticSentence> out;
   out.reserve(count);
   const std::size_t max_draws = 1000 * count + 100000;
