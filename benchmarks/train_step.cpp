@@ -23,6 +23,7 @@
 #include "bench_ratio.hpp"
 
 #include <causalqwen/model/causal_qwen.hpp>
+#include <causalqwen/model/parameter_rules.hpp>
 #include <causalqwen/optim/adamw.hpp>
 #include <causalqwen/optim/clip.hpp>
 #include <causalqwen/optim/streaming_adamw.hpp>
@@ -111,7 +112,7 @@ struct ArenaStep : StepData {
   cq::Arena<float> grads;
   cq::optim::AdamW<float> adam;
   explicit ArenaStep(const StepShape& s)
-      : StepData(s), grads(model.make_gradients()), adam(model.params().shared_layout()) {}
+      : StepData(s), grads(model.make_gradients()), adam(model.params().shared_layout(), {}, cqm::parameter_rules(model.layout())) {}
   double step() {
     grads.zero();
     const auto m = model.forward_backward(batch(), cache, grads);
@@ -125,7 +126,7 @@ struct ArenaStep : StepData {
 struct StreamingStep : StepData {
   cq::optim::StreamingAdamW<float> adam;
   explicit StreamingStep(const StepShape& s)
-      : StepData(s), adam(model.params().shared_layout(), {}, {}, cq::optim::MomentStorage::bf16) {}
+      : StepData(s), adam(model.params().shared_layout(), {}, cqm::parameter_rules(model.layout()), cq::optim::MomentStorage::bf16) {}
   double step() {
     cqm::HeadMetrics m;
     {

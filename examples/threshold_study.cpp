@@ -49,6 +49,7 @@
 //   build/bin/threshold_study [--optimizer sgd|adamw] [--lr X] [--momentum X] [--clip X]
 //                             [--alpha X] [--steps 60] [--every 10] [--threads 1] [--require-learning]
 #include <causalqwen/model/causal_qwen.hpp>
+#include <causalqwen/model/parameter_rules.hpp>
 #include <causalqwen/optim/adamw.hpp>
 #include <causalqwen/optim/clip.hpp>
 #include <causalqwen/optim/sgd.hpp>
@@ -118,11 +119,13 @@ struct Run {
     model.init_random(/*seed=*/11);
   }
 
-  /// SGD (torch semantics, no weight decay) or AdamW (library defaults) over the model's layout.
+  /// SGD (torch semantics, no weight decay) or AdamW (library defaults) over the model's layout,
+  /// with the model's parameter rules (the threshold stays fixed, no decay on norms and biases).
   static Optimizer make_optimizer(const cq::model::CausalQwen<float>& m, const StudyOptions& o) {
+    const auto rules = cq::model::parameter_rules(m.layout());
     if (o.optimizer == OptimizerKind::sgd)
-      return cq::optim::Sgd<float>(m.params().shared_layout(), {.momentum = o.momentum, .weight_decay = 0.0});
-    return cq::optim::AdamW<float>(m.params().shared_layout());
+      return cq::optim::Sgd<float>(m.params().shared_layout(), {.momentum = o.momentum, .weight_decay = 0.0}, rules);
+    return cq::optim::AdamW<float>(m.params().shared_layout(), {}, rules);
   }
 
   /// One step: forward, backward, ‖g_reg‖ = √(Σ g² over causal.action.reg.*) before clipping,
