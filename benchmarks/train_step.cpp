@@ -79,7 +79,7 @@ struct StepData {
   std::vector<float> values, targets;
   std::size_t B, S;
 
-  /// The config (DESIGN §2 defaults: threshold 10, α 0, λ 1) with <NUM> = K − 1.
+  /// The config (the library's defaults: threshold 10, α 0, λ 1) with <NUM> = K − 1.
   static cqm::CausalConfig config(const StepShape& s) {
     cqm::CausalConfig c;
     c.backbone = s.backbone;

@@ -1,6 +1,6 @@
 /// CauchyTensor<T, Rank, Kind>: a tensor of Cauchy variables held as loc and scale (SoA),
 /// whose type says which operations keep it Cauchy (linear stability as a compile-time
-/// property, DESIGN §4).
+/// property).
 ///
 ///   Kind::independent — components mutually independent (what the abduction network yields);
 ///   Kind::marginal    — each component exactly Cauchy, jointly dependent (what a linear map

@@ -1,4 +1,4 @@
-/// The synthetic-features mode (seed 002 §5): the backbone is replaced by generated feature
+/// The synthetic-features mode: the backbone is replaced by generated feature
 /// vectors z [H], so that the causal heads can be studied alone, in seconds.
 ///
 /// The generative story (all parameters drawn once from SplitMix64(seed); rows from the

@@ -1,5 +1,6 @@
-/// Synthetic text with numbers (the seeds' validation path): seeded sentences in English and
-/// Chinese whose numbers are predictable from their context to a stated degree.
+/// Synthetic text with numbers, for validating the whole model on text whose answers are known:
+/// seeded sentences in English and Chinese whose numbers are predictable from their context to a
+/// stated degree.
 ///
 /// Every number of every template has one of three predictabilities (SyntheticNumber):
 ///   exact          a function of the text before it (a copy, a conversion, a sum, a number
