@@ -6,6 +6,7 @@
 // decoding is the base model's greedy decoding.
 #include "../support/test_support.hpp"
 
+#include <causalqwen/core/labels.hpp>
 #include <causalqwen/io/model_checkpoint.hpp>
 #include <causalqwen/model/generation.hpp>
 
