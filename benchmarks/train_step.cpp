@@ -23,6 +23,7 @@
 #include "bench_ratio.hpp"
 
 #include <causalqwen/model/causal_qwen.hpp>
+#include <causalqwen/model/parameter_rules.hpp>
 #include <causalqwen/optim/adamw.hpp>
 #include <causalqwen/optim/clip.hpp>
 #include <causalqwen/optim/streaming_adamw.hpp>
@@ -78,7 +79,7 @@ struct StepData {
   std::vector<float> values, targets;
   std::size_t B, S;
 
-  /// The config (DESIGN §2 defaults: threshold 10, α 0, λ 1) with <NUM> = K − 1.
+  /// The config (the library's defaults: threshold 10, α 0, λ 1) with <NUM> = K − 1.
   static cqm::CausalConfig config(const StepShape& s) {
     cqm::CausalConfig c;
     c.backbone = s.backbone;
@@ -111,7 +112,7 @@ struct ArenaStep : StepData {
   cq::Arena<float> grads;
   cq::optim::AdamW<float> adam;
   explicit ArenaStep(const StepShape& s)
-      : StepData(s), grads(model.make_gradients()), adam(model.params().shared_layout()) {}
+      : StepData(s), grads(model.make_gradients()), adam(model.params().shared_layout(), {}, cqm::parameter_rules(model.layout())) {}
   double step() {
     grads.zero();
     const auto m = model.forward_backward(batch(), cache, grads);
@@ -125,7 +126,7 @@ struct ArenaStep : StepData {
 struct StreamingStep : StepData {
   cq::optim::StreamingAdamW<float> adam;
   explicit StreamingStep(const StepShape& s)
-      : StepData(s), adam(model.params().shared_layout(), {}, {}, cq::optim::MomentStorage::bf16) {}
+      : StepData(s), adam(model.params().shared_layout(), {}, cqm::parameter_rules(model.layout()), cq::optim::MomentStorage::bf16) {}
   double step() {
     cqm::HeadMetrics m;
     m = model.forward_backward(batch(), cache, adam.target());

@@ -5,8 +5,8 @@ train_step.cpp builds with the same formula (batch() below).
 
 The model is the repository's independent reference (tests/reference/): qwen2_reference's
 numeric_embedding + backbone (Hugging Face Qwen2 eager: RMSNorm, RoPE, GQA, SwiGLU) and
-causal_qwen_reference's softplus / ovr / cauchy_nll for the heads and the loss (DESIGN §2 and §5:
-stable atan2/log1p BCE summed over the K classes, mean over labelled positions; gated Cauchy NLL,
+causal_qwen_reference's softplus / ovr / cauchy_nll for the heads and the loss (the library's
+defaults and numerics: stable atan2/log1p BCE summed over the K classes, mean over labelled positions; gated Cauchy NLL,
 gate not detached, α = 0, λ = 1). Like every straightforward PyTorch implementation it
 materialises loc_S, scale_S, P, log P, log(1 − P) and the BCE terms as [B,S,K] tensors (and their
 gradients); causalqwen walks the classes in chunks instead. That is the baseline.
@@ -49,7 +49,8 @@ def status_bytes(key):
 
 
 def init_params(cfg):
-    """N(0, 0.02²) weights, norms 1, biases 0, and the heads' DESIGN §2 inits (as init_random)."""
+    """N(0, 0.02²) weights, norms 1, biases 0, and the heads' inits: W_loc = I, W_scale = 0, b_scale =
+    softplus⁻¹(γ_init), … (as init_random)."""
     H, K = cfg["hidden_size"], cfg["num_classes"]
     g = torch.Generator().manual_seed(1)
     p = {}

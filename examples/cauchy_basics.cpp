@@ -40,7 +40,7 @@ int main() {
   for (auto [l, s] : std::vector<std::pair<double, double>>{{12.0, 1.0}, {10.0, 5.0}, {-30.0, 2.0}, {-1e20, 1.0}})
     fmt::print("  {:>10.3g} {:>8.3g} {:>12.4e} {:>14.6g} {:>14.6g}\n", l, s, cq::ovr_prob(l, s, threshold),
                cq::ovr_bce(1.0, l, s, threshold), cq::ovr_bce(0.0, l, s, threshold));
-  fmt::print("  (the last row: seed 000's eps form would cap BCE(y=1) at {:.3f})\n",
+  fmt::print("  (the last row: the eps form -log(P + 1e-7) would cap BCE(y=1) at {:.3f})\n",
              cq::ovr_bce_eps(1.0, -1e20, 1.0, threshold));
   return 0;
 }

@@ -1,7 +1,8 @@
-// Seed 001's diagnosis, put to the test: the regression loss is gated by P(<NUM>) = P(S_<NUM> > C),
+// The closed-gate diagnosis, put to the test: the regression loss is gated by P(<NUM>) = P(S_<NUM> > C),
 // so with ovr_threshold C = 100 (far above loc_S at initialisation) the gate starts near 0, the
-// gradient that reaches the regression is scaled by that gate, and — the seed says — the regression
-// barely learns in the first steps, while with C = 10 it learns.
+// gradient that reaches the regression is scaled by that gate, and — the diagnosis says — the
+// regression barely learns in the first steps, while with C = 10 it learns (hence its advice: lower
+// the threshold to 10 or less rather than raise the regression weight λ).
 //
 // Two runs side by side: a tiny CausalQwen (H 64, 2 layers, BPE vocabulary of 384 trained
 // in-process on the synthetic sentences) trained from scratch, identical in everything but the
@@ -15,7 +16,7 @@
 //              (step 0: before training)
 //   reg MAE    mean |loc_Y − y| over the same held-out targets
 //
-// Why SGD is the default: seed 001's argument is about the size of the gradient reaching the
+// Why SGD is the default: the diagnosis is an argument about the size of the gradient reaching the
 // regression head. Under SGD an update is lr times that gradient. AdamW divides each parameter's
 // step by its own running RMS, so a gate that scales the regression gradient by ~0.04 does not slow
 // the regression at all (`--optimizer adamw`: both runs' held-out NLL agree within 0.01 over the
@@ -37,7 +38,8 @@
 // C = 10). With --require-learning also 1 unless the regression part holds: the C = 10 run's
 // first step lowers the held-out reg NLL by some D; the C = 100 run must need more than 2 steps
 // to lower it by 0.9·D (held-out batches evaluated after every step), i.e. it learns the
-// regression less than half as fast. Seed 001's gradient argument predicts about P_10/P_100 ≈ 7
+// regression less than half as fast. The gradient argument (the regression's gradient is proportional
+// to the gate) predicts about P_10/P_100 ≈ 7
 // steps while the NLL is still about linear in the step (measured: 8 at --lr 0.001, 14 at the
 // default 0.003, 20 at 0.01). The program prints the steps for 50%, 90% and 100% of D. The check fails under AdamW, with
 // `--clip 1`, with `--alpha 1` (gate open in both runs: both learn alike) and with `--lr 0.03`.
@@ -49,6 +51,7 @@
 //   build/bin/threshold_study [--optimizer sgd|adamw] [--lr X] [--momentum X] [--clip X]
 //                             [--alpha X] [--steps 60] [--every 10] [--threads 1] [--require-learning]
 #include <causalqwen/model/causal_qwen.hpp>
+#include <causalqwen/model/parameter_rules.hpp>
 #include <causalqwen/optim/adamw.hpp>
 #include <causalqwen/optim/clip.hpp>
 #include <causalqwen/optim/sgd.hpp>
@@ -118,11 +121,13 @@ struct Run {
     model.init_random(/*seed=*/11);
   }
 
-  /// SGD (torch semantics, no weight decay) or AdamW (library defaults) over the model's layout.
+  /// SGD (torch semantics, no weight decay) or AdamW (library defaults) over the model's layout,
+  /// with the model's parameter rules (the threshold stays fixed, no decay on norms and biases).
   static Optimizer make_optimizer(const cq::model::CausalQwen<float>& m, const StudyOptions& o) {
+    const auto rules = cq::model::parameter_rules(m.layout());
     if (o.optimizer == OptimizerKind::sgd)
-      return cq::optim::Sgd<float>(m.params().shared_layout(), {.momentum = o.momentum, .weight_decay = 0.0});
-    return cq::optim::AdamW<float>(m.params().shared_layout());
+      return cq::optim::Sgd<float>(m.params().shared_layout(), {.momentum = o.momentum, .weight_decay = 0.0}, rules);
+    return cq::optim::AdamW<float>(m.params().shared_layout(), {}, rules);
   }
 
   /// One step: forward, backward, ‖g_reg‖ = √(Σ g² over causal.action.reg.*) before clipping,
@@ -312,7 +317,7 @@ int main(int argc, char** argv) {
              learns ? "REPRODUCED" : "NOT reproduced", steps_text(high_reaches), learns ? "more than" : "at most",
              learns ? "less than half" : "at least half");
   if (learns)
-    fmt::print("conclusion: seed 001 reproduced: the closed gate scales down the gradient reaching the regression head, and under\n"
+    fmt::print("conclusion: the diagnosis is reproduced: the closed gate scales down the gradient reaching the regression head, and under\n"
                "            plain SGD the regression's held-out NLL falls later\n");
   else
     fmt::print("conclusion: the gate starts near 0 with threshold 100, but here the regression does not learn clearly slower\n"

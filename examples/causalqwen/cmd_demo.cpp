@@ -121,7 +121,7 @@ void run_demo(const DemoOptions& o) {
   cfg.reg_init_gain = o.reg_gain;
   cfg.b_noise_init = o.b_noise;
   cfg.tie_word_embeddings = true;
-  cfg.reg_bias_init = ideal.train_median;  // DESIGN §2's option: the regression starts at the median
+  cfg.reg_bias_init = ideal.train_median;  // the regression head's bias starts at the training targets' median
   cq::model::CausalQwen<float> model(cfg);
   model.init_random(o.seed, 0.02);
   fmt::print("3. model: CausalQwen, H = C = {}, {} layers, {} heads / {} KV heads, FFN {}, K = {} classes "
@@ -144,8 +144,8 @@ void run_demo(const DemoOptions& o) {
   t.baseline_mae = ideal.median_baseline_mae;
   t.seed = o.seed;
   if (o.min_scale > 0) t.scale_clamp.min_scale = o.min_scale;
-  // seed 002 §4.2: a large α first, so the regression learns before P(<NUM>) has grown, then the
-  // gate by P(<NUM>) alone
+  // the gated loss is (α + (1 − α)·P(<NUM>))·nll: a large α first, so the regression learns before
+  // P(<NUM>) has grown, then the gate by P(<NUM>) alone
   t.alpha = {o.alpha_start, o.alpha_end, o.steps * 4 / 5, cq::optim::AnnealShape::cosine};
   if (o.plain) t.progress = cq::train::Progress::Style::lines;
   fmt::print("4. training {} steps of {}x{} tokens (AdamW, lr {} with warm-up and cosine decay; gate alpha {} -> {})\n",

@@ -1,7 +1,8 @@
 // causalqwen init --base DIR --out DIR [--num-token-id N] [--tokenizer FILE]
 //
-// Converts a base Qwen2 checkpoint into a CausalQwen one (seed 000's initialisation, DESIGN §2)
-// and writes it, with config.json's CausalQwen keys, atomically; copies tokenizer.json along.
+// Converts a base Qwen2 checkpoint into a CausalQwen one (the heads' initialisation: W_loc = I,
+// b_loc = 0, W_scale = 0, b_scale = softplus⁻¹(γ_init), W_cls = the base lm_head, b_cls = 0, so
+// that loc_S starts as the base model's logits) and writes it, with config.json's CausalQwen keys, atomically; copies tokenizer.json along.
 #include "command.hpp"
 #include "model_loading.hpp"
 

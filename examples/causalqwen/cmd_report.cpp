@@ -1,6 +1,6 @@
 // causalqwen report --model DIR --inputs FILE.json
 //
-// The seed-001-style debug report of one forward pass: each stage's shapes and statistics,
+// The debug report of one forward pass: each stage's shapes and statistics,
 // the losses and their parts, P(<NUM>) and the gate at every <NUM> target with the gate's
 // effect on the regression signal, the metrics, and warnings for known pathologies.
 #include "command.hpp"
@@ -125,7 +125,7 @@ void run_report(const cqcli::ModelOptions& mo, const std::string& inputs, std::o
   if (m.num_count && m.mean_P_num < 0.01) {
     const double passed = cfg.alpha_gate + (1 - cfg.alpha_gate) * m.mean_P_num;
     warn(fmt::format("P(<NUM>) at <NUM> targets averages {:.3g}, so the gate passes only {:.2g}% of the regression "
-                     "gradient{}: {}(seed 001's diagnosis). The threshold C = {:.4g} lies far above loc_S (max {:.4g}); "
+                     "gradient{}: {}(the gate is closed). The threshold C = {:.4g} lies far above loc_S (max {:.4g}); "
                      "lower ovr_threshold{}.",
                      m.mean_P_num, 100 * passed, cfg.alpha_gate > 0 ? fmt::format(" (alpha = {} sets the floor)", cfg.alpha_gate) : "",
                      cfg.alpha_gate < 0.05 ? "the regression head barely learns " : "", thr.max, stats_of(full.loc_S).max,

@@ -92,9 +92,9 @@ ct::TrainerOptions trainer_options(const TrainArgs& a) {
     throw cq::DomainError("train: --moments bf16 needs --optimizer streaming");
   o.streaming = a.optimizer == "streaming";
   o.moments = a.moments == "bf16" ? cq::optim::MomentStorage::bf16 : cq::optim::MomentStorage::full;
-  if (!cq::optim::parse_freeze(a.freeze, o.rules.freeze))
-    throw cq::DomainError(fmt::format("train: --freeze must be none or backbone, got '{}'", a.freeze));
-  o.rules.learn_threshold = a.learn_threshold;
+  if (!cq::model::parse_freeze(a.freeze, o.parameters.freeze))
+    throw cq::DomainError(fmt::format("train: --freeze must be none, backbone or heads, got '{}'", a.freeze));
+  o.parameters.learn_threshold = a.learn_threshold;
   if (a.min_scale > 0) o.scale_clamp.min_scale = a.min_scale;
   if (a.max_scale > 0) o.scale_clamp.max_scale = a.max_scale;
   o.noise.mode = a.action_mode == "sampling" ? cq::model::ActionMode::sampling : cq::model::ActionMode::deterministic;
@@ -242,7 +242,7 @@ const cqcli::Registration reg{"train", [](CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--moments", a->moments, "f32, or bf16 (16-bit moments with stochastic rounding; --optimizer streaming)")
       ->capture_default_str();
-  sub->add_option("--freeze", a->freeze, "none (train everything) or backbone (train only causal.* heads)")->capture_default_str();
+  sub->add_option("--freeze", a->freeze, "none (train everything), backbone (train only the causal.* heads) or heads (train only the backbone)")->capture_default_str();
   sub->add_flag("--learn-threshold", a->learn_threshold, "Also train causal.ovr_threshold (fixed by default)");
   sub->add_option("--threshold", a->threshold, "OvR threshold C (one value, or K values) for a model made here");
   sub->add_option("--alpha-start", a->alpha_start, "Gate alpha at step 0 (default: the model's alpha_gate)");

@@ -3,4 +3,5 @@
 #pragma once
 #include <causalqwen/cauchy.hpp>
 #include <causalqwen/model/causal_qwen.hpp>
+#include <causalqwen/model/parameter_rules.hpp>
 #include <causalqwen/nn.hpp>

@@ -4,7 +4,6 @@
 #include "causalqwen/autodiff/expression.hpp"
 #include "causalqwen/autodiff/functions.hpp"
 #include "causalqwen/autodiff/grad_check.hpp"
-#include "causalqwen/autodiff/tape.hpp"
 #include "causalqwen/core/arena.hpp"
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/core/threading.hpp"
@@ -18,5 +17,4 @@
 #include "causalqwen/nn/rmsnorm.hpp"
 #include "causalqwen/nn/rope.hpp"
 #include "causalqwen/nn/swiglu.hpp"
-#include "causalqwen/nn/tape_layers.hpp"
 #include "causalqwen/nn/transformer.hpp"

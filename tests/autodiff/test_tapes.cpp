@@ -1,7 +1,8 @@
-// The dynamic tape (closures) and the static tape (compile-time fold).
+// The dynamic tape (closures), kept in tests/support for gradient checks of composed layers.
 #include <causalqwen/autodiff/grad_check.hpp>
-#include <causalqwen/autodiff/tape.hpp>
 #include <doctest/doctest.h>
+
+#include "../support/dynamic_tape.hpp"
 
 #include <cmath>
 #include <string>
@@ -9,7 +10,7 @@
 namespace ad = causalqwen::autodiff;
 
 TEST_CASE("dynamic tape: chained maps, a custom op and sum give the right gradients") {
-  ad::Tape<double> tape;
+  cqtest::Tape<double> tape;
   auto x = tape.variable({4}, {0.3, -1.2, 2.0, 0.7});
   auto w = tape.variable({4}, {1.5, 0.5, -0.25, 2.0});
   auto build = [&] {

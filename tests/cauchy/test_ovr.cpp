@@ -49,7 +49,7 @@ TEST_CASE_TEMPLATE("ovr_prob, log P, log(1 − P) and BCE are accurate for |z| u
       }
 }
 
-TEST_CASE("the ε = 1e-7 form of seed 000 saturates where the stable form does not") {
+TEST_CASE("the ε = 1e-7 form log(P + ε) saturates where the stable form does not") {
   // z = −1e12: the true BCE for a positive label is log(π·1e12) ≈ 28.8; ε caps it at −log ε ≈ 16.1
   const double loc = 10.0 - 1e12, scale = 1.0, thr = 10.0;
   const double stable = cq::ovr_bce(1.0, loc, scale, thr);

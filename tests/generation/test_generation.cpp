@@ -7,6 +7,7 @@
 #include "../support/qwen2_stack.hpp"
 #include "../support/test_support.hpp"
 
+#include <causalqwen/core/labels.hpp>
 #include <causalqwen/io/model_checkpoint.hpp>
 #include <causalqwen/generate/generator.hpp>
 
@@ -147,7 +148,7 @@ TEST_CASE("each mode's first step: the head's forward (deterministic, sampling) 
   const std::size_t C = cfg.causal_size, K = cfg.num_classes;
   const cqg::PromptInput prompt{{3, 1, 4, 33, 5, 9}, {0, 0, 0, -7.25, 0, 0}, 12345};
   const std::size_t S = prompt.ids.size(), last = S - 1;
-  std::vector<std::int64_t> labels(S, cqm::ignore_index);
+  std::vector<std::int64_t> labels(S, cq::ignore_index);
   const cqm::Batch<double> batch{{prompt.ids.data(), {1, S}}, {prompt.values.data(), {1, S}}, {},
                                  {labels.data(), {1, S}}, {}, {}};
   // the row's step-0 uniforms, as the generator draws them

@@ -14,6 +14,7 @@
 #include <limits>
 #include <random>
 
+namespace cq = causalqwen;
 namespace io = causalqwen::io;
 
 namespace {
@@ -21,19 +22,19 @@ bool same_bits(float a, float b) { return std::bit_cast<std::uint32_t>(a) == std
 }  // namespace
 
 TEST_CASE("bf16_to_float decodes known bit patterns exactly") {
-  CHECK(same_bits(io::bf16_to_float(0x0000), 0.0f));
-  CHECK(same_bits(io::bf16_to_float(0x8000), -0.0f));
-  CHECK(io::bf16_to_float(0x3F80) == 1.0f);
-  CHECK(io::bf16_to_float(0xC020) == -2.5f);
-  CHECK(io::bf16_to_float(0x4049) == 3.140625f);
-  CHECK(io::bf16_to_float(0x0001) == std::ldexp(1.0f, -133));  // smallest subnormal
-  CHECK(io::bf16_to_float(0x007F) == std::ldexp(127.0f, -133));  // largest subnormal
-  CHECK(io::bf16_to_float(0x0080) == std::numeric_limits<float>::min());  // smallest normal
-  CHECK(io::bf16_to_float(0x7F7F) == std::ldexp(255.0f, 120));  // largest finite
-  CHECK(io::bf16_to_float(0x7F80) == std::numeric_limits<float>::infinity());
-  CHECK(io::bf16_to_float(0xFF80) == -std::numeric_limits<float>::infinity());
-  CHECK(std::isnan(io::bf16_to_float(0x7FC0)));
-  CHECK(std::isnan(io::bf16_to_float(0xFF81)));
+  CHECK(same_bits(cq::bf16_to_float(0x0000), 0.0f));
+  CHECK(same_bits(cq::bf16_to_float(0x8000), -0.0f));
+  CHECK(cq::bf16_to_float(0x3F80) == 1.0f);
+  CHECK(cq::bf16_to_float(0xC020) == -2.5f);
+  CHECK(cq::bf16_to_float(0x4049) == 3.140625f);
+  CHECK(cq::bf16_to_float(0x0001) == std::ldexp(1.0f, -133));  // smallest subnormal
+  CHECK(cq::bf16_to_float(0x007F) == std::ldexp(127.0f, -133));  // largest subnormal
+  CHECK(cq::bf16_to_float(0x0080) == std::numeric_limits<float>::min());  // smallest normal
+  CHECK(cq::bf16_to_float(0x7F7F) == std::ldexp(255.0f, 120));  // largest finite
+  CHECK(cq::bf16_to_float(0x7F80) == std::numeric_limits<float>::infinity());
+  CHECK(cq::bf16_to_float(0xFF80) == -std::numeric_limits<float>::infinity());
+  CHECK(std::isnan(cq::bf16_to_float(0x7FC0)));
+  CHECK(std::isnan(cq::bf16_to_float(0xFF81)));
 }
 
 TEST_CASE("f16_to_float decodes known bit patterns exactly") {
@@ -78,9 +79,9 @@ TEST_CASE("every bf16 and f16 pattern survives a round trip through float") {
   int bf16_failures = 0, f16_failures = 0;
   for (std::uint32_t bits = 0; bits < 65536; ++bits) {
     const auto h = static_cast<std::uint16_t>(bits);
-    const float b = io::bf16_to_float(h), f = io::f16_to_float(h);
-    if (std::isnan(b)) bf16_failures += !std::isnan(io::bf16_to_float(io::float_to_bf16(b)));
-    else bf16_failures += io::float_to_bf16(b) != h;
+    const float b = cq::bf16_to_float(h), f = io::f16_to_float(h);
+    if (std::isnan(b)) bf16_failures += !std::isnan(cq::bf16_to_float(cq::float_to_bf16(b)));
+    else bf16_failures += cq::float_to_bf16(b) != h;
     if (std::isnan(f)) f16_failures += !std::isnan(io::f16_to_float(io::float_to_f16(f)));
     else f16_failures += io::float_to_f16(f) != h;
   }
@@ -107,13 +108,13 @@ TEST_CASE("float_to_f16 rounds to nearest, ties to even, with gradual underflow"
 }
 
 TEST_CASE("float_to_bf16 rounds to nearest, ties to even") {
-  CHECK(io::float_to_bf16(1.0f) == 0x3F80);
-  CHECK(io::float_to_bf16(std::bit_cast<float>(0x3F808000u)) == 0x3F80);  // tie → even
-  CHECK(io::float_to_bf16(std::bit_cast<float>(0x3F818000u)) == 0x3F82);  // tie → even (up)
-  CHECK(io::float_to_bf16(std::bit_cast<float>(0x3F808001u)) == 0x3F81);
-  CHECK(io::float_to_bf16(std::numeric_limits<float>::max()) == 0x7F80);  // overflows to inf
-  CHECK(io::float_to_bf16(-std::numeric_limits<float>::infinity()) == 0xFF80);
-  CHECK(std::isnan(io::bf16_to_float(io::float_to_bf16(std::bit_cast<float>(0x7F800001u)))));
+  CHECK(cq::float_to_bf16(1.0f) == 0x3F80);
+  CHECK(cq::float_to_bf16(std::bit_cast<float>(0x3F808000u)) == 0x3F80);  // tie → even
+  CHECK(cq::float_to_bf16(std::bit_cast<float>(0x3F818000u)) == 0x3F82);  // tie → even (up)
+  CHECK(cq::float_to_bf16(std::bit_cast<float>(0x3F808001u)) == 0x3F81);
+  CHECK(cq::float_to_bf16(std::numeric_limits<float>::max()) == 0x7F80);  // overflows to inf
+  CHECK(cq::float_to_bf16(-std::numeric_limits<float>::infinity()) == 0xFF80);
+  CHECK(std::isnan(cq::bf16_to_float(cq::float_to_bf16(std::bit_cast<float>(0x7F800001u)))));
 }
 
 TEST_CASE("narrowing picks the nearest representable value (random floats)") {
@@ -132,7 +133,7 @@ TEST_CASE("narrowing picks the nearest representable value (random floats)") {
       std::uint16_t (*narrow)(float);
       float (*widen)(std::uint16_t);
     };
-    for (Format f : {Format{io::float_to_bf16, io::bf16_to_float}, Format{io::float_to_f16, io::f16_to_float}}) {
+    for (Format f : {Format{cq::float_to_bf16, cq::bf16_to_float}, Format{io::float_to_f16, io::f16_to_float}}) {
       const std::uint16_t h = f.narrow(y);
       const double got = f.widen(h);
       if (std::isinf(got)) continue;  // overflow is checked by the cases above

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+namespace cq = causalqwen;
 namespace io = causalqwen::io;
 using cq::DomainError;
 using cq::FormatError;
@@ -91,7 +92,7 @@ TEST_CASE("round trip of every writable dtype, mapped and read") {
       CAPTURE(i);
       CHECK(same_value(f32[i], float_values[i]));
       CHECK(same_value(f64_from_float[i], float_values[i]));
-      CHECK(same_value(bf16[i], io::bf16_to_float(io::float_to_bf16(float_values[i]))));
+      CHECK(same_value(bf16[i], cq::bf16_to_float(cq::float_to_bf16(float_values[i]))));
       CHECK(same_value(f16[i], io::f16_to_float(io::float_to_f16(float_values[i]))));
     }
     CHECK(bf16[4] == 3.140625f);  // 3.14159265 to 8 significant bits
@@ -260,9 +261,9 @@ TEST_CASE("a file of tens of megabytes round-trips through the chunked writer") 
   const auto bf16 = file.read_vector<float>("big_bf16");
   bool all_equal = true;
   for (std::size_t i = 0; i < big.size(); i += 997)
-    all_equal &= bf16[i] == io::bf16_to_float(io::float_to_bf16(big[i]));
+    all_equal &= bf16[i] == cq::bf16_to_float(cq::float_to_bf16(big[i]));
   CHECK(all_equal);
-  CHECK(bf16[4'999'999] == io::bf16_to_float(io::float_to_bf16(big[4'999'999])));
+  CHECK(bf16[4'999'999] == cq::bf16_to_float(cq::float_to_bf16(big[4'999'999])));
 }
 
 TEST_CASE("a file that cannot be mapped (a pipe) is read instead") {

@@ -1,5 +1,5 @@
 // CausalQwen checkpoints: save → load is exact; a base Qwen2 checkpoint (tied or untied) is
-// converted with seed 000's inits, after which loc_S equals the base model's logits and
+// converted with the heads' inits (W_loc = I, W_scale = 0, W_cls = lm_head), after which loc_S equals the base model's logits and
 // scale_U = γ_init everywhere; bad checkpoints give errors naming the file and the problem.
 #include "../support/test_support.hpp"
 

@@ -3,6 +3,8 @@
 
 #include <causalqwen/nn.hpp>
 
+#include "../support/tape_layers.hpp"
+
 namespace cq = causalqwen;
 namespace nn = causalqwen::nn;
 namespace ad = causalqwen::autodiff;
@@ -18,15 +20,15 @@ TEST_CASE("dynamic tape: linear → silu(h)·h → rms_norm → linear → Σ y�
   std::vector<double> dw1(w1.size()), db1(b1.size()), dwn(wn.size()), dw2(w2.size());
   nn::Linear<double>::Params p1{{w1.data(), {N, K}}, {b1.data(), {N}}}, g1{{dw1.data(), {N, K}}, {db1.data(), {N}}};
   nn::Linear<double>::Params p2{{w2.data(), {O, N}}, {}}, g2{{dw2.data(), {O, N}}, {}};
-  ad::Tape<double> tape;
+  cqtest::Tape<double> tape;
   auto x = tape.variable({M, K}, randn(M * K, rng));
   const auto start = tape.mark();
   auto build = [&] {
     tape.rewind(start);
-    auto h = nn::linear(tape, p1, g1, x);
+    auto h = cqtest::tape_linear(tape, p1, g1, x);
     auto a = tape.map([](auto v) { return ad::silu(v) * v; }, h);
-    auto n = nn::rms_norm(tape, TensorView<double, 1>(wn.data(), {N}), TensorView<double, 1>(dwn.data(), {N}), 1e-6, a);
-    auto y = nn::linear(tape, p2, g2, n);
+    auto n = cqtest::tape_rms_norm(tape, TensorView<double, 1>(wn.data(), {N}), TensorView<double, 1>(dwn.data(), {N}), 1e-6, a);
+    auto y = cqtest::tape_linear(tape, p2, g2, n);
     return tape.sum(tape.map([](auto v) { return ad::square(v); }, y));
   };
   auto s = build();
@@ -37,6 +39,6 @@ TEST_CASE("dynamic tape: linear → silu(h)·h → rms_norm → linear → Σ y�
   cqtest::check_gradients({{"x", tape.value(x), gx}, {"W1", w1, dw1}, {"b1", b1, db1}, {"norm weight", wn, dwn}, {"W2", w2, dw2}},
                           loss);
   auto wrong = tape.variable({M, K + 1});
-  CHECK_THROWS_WITH_AS(nn::linear(tape, p1, g1, wrong), "causalqwen::nn::linear: W [7,5] does not match the input [6,6]",
+  CHECK_THROWS_WITH_AS(cqtest::tape_linear(tape, p1, g1, wrong), "causalqwen::tape_linear: W [7,5] does not match the input [6,6]",
                        cq::DomainError);
 }

@@ -2,6 +2,7 @@
 // and freezing rules, scale clamps.
 #include <causalqwen/optim.hpp>
 #include <causalqwen/model/causal_qwen.hpp>
+#include <causalqwen/model/parameter_rules.hpp>
 #include <doctest/doctest.h>
 
 #include "../support/frozen_backbone.hpp"
@@ -63,23 +64,46 @@ TEST_CASE("AdamW in float agrees with the double update to float rounding") {
   for (int i = 0; i < 5; ++i) CHECK(close_rel(p.data()[i], torch_after[i], 1e-6, 1e-3));
 }
 
-TEST_CASE("decay and freezing follow the slot names") {
-  co::ParamRules rules;
-  for (const char* name : {"model.layers.0.input_layernorm.weight", "model.norm.weight",
-                           "model.layers.0.self_attn.q_proj.bias", "causal.action.b_noise", "causal.ovr_threshold",
-                           "causal.num_direction", "causal.abduction.scale.bias"})
-    CHECK_MESSAGE(!rules.decays(name), name);
-  for (const char* name : {"model.embed_tokens.weight", "model.layers.0.mlp.up_proj.weight",
-                           "causal.abduction.loc.weight", "causal.action.cls.weight", "causal.action.reg.weight"})
-    CHECK_MESSAGE(rules.decays(name), name);
+TEST_CASE("the model's decay and freezing rules follow its slot names") {
+  const std::vector<const char*> no_decay{"model.layers.0.input_layernorm.weight", "model.norm.weight",
+                                          "model.layers.0.self_attn.q_proj.bias", "causal.action.b_noise",
+                                          "causal.ovr_threshold", "causal.num_direction", "causal.abduction.scale.bias"};
+  const std::vector<const char*> decay{"model.embed_tokens.weight", "model.layers.0.mlp.up_proj.weight",
+                                       "causal.abduction.loc.weight", "causal.action.cls.weight",
+                                       "causal.action.reg.weight"};
+  cq::Layout layout;
+  for (const char* name : no_decay) layout.add(name, {2});
+  for (const char* name : decay) layout.add(name, {2});
+  auto rules = cq::model::parameter_rules(layout);
+  for (const char* name : no_decay) CHECK_MESSAGE(!rules.decays(name), name);
+  for (const char* name : decay) CHECK_MESSAGE(rules.decays(name), name);
+  CHECK(rules.scale_bias == "causal.abduction.scale.bias");
   CHECK(rules.trained("model.embed_tokens.weight"));
   CHECK(!rules.trained("causal.ovr_threshold"));  // fixed threshold by default
-  rules.learn_threshold = true;
+  rules = cq::model::parameter_rules(layout, {.learn_threshold = true});
   CHECK(rules.trained("causal.ovr_threshold"));
-  rules.freeze = co::Freeze::backbone;
+  rules = cq::model::parameter_rules(layout, {.freeze = cq::model::Freeze::backbone, .learn_threshold = true});
   CHECK(!rules.trained("model.embed_tokens.weight"));
   CHECK(rules.trained("causal.action.cls.weight"));
   CHECK(rules.trained("causal.num_direction"));
+  CHECK(rules.trained("causal.ovr_threshold"));
+  rules = cq::model::parameter_rules(layout, {.freeze = cq::model::Freeze::heads, .learn_threshold = true});
+  CHECK(rules.trained("model.embed_tokens.weight"));
+  CHECK(rules.trained("model.norm.weight"));
+  CHECK(!rules.trained("causal.action.cls.weight"));
+  CHECK(!rules.trained("causal.num_direction"));
+  CHECK(!rules.trained("causal.ovr_threshold"));
+  cq::model::Freeze freeze = cq::model::Freeze::none;
+  CHECK(cq::model::parse_freeze("heads", freeze));
+  CHECK(freeze == cq::model::Freeze::heads);
+  CHECK(!cq::model::parse_freeze("all", freeze));
+  CHECK(freeze == cq::model::Freeze::heads);
+}
+
+TEST_CASE("empty rules train and decay every slot") {
+  const cq::ParamRules rules;
+  CHECK(rules.trained("causal.ovr_threshold"));
+  CHECK(rules.decays("a.bias"));
 }
 
 TEST_CASE("no weight decay on a no-decay slot: a zero gradient leaves it unchanged") {
@@ -88,7 +112,7 @@ TEST_CASE("no weight decay on a no-decay slot: a zero gradient leaves it unchang
   layout->add("a.bias", {3});
   cq::Arena<double> p(layout), g(layout);
   for (auto& v : p.span()) v = 2.0;
-  co::AdamW<double> adam(layout, {0.9, 0.999, 1e-8, 0.5});
+  co::AdamW<double> adam(layout, {0.9, 0.999, 1e-8, 0.5}, cq::model::parameter_rules(*layout));
   adam.step(p, g, 0.1);
   for (double v : p.slot_span("a.bias")) CHECK(v == 2.0);
   for (double v : p.slot_span("a.weight")) CHECK(v == doctest::Approx(2.0 * (1 - 0.1 * 0.5)).epsilon(1e-15));
@@ -104,8 +128,7 @@ TEST_CASE_TEMPLATE("freezing the backbone leaves every backbone slot bit-identic
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal;
   for (auto& v : grads.span()) v = static_cast<T>(normal(rng));
-  co::ParamRules rules;
-  rules.freeze = co::Freeze::backbone;
+  const auto rules = cq::model::parameter_rules(model.layout(), {.freeze = cq::model::Freeze::backbone});
   co::AdamW<T> adam(model.params().shared_layout(), {}, rules);
   for (int s = 0; s < 3; ++s) adam.step(model.params(), grads, 0.05);
   const std::size_t changed_causal = cqtest::require_only_heads_changed(model.params(), before, adam.first_moment());
@@ -121,8 +144,7 @@ TEST_CASE("global-norm clipping") {
   auto b = g.slot_span("causal.b");
   a[0] = 3, a[1] = 0, b[0] = 0, b[1] = 4;  // ‖g‖ = 5
   CHECK(co::global_grad_norm(g) == 5.0);
-  co::ParamRules only_causal;
-  only_causal.freeze = co::Freeze::backbone;
+  const auto only_causal = cq::model::parameter_rules(*layout, {.freeze = cq::model::Freeze::backbone});
   CHECK(co::global_grad_norm(g, only_causal) == 4.0);
   CHECK(co::clip_grad_norm(g, 10.0) == 5.0);  // below the limit: unchanged
   CHECK(a[0] == 3.0);
@@ -182,12 +204,16 @@ TEST_CASE("scale clamp bounds softplus(b_scale)") {
   cq::Arena<double> p(layout);
   auto b = p.slot_span("causal.abduction.scale.bias");
   b[0] = -30, b[1] = 0.0, b[2] = 5.0, b[3] = 200.0;
+  const auto rules = cq::model::parameter_rules(*layout);
   co::ScaleClamp clamp{0.1, 100.0};
-  CHECK(clamp.apply(p) == 2);
+  CHECK(clamp.apply(p, rules) == 2);
   CHECK(cq::softplus(b[0]) == doctest::Approx(0.1).epsilon(1e-12));
   CHECK(b[1] == 0.0);
   CHECK(b[2] == 5.0);
   CHECK(cq::softplus(b[3]) == doctest::Approx(100.0).epsilon(1e-12));
-  CHECK(co::ScaleClamp{}.apply(p) == 0);  // inactive by default
+  CHECK(co::ScaleClamp{}.apply(p, rules) == 0);  // inactive by default
   CHECK(!co::ScaleClamp{}.active());
+  CHECK(co::ScaleClamp{}.apply(p, cq::ParamRules{}) == 0);  // inactive: no slot needed
+  CHECK(cqtest::error_message<cq::DomainError>([&] { clamp.apply(p, cq::ParamRules{}); }) ==
+        "causalqwen::ScaleClamp: the parameter rules name no scale-bias slot to clamp (ParamRules::scale_bias is empty)");
 }

@@ -12,6 +12,7 @@
 //           run is also held to the float64 reference at the same bound.
 #include <causalqwen/optim.hpp>
 #include <causalqwen/model/causal_qwen.hpp>
+#include <causalqwen/model/parameter_rules.hpp>
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
@@ -129,7 +130,7 @@ TEST_CASE("SGD: no weight decay on a no-decay slot; the step is proportional to 
   layout->add("a.bias", {3});
   cq::Arena<double> params(layout), grads(layout);
   for (auto& v : params.span()) v = 2.0;
-  co::Sgd<double> sgd(layout, {0.0, 0.5});
+  co::Sgd<double> sgd(layout, {0.0, 0.5}, cq::model::parameter_rules(*layout));  // the model's rules: no decay on biases
   sgd.step(params, grads, 0.1);  // zero gradient: only the decay acts
   for (double v : params.slot_span("a.bias")) CHECK(v == 2.0);
   for (double v : params.slot_span("a.weight")) CHECK(v == doctest::Approx(2.0 - 0.1 * 0.5 * 2.0).epsilon(1e-15));
@@ -154,8 +155,7 @@ TEST_CASE_TEMPLATE("SGD leaves frozen slots and their momentum bit-identical", T
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal;
   for (auto& v : grads.span()) v = static_cast<T>(normal(rng));
-  co::ParamRules rules;
-  rules.freeze = co::Freeze::backbone;
+  const auto rules = cq::model::parameter_rules(model.layout(), {.freeze = cq::model::Freeze::backbone});
   co::Sgd<T> sgd(model.params().shared_layout(), {0.9, 0.01}, rules);
   for (int s = 0; s < 3; ++s) sgd.step(model.params(), grads, 0.05);
   const std::size_t changed_causal = cqtest::require_only_heads_changed(model.params(), before, sgd.momentum_buffer());

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""Golden reference for the whole CausalQwen model (issue 4): an independent PyTorch
-implementation of seed 000's forward pass and losses, seed 004's sampling mode and seed 001's
-metrics, with DESIGN §2 defaults and §5 numerics, on tiny random checkpoints it writes itself.
+"""Golden reference for the whole CausalQwen model: an independent PyTorch implementation of its
+forward pass and losses (OvR BCE, gated Cauchy NLL), its sampling mode (noise on the location:
+loc_U + T·|b_noise|·ε) and its metrics, with the library's defaults (threshold 10, α 0, λ 1) and
+its numerics (stable atan2/log1p forms, no ε), on tiny random checkpoints it writes itself.
 
   causal_qwen_reference.py OUTDIR [--case NAME] [--check-mutants]
 
 For each case (basic, extreme) it writes
   OUTDIR/<case>/model/config.json          Hugging Face Qwen2 keys + the CausalQwen keys
-  OUTDIR/<case>/model/model.safetensors    F32 tensors, names as DESIGN §6 (tied embeddings)
+  OUTDIR/<case>/model/model.safetensors    F32 tensors, Hugging Face Qwen2 names + causal.* (tied embeddings)
   OUTDIR/<case>/inputs.json                the batch, as `causalqwen forward --inputs` reads it
   OUTDIR/<case>/expected_f64.safetensors   every output computed in float64
   OUTDIR/<case>/expected_f32.safetensors   the same computed in float32 (compare_forward.py
@@ -32,10 +33,10 @@ pred = argmax_k P_k with ties to the lowest id, computed as argmax of ovr_z (P i
 in float32 P saturates at 1 where z does not).
 
 Self-checks (asserts): the float64 gradient agrees with central differences on a few entries of
-several tensors; in `extreme` the seed's ε = 1e-7 BCE gives a loss more than 1.0 away from the
+several tensors; in `extreme` the ε = 1e-7 BCE log(P + ε) gives a loss more than 1.0 away from the
 stable one (so the case tells the two apart); every expected value is finite.
-With --check-mutants it also computes, in float32, the model with each plausible mistake of issue 4
-§4 (exp instead of softplus, b_noise missing from the regression scale, ε-BCE, a detached gate, KV
+With --check-mutants it also computes, in float32, the model with each plausible mistake
+(exp instead of softplus, b_noise missing from the regression scale, ε-BCE, a detached gate, KV
 heads tiled instead of grouped, interleaved RoPE, RMSNorm without its weight) and asserts that
 compare_forward.py rejects each one on at least one case, and accepts the float32 reference.
 
@@ -56,7 +57,7 @@ from safetensors_reference import write_file  # noqa: E402
 
 LOG_PI = math.log(math.pi)
 SEED = 20261121
-MUTANT = None  # set by --check-mutants: one plausible mistake (issue 4 §4) at a time
+MUTANT = None  # set by --check-mutants: one plausible mistake (module docstring) at a time
 
 
 # ----------------------------------------------------------------- cases
@@ -177,7 +178,7 @@ def softplus(x):
 
 
 def ovr(z):
-    """P, log P, log(1 − P) of P = ½ + atan(z)/π without ε (DESIGN §5)."""
+    """P, log P, log(1 − P) of P = ½ + atan(z)/π without ε (atan2 and log1p forms)."""
     neg = z < 0
     # θ = π·min(P, 1 − P) = atan2(1, |z|) ∈ (0, π/2]; |z| written as a where so that z = 0 gets
     # the one-sided derivative of the z ≥ 0 branch (which is the true one) instead of abs's 0.
@@ -190,7 +191,7 @@ def ovr(z):
     return P, log_P, log_1mP
 
 
-def ovr_eps(z, eps=1e-7):  # seed 000's form, for the self-check only
+def ovr_eps(z, eps=1e-7):  # the ε form log(P + ε), for the self-check only
     P = 0.5 + torch.atan(z) / math.pi
     return P, torch.log(P + eps), torch.log(1 - P + eps)
 
@@ -378,7 +379,7 @@ def mutant_output(name, case_inputs):
 
 
 def check_mutants(cases):
-    """Each mistake of issue 4 §4 must make compare_forward.py fail on at least one case."""
+    """Each plausible mistake (module docstring) must make compare_forward.py fail on at least one case."""
     import compare_forward as cf
 
     def as_cf(tensors):
@@ -473,7 +474,7 @@ def main():
     ap.add_argument("out_dir")
     ap.add_argument("--case", choices=["basic", "extreme"], action="append")
     ap.add_argument("--check-mutants", action="store_true",
-                    help="also check that each mistake listed in issue 4 §4 fails compare_forward.py")
+                    help="also check that each plausible mistake (see above) fails compare_forward.py")
     args = ap.parse_args()
     torch.set_num_threads(1)  # deterministic reductions
     cases = {name: run_case(name, args.out_dir) for name in args.case or ["basic", "extreme"]}

@@ -1,4 +1,4 @@
-// Shared check of the optimisers' freezing (ParamRules{Freeze::backbone}): after some steps,
+// Shared check of the optimisers' freezing (model::parameter_rules with Freeze::backbone): after some steps,
 // every backbone slot and the fixed threshold must be bit-identical to before, with a zero
 // optimiser state, while the causal.* heads move.
 #pragma once

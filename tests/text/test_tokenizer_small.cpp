@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+namespace cq = causalqwen;
 namespace text = causalqwen::text;
 using causalqwen::DomainError;
 using causalqwen::FormatError;
@@ -270,18 +271,18 @@ TEST_CASE("encode_batch: padding, masks, next-token labels and target values") {
   for (std::size_t i = 0; i < 5; ++i) {
     CHECK(batch.input_ids(0, i) == row0[i]);
     CHECK(batch.attention_mask(0, i) == 1);
-    CHECK(batch.labels(0, i) == (i + 1 < 5 ? row0[i + 1] : text::ignore_label));
+    CHECK(batch.labels(0, i) == (i + 1 < 5 ? row0[i + 1] : cq::ignore_index));
   }
   CHECK(batch.numeric_values(0, 2) == 5.0);
   CHECK(batch.target_values(0, 1) == 5.0);  // position 1 predicts <NUM> = 5
   CHECK(batch.target_values(0, 2) == 0.0);
   CHECK(batch.input_ids(1, 0) == num);
   CHECK(batch.numeric_values(1, 0) == 7.0);
-  CHECK(batch.labels(1, 0) == text::ignore_label);  // nothing follows
+  CHECK(batch.labels(1, 0) == cq::ignore_index);  // nothing follows
   for (std::size_t i = 1; i < 5; ++i) {
     CHECK(batch.input_ids(1, i) == 0);
     CHECK(batch.attention_mask(1, i) == 0);
-    CHECK(batch.labels(1, i) == text::ignore_label);
+    CHECK(batch.labels(1, i) == cq::ignore_index);
     CHECK(batch.target_values(1, i) == 0.0);
   }
   CHECK(batch.lengths == std::vector<std::size_t>{5, 1});
@@ -293,7 +294,7 @@ TEST_CASE("encode_batch: padding, masks, next-token labels and target values") {
   CHECK(cut.numeric_values(0, 2) == 5.0);
   CHECK(cut.labels(0, 1) == num);
   CHECK(cut.target_values(0, 1) == 5.0);
-  CHECK(cut.labels(0, 2) == text::ignore_label);
+  CHECK(cut.labels(0, 2) == cq::ignore_index);
   CHECK(cut.spans[0].size() == 1);
   CHECK(cut.input_ids(1, 1) == 0);  // no <|endoftext|> in this vocabulary: pad id 0
   const auto cut_b = text::encode_batch(tok, std::vector<std::string>{"1 2 3 4"}, {.max_length = 4});
@@ -301,7 +302,7 @@ TEST_CASE("encode_batch: padding, masks, next-token labels and target values") {
   CHECK_THROWS_AS(text::encode_batch(tok, texts, {.max_length = 3, .truncation = false}), DomainError);
 
   // Left padding moves the real tokens (and spans) to the end.
-  const auto left = text::encode_batch(tok, texts, {.padding_side = text::PaddingSide::left});
+  const auto left = text::encode_batch(tok, texts, {.padding_side = cq::PaddingSide::left});
   CHECK(left.input_ids(1, 4) == num);
   CHECK(left.numeric_values(1, 4) == 7.0);
   CHECK(left.attention_mask(1, 3) == 0);

@@ -4,6 +4,7 @@
 // reproducible bit for bit and stay close to the float update; the on-demand arena keeps
 // unwritten pages out of memory.
 #include <causalqwen/model/causal_qwen.hpp>
+#include <causalqwen/model/parameter_rules.hpp>
 #include <causalqwen/optim/adamw.hpp>
 #include <causalqwen/optim/clip.hpp>
 #include <causalqwen/optim/streaming_adamw.hpp>
@@ -55,9 +56,10 @@ struct Setup {
 
 /// Runs `steps` steps of both optimisers from the same start; checks norms and parameters.
 template <class T>
-void compare_with_adamw(std::uint64_t seed, int steps, int accumulation, double clip, co::ParamRules rules, double tol) {
+void compare_with_adamw(std::uint64_t seed, int steps, int accumulation, double clip, cqm::ParameterOptions options, double tol) {
   Setup<T> data;
   cqm::CausalQwen<T> a(Setup<T>::config()), b(Setup<T>::config());
+  const auto rules = cqm::parameter_rules(a.layout(), options);
   a.init_random(seed);
   b.init_random(seed);
   auto grads = a.make_gradients();
@@ -97,9 +99,7 @@ TEST_CASE_TEMPLATE("StreamingAdamW equals AdamW + clip_grad_norm on a whole mode
   SUBCASE("clipping triggers") { compare_with_adamw<T>(seed, 3, 1, 0.5, {}, tol); }
   SUBCASE("no clipping, gradient accumulation over 3 micro-batches") { compare_with_adamw<T>(seed, 2, 3, 0.0, {}, tol); }
   SUBCASE("frozen backbone") {
-    co::ParamRules rules;
-    rules.freeze = co::Freeze::backbone;
-    compare_with_adamw<T>(seed, 2, 1, 1.0, rules, tol);
+    compare_with_adamw<T>(seed, 2, 1, 1.0, {.freeze = cqm::Freeze::backbone}, tol);
   }
 }
 
@@ -140,7 +140,7 @@ TEST_CASE("bfloat16 moments: reproducible bit for bit and close to the float upd
     Setup<float> data;
     cqm::CausalQwen<float> model(Setup<float>::config());
     model.init_random(seed);
-    co::StreamingAdamW<float> opt(model.params().shared_layout(), {}, {}, storage);
+    co::StreamingAdamW<float> opt(model.params().shared_layout(), {}, cqm::parameter_rules(model.layout()), storage);
     typename cqm::CausalQwen<float>::Cache cache;
     std::vector<float> before(model.params().span().begin(), model.params().span().end());
     for (int s = 0; s < 4; ++s) {

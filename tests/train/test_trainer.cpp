@@ -189,7 +189,7 @@ TEST_CASE("resume in the synthetic-features mode, with accumulation") {
     o.checkpoint_every = 5;
     o.resume = resume;
     o.scale_clamp = {0.5, 50.0};
-    o.rules.learn_threshold = true;
+    o.parameters.learn_threshold = true;
     ct::Trainer<float> t(learner, o);
     t.run();
   };

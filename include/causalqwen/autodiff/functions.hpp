@@ -1,7 +1,7 @@
 /// The one table of elementwise functions (Adept style): each entry gives its value and its
 /// derivative, the derivative taking both x and y = f(x) so that entries can use whichever is
 /// cheaper (derivative-from-result: exp, sigmoid, tanh, sqrt). Expression templates
-/// (`expression.hpp`) and the dynamic tape read derivatives only from here. A user adds a
+/// (`expression.hpp`) read derivatives only from here. A user adds a
 /// function by writing a struct with the same three members and calling `apply<F>(e)`.
 #pragma once
 #include "causalqwen/cauchy/special.hpp"

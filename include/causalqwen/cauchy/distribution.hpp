@@ -2,7 +2,7 @@
 /// their logarithms, survival function, quantile, sampling and negative log-likelihood, each
 /// with a `*_grad` companion returning the value and its analytic partial derivatives.
 ///
-/// Numerics (DESIGN §5): with z = (x − loc)/scale and θ(t) = atan2(1, t),
+/// Numerics: with z = (x − loc)/scale and θ(t) = atan2(1, t),
 ///   cdf = θ(−z)/π for z < 0 and 1 − θ(z)/π otherwise (π·P = atan2(1, −z), never ½ + atan/π),
 ///   log of the small side = log θ − log π, of the large side = log1p(−θ/π),
 ///   nll = log π + log scale + log1p(z²), with 2·log|z| + log1p(1/z²) for |z| > 1,

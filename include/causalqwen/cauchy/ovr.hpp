@@ -1,9 +1,9 @@
 /// One-vs-rest (OvR) classification with Cauchy decision scores S ~ Cauchy(loc, scale):
 ///   P = P(S > threshold) = ½ + atan((loc − threshold)/scale)/π,
 ///   BCE(y, P) = −[y·log P + (1 − y)·log(1 − P)],
-/// with log P and log(1 − P) in the stable forms of DESIGN §5 (no ε), accurate for
-/// |z| = |loc − threshold|/scale from 0 to 1e30 and at ±∞. `ovr_bce_eps` gives seed 000's
-/// ε = 1e-7 form as an option (it saturates at −log ε ≈ 16.1 and loses the gradient there).
+/// with log P and log(1 − P) in the stable atan2/log1p forms of distribution.hpp (no ε), accurate
+/// for |z| = |loc − threshold|/scale from 0 to 1e30 and at ±∞. `ovr_bce_eps` gives the original
+/// CausalQwen formulation's ε = 1e-7 form as an option (it saturates at −log ε ≈ 16.1 and loses the gradient there).
 #pragma once
 #include <causalqwen/cauchy/distribution.hpp>
 
@@ -83,7 +83,7 @@ inline T ovr_bce(T y, T loc, T scale, T threshold) noexcept {
   return ovr_bce_grad(y, loc, scale, threshold).value;
 }
 
-/// Seed 000's form −[y·log(P + ε) + (1 − y)·log(1 − P + ε)] with P = ½ + atan(z)/π, kept as an
+/// The original formulation's form −[y·log(P + ε) + (1 − y)·log(1 − P + ε)] with P = ½ + atan(z)/π, kept as an
 /// option for comparison with the original code (default ε = 1e-7). Not accurate in the tails.
 template <Real T>
 inline OvrGrad<T> ovr_bce_eps_grad(T y, T loc, T scale, T threshold, T eps = T(1e-7)) noexcept {
@@ -147,7 +147,7 @@ inline OvrGrad<T> ovr_bce_grad(T y, T loc, T scale, T threshold) {
   detail::check_label(y, "ovr_bce_grad");
   return raw::ovr_bce_grad(y, loc, scale, threshold);
 }
-/// Seed 000's ε-form of the OvR BCE (see raw::ovr_bce_eps_grad).
+/// The original formulation's ε-form of the OvR BCE (see raw::ovr_bce_eps_grad).
 template <Real T>
 inline T ovr_bce_eps(T y, T loc, T scale, T threshold, T eps = T(1e-7)) {
   detail::check_scale(scale, "ovr_bce_eps");

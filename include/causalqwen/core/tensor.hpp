@@ -3,6 +3,7 @@
 /// The rank is part of the type; the extents are checked at run time with `require_shape`.
 #pragma once
 #include "causalqwen/core/error.hpp"
+#include "causalqwen/core/shape_string.hpp"
 #include "causalqwen/core/xt.hpp"
 
 #include <array>
@@ -17,18 +18,6 @@ using Tensor = xt::xtensor<T, N>;
 
 template <std::size_t N>
 using Shape = std::array<std::size_t, N>;
-
-/// "[2,5,8]" for error messages.
-template <std::size_t N>
-std::string shape_string(const Shape<N>& shape) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < N; ++i) {
-    if (i) out.push_back(',');
-    out.append(fmt::format("{}", shape[i]));
-  }
-  out.push_back(']');
-  return out;
-}
 
 /// A non-owning, contiguous, row-major view of rank N. `T` may be const.
 template <class T, std::size_t N>

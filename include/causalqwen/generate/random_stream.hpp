@@ -3,20 +3,14 @@
 /// on the order of draws, or on how many other rows or steps consumed numbers before it.
 ///   x = splitmix64 chained over (seed, tag, step, index);  u = (⌊x / 2¹¹⌋ + ½) / 2⁵³ ∈ (0, 1)
 #pragma once
+#include "causalqwen/core/random.hpp"
+
 #include <cstdint>
 
 namespace causalqwen::generate {
 
 /// What a uniform is drawn for (distinct streams of one row).
 enum class NoiseTag : std::uint64_t { action = 1, token_pick = 2 };
-
-/// SplitMix64's finaliser (Steele, Lea, Flood 2014): a bijective 64-bit mix.
-constexpr std::uint64_t splitmix64(std::uint64_t x) noexcept {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 /// The random stream of one generated row.
 struct RowStream {

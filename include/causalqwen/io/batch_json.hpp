@@ -6,6 +6,7 @@
 /// the field, the row and what was expected.
 #pragma once
 #include "causalqwen/core/error.hpp"
+#include "causalqwen/core/labels.hpp"
 #include "causalqwen/model/causal_qwen.hpp"
 
 #include <fmt/format.h>
@@ -99,7 +100,7 @@ BatchData<T> read_batch_json(const std::filesystem::path& file, std::size_t caus
   b.input_ids = matrix<std::int64_t>(j, file, "input_ids", b.batch, b.seq, true, 0);
   b.numeric_values = matrix<T>(j, file, "numeric_values", b.batch, b.seq, false, T(0));
   b.attention_mask = matrix<std::int64_t>(j, file, "attention_mask", b.batch, b.seq, false, 1);
-  b.labels = matrix<std::int64_t>(j, file, "labels", b.batch, b.seq, false, model::ignore_index);
+  b.labels = matrix<std::int64_t>(j, file, "labels", b.batch, b.seq, false, ignore_index);
   b.target_values = matrix<T>(j, file, "target_values", b.batch, b.seq, false, T(0));
   if (j.contains("position_ids")) {
     b.position_ids = matrix<std::int64_t>(j, file, "position_ids", b.batch, b.seq, true, 0);

@@ -1,18 +1,15 @@
 /// Exact conversions between float and the two 16-bit float formats of checkpoints:
-/// bfloat16 (1 sign, 8 exponent, 7 mantissa bits: the top half of a float) and IEEE binary16
-/// (1 sign, 5 exponent, 10 mantissa bits). Widening is exact for every bit pattern (zeros,
-/// subnormals, infinities, NaN payloads); narrowing rounds to nearest, ties to even, overflows
-/// to infinity and keeps NaN a (quiet) NaN of the same sign.
+/// bfloat16 (1 sign, 8 exponent, 7 mantissa bits: the top half of a float; core/bfloat16.hpp)
+/// and IEEE binary16 (1 sign, 5 exponent, 10 mantissa bits). Widening is exact for every bit
+/// pattern (zeros, subnormals, infinities, NaN payloads); narrowing rounds to nearest, ties to
+/// even, overflows to infinity and keeps NaN a (quiet) NaN of the same sign.
 #pragma once
+#include "causalqwen/core/bfloat16.hpp"
+
 #include <bit>
 #include <cstdint>
 
 namespace causalqwen::io {
-
-/// The float whose top 16 bits are `bits`: exact.
-constexpr float bf16_to_float(std::uint16_t bits) {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
-}
 
 /// The IEEE binary16 value `bits` as a float: exact (subnormals become normal floats).
 constexpr float f16_to_float(std::uint16_t bits) {
@@ -33,15 +30,6 @@ constexpr float f16_to_float(std::uint16_t bits) {
   }
   const std::uint32_t float_exponent = static_cast<std::uint32_t>(127 - 14 - shifts);
   return std::bit_cast<float>(sign | (float_exponent << 23) | ((mantissa & 0x3FFu) << 13));
-}
-
-/// The bfloat16 nearest to `value` (ties to even); NaN stays a quiet NaN of the same sign.
-constexpr std::uint16_t float_to_bf16(float value) {
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
-  if ((bits & 0x7FFFFFFFu) > 0x7F800000u)  // NaN: keep sign and top payload, force quiet
-    return static_cast<std::uint16_t>((bits >> 16) | 0x0040u);
-  const std::uint32_t rounding = 0x7FFFu + ((bits >> 16) & 1u);
-  return static_cast<std::uint16_t>((bits + rounding) >> 16);  // may carry into ±inf: correct
 }
 
 /// The IEEE binary16 nearest to `value` (ties to even, gradual underflow to subnormals and

@@ -1,8 +1,8 @@
-/// CausalQwen checkpoints on disk (DESIGN §6): a directory with config.json and
-/// model.safetensors (or shards with model.safetensors.index.json).
+/// CausalQwen checkpoints on disk (Hugging Face Qwen2 tensor names plus `causal.*`): a directory
+/// with config.json and model.safetensors (or shards with model.safetensors.index.json).
 ///
 /// load_model reads a complete CausalQwen checkpoint, or converts a base Qwen2 checkpoint (no
-/// `causal.*` tensor) with the seed-000 initialisation: W_loc = I, b_loc = 0, W_scale = 0,
+/// `causal.*` tensor) with the heads' initialisation: W_loc = I, b_loc = 0, W_scale = 0,
 /// b_scale = softplus⁻¹(γ_init), W_cls = the base lm_head's first K rows (the tied embedding
 /// when tie_word_embeddings), b_cls = 0, w_reg Xavier(gain 0.01), b_reg = reg_bias_init,
 /// b_noise = b_noise_init, thresholds from config, and the numeric direction a random unit
@@ -89,7 +89,7 @@ LoadedModel<T> load_model(const std::filesystem::path& dir, const LoadOptions& o
 
   auto& params = m.params();
   if (out.converted) {
-    m.init_random(options.seed);  // heads get their DESIGN §2 inits; the backbone is overwritten below
+    m.init_random(options.seed);  // heads get their inits (W_loc = I, scale_U = γ_init, …); the backbone is overwritten below
   }
   for (const auto& slot : m.layout().slots()) {
     if (ckpt.contains(slot.name)) ckpt.file_of(slot.name).read(slot.name, params.slot_span(slot.name));

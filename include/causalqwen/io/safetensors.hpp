@@ -7,6 +7,7 @@
 /// field at fault, never read out of bounds.
 #pragma once
 #include "causalqwen/core/error.hpp"
+#include "causalqwen/core/shape_string.hpp"
 #include "causalqwen/io/dtype.hpp"
 #include "causalqwen/io/half.hpp"
 #include "causalqwen/io/mapped_file.hpp"
@@ -36,11 +37,6 @@ namespace causalqwen::io {
 static_assert(std::endian::native == std::endian::little,
               "causalqwen::io reads safetensors (little-endian) by copying bytes: a "
               "little-endian host is required");
-
-/// "[2,5,8]" (or "[]" for a scalar) for error messages.
-inline std::string shape_string(std::span<const std::size_t> shape) {
-  return fmt::format("[{}]", fmt::join(shape, ","));
-}
 
 /// One tensor's entry in a header. Offsets are bytes from the start of the data section.
 struct TensorInfo {

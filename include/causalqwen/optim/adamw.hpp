@@ -13,8 +13,8 @@
 #pragma once
 #include "causalqwen/core/arena.hpp"
 #include "causalqwen/core/error.hpp"
+#include "causalqwen/core/param_rules.hpp"
 #include "causalqwen/core/threading.hpp"
-#include "causalqwen/optim/param_rules.hpp"
 
 #include <cmath>
 #include <cstdint>

@@ -4,8 +4,8 @@
 /// added in order), so the result does not depend on the number of threads.
 #pragma once
 #include "causalqwen/core/arena.hpp"
+#include "causalqwen/core/param_rules.hpp"
 #include "causalqwen/core/threading.hpp"
-#include "causalqwen/optim/param_rules.hpp"
 
 #include <cmath>
 #include <cstddef>

@@ -4,8 +4,9 @@
 ///                   warmup_cosine:  lr(s) = peak·(s+1)/W for s < W, then
 ///                                   lr(s) = min + (peak − min)·½(1 + cos(π·p)),  p = (s − W)/max(1, N − W)
 ///                                   (N = total steps, min = peak·min_ratio; p is capped at 1)
-///   AlphaSchedule   the regression gate's α (seed 002 §4.2: a large α gives the regression a
-///                   floor of gradient while P(<NUM>) is still small, then anneals to full gating):
+///   AlphaSchedule   the regression gate's α (the gated loss is (α + (1 − α)·P(<NUM>))·nll: a large α
+///                   gives the regression a floor of gradient while P(<NUM>) is still small, then
+///                   anneals to full gating):
 ///                   α(s) = end + (start − end)·f(min(1, s/A)),  f(q) = 1 − q (linear) or ½(1 + cos(πq)) (cosine);
 ///                   A = anneal steps; A = 0 means α = start throughout.
 #pragma once

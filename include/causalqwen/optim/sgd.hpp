@@ -7,12 +7,13 @@
 /// Arithmetic per element in double, stored as T. Element-wise only, so the result is the same
 /// for any thread count. Frozen slots (see ParamRules) keep their values and buffer bit-identical.
 /// Unlike AdamW, the step is proportional to the gradient: a parameter whose gradient is scaled
-/// down (e.g. the regression head behind a closed gate, seed 001) moves proportionally less.
+/// down (e.g. the regression head behind a closed gate: its gradient is proportional to
+/// P(<NUM>), near 0 when the OvR threshold lies far above loc_S) moves proportionally less.
 #pragma once
 #include "causalqwen/core/arena.hpp"
 #include "causalqwen/core/error.hpp"
+#include "causalqwen/core/param_rules.hpp"
 #include "causalqwen/core/threading.hpp"
-#include "causalqwen/optim/param_rules.hpp"
 
 #include <cmath>
 #include <cstdint>

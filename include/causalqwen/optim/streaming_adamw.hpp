@@ -23,13 +23,15 @@
 ///   opt.step(model.params(), lr, cq::optim::clip_factor(norm, 1.0));
 #pragma once
 #include "causalqwen/core/arena.hpp"
+#include "causalqwen/core/bfloat16.hpp"
 #include "causalqwen/core/eigen_map.hpp"
 #include "causalqwen/core/error.hpp"
+#include "causalqwen/core/param_rules.hpp"
+#include "causalqwen/core/random.hpp"
 #include "causalqwen/core/threading.hpp"
 #include "causalqwen/linalg/weight_grad_sink.hpp"
 #include "causalqwen/optim/adamw.hpp"
 #include "causalqwen/optim/clip.hpp"
-#include "causalqwen/optim/param_rules.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -47,20 +49,10 @@ enum class MomentStorage { full, bf16 };
 
 namespace detail_streaming {
 
-/// bfloat16 bits of x, rounded stochastically with 16 random bits (NaN and ±∞ truncated).
-inline std::uint16_t to_bf16_stochastic(float x, std::uint32_t random16) {
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(x);
-  const std::uint32_t add = (bits & 0x7f800000u) != 0x7f800000u ? (random16 & 0xffffu) : 0u;  // a select: vectorises
-  return static_cast<std::uint16_t>((bits + add) >> 16);
-}
-inline float from_bf16(std::uint16_t b) { return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16); }
-
-/// 32 well-mixed bits of (key, index) (splitmix64's finaliser).
+/// 32 well-mixed bits of (key, index): the top bits of splitmix64_mix(key + index·γ), the
+/// SplitMix64 output for state key + (index − 1)·γ.
 inline std::uint32_t mix(std::uint64_t key, std::uint64_t index) {
-  std::uint64_t z = key + index * 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return static_cast<std::uint32_t>((z ^ (z >> 31)) >> 16);
+  return static_cast<std::uint32_t>(splitmix64_mix(key + index * splitmix64_gamma) >> 16);
 }
 
 }  // namespace detail_streaming
@@ -383,11 +375,11 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
         for (std::size_t i = begin; i < end; ++i) {
           float gi = 0.0f;
           if constexpr (HasGrad) gi = g[i] * k.scale;
-          const float mi = k.b1 * from_bf16(m[i]) + k.one_minus_b1 * gi;
-          const float vi = k.b2 * from_bf16(v[i]) + k.one_minus_b2 * gi * gi;
+          const float mi = k.b1 * bf16_to_float(m[i]) + k.one_minus_b1 * gi;
+          const float vi = k.b2 * bf16_to_float(v[i]) + k.one_minus_b2 * gi * gi;
           const std::uint32_t r = mix(key, off + i);
-          m[i] = to_bf16_stochastic(mi, r);
-          v[i] = to_bf16_stochastic(vi, r >> 16);
+          m[i] = float_to_bf16_stochastic(mi, r);
+          v[i] = float_to_bf16_stochastic(vi, r >> 16);
           p[i] = p[i] * k.keep - k.step_size * mi / (std::sqrt(vi) / k.bc2_sqrt + k.eps);
         }
       });

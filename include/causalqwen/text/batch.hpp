@@ -13,6 +13,8 @@
 /// position has label −100 (its next token was cut away with its value).
 #pragma once
 #include <causalqwen/core/error.hpp>
+#include <causalqwen/core/labels.hpp>
+#include <causalqwen/core/padding.hpp>
 #include <causalqwen/core/xt.hpp>
 #include <causalqwen/text/tokenizer.hpp>
 
@@ -25,23 +27,17 @@
 
 namespace causalqwen::text {
 
-/// The label of positions that take no part in the loss.
-inline constexpr TokenId ignore_label = -100;
-
 /// How short sequences are padded.
 enum class Padding {
   longest,     ///< to the longest sequence of the batch (after truncation)
   max_length,  ///< to options.max_length
 };
 
-/// Where padding goes.
-enum class PaddingSide { right, left };
-
 struct BatchOptions {
   std::size_t max_length = 0;  ///< 0: no limit
   bool truncation = true;      ///< cut longer sequences to max_length (false: DomainError)
   Padding padding = Padding::longest;
-  PaddingSide padding_side = PaddingSide::right;
+  PaddingSide padding_side = PaddingSide::right;  ///< core/padding.hpp
   /// Id written on padding; by default <|endoftext|> when the tokenizer has it, else 0.
   std::optional<TokenId> pad_token_id = std::nullopt;
   bool numbers = true;  ///< encode_with_numbers (true) or plain encode (false)
@@ -91,7 +87,7 @@ inline TrainingBatch encode_batch(const Tokenizer& tokenizer, std::span<const st
   out.input_ids.fill(pad);
   out.attention_mask = xt::zeros<TokenId>({batch, width});
   out.labels = xt::xtensor<TokenId, 2>::from_shape({batch, width});
-  out.labels.fill(ignore_label);
+  out.labels.fill(static_cast<TokenId>(ignore_index));
   out.numeric_values = xt::zeros<double>({batch, width});
   out.target_values = xt::zeros<double>({batch, width});
   for (std::size_t b = 0; b < batch; ++b) {

@@ -4,7 +4,7 @@
 ///
 ///   TokenBatchSource<T>    batches of token ids with numbers (text corpora, synthetic text)
 ///   FeatureBatchSource<T>  batches of feature vectors standing in for the backbone's z
-///                          (the synthetic-features mode of seed 002 §5: heads studied alone)
+///                          (the synthetic-features mode: heads studied alone)
 #pragma once
 #include "causalqwen/io/batch_json.hpp"
 

@@ -1,7 +1,7 @@
 /// Batches from a tokenized corpus, packed or padded, epoch after epoch, exactly resumable.
 ///
 /// Epoch e visits every sequence once, in the order of a permutation drawn from
-/// SplitMix64(mix64(seed) ^ mix64(e)) (or in corpus order when shuffle is off).
+/// SplitMix64(splitmix64(seed) ^ splitmix64(e)) (or in corpus order when shuffle is off).
 ///
 ///   packed  The epochs' sequences (each ending in <|endoftext|>) form one endless token stream
 ///           t₀ t₁ t₂ …; window w is input_ids = t[wS, wS+S), labels[i] = t[wS+i+1] (the last
@@ -20,6 +20,7 @@
 /// continues with the very batches an uninterrupted source would have given.
 #pragma once
 #include "causalqwen/core/error.hpp"
+#include "causalqwen/core/labels.hpp"
 #include "causalqwen/train/batch_source.hpp"
 #include "causalqwen/train/random.hpp"
 #include "causalqwen/train/token_corpus.hpp"
@@ -65,7 +66,7 @@ io::BatchData<T> empty_batch(std::size_t rows, std::size_t seq, TokenId pad_id) 
   b.seq = seq;
   b.input_ids.assign(rows * seq, pad_id);
   b.attention_mask.assign(rows * seq, 0);
-  b.labels.assign(rows * seq, -100);
+  b.labels.assign(rows * seq, ignore_index);
   b.position_ids.resize(rows * seq);
   for (std::size_t i = 0; i < rows * seq; ++i) b.position_ids[i] = static_cast<std::int64_t>(i % seq);
   b.numeric_values.assign(rows * seq, T(0));
@@ -244,7 +245,7 @@ class CorpusBatchSource final : public TokenBatchSource<T> {
     if (!options_.shuffle) return index;
     for (auto& [epoch, order] : orders_)
       if (epoch == e && !order.empty()) return order[index];
-    SplitMix64 rng(mix64(options_.seed) ^ mix64(e + 0x5EED));
+    SplitMix64 rng(splitmix64(options_.seed) ^ splitmix64(e + 0x5EED));
     auto& slot = orders_[next_slot_];
     next_slot_ ^= 1;
     slot = {e, random_permutation(corpus_->size(), rng)};

@@ -4,7 +4,8 @@
 ///   ModelLearner<T>  the whole CausalQwen model on token batches (TokenBatchSource):
 ///                    backbone → heads → loss, forward and backward
 ///   HeadLearner<T>   the causal heads alone on feature batches (FeatureBatchSource): the
-///                    synthetic-features mode of seed 002 §5, z supplied instead of computed
+///                    synthetic-features mode (the backbone replaced by generated z, so the
+///                    heads are studied alone and fast)
 ///
 /// A learner owns nothing of the optimiser: it exposes its parameter arena, adds gradients of
 /// the next batch, evaluates validation batches, and saves/loads its parameters exactly.
@@ -176,7 +177,7 @@ class ModelLearner final : public Learner<T> {
 };
 
 /// The causal heads alone on feature batches (z [M,H] supplied by the source). Owns its
-/// parameter arena (the head slots of DESIGN §6), initialised as the model's heads: W_loc = I,
+/// parameter arena (the `causal.*` head slots of a checkpoint), initialised as the model's heads: W_loc = I,
 /// scale_U = γ_init, W_cls ~ N(0, cls_std²), …
 template <class T>
 class HeadLearner final : public Learner<T> {

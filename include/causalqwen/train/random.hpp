@@ -3,6 +3,8 @@
 /// defined here (no std:: distributions, whose results differ between standard libraries), so
 /// the same seed gives the same data on every platform.
 #pragma once
+#include "causalqwen/core/random.hpp"
+
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -13,14 +15,6 @@
 
 namespace causalqwen::train {
 
-/// One SplitMix64 step applied to x (a strong 64-bit mixer): used to derive independent seeds.
-inline std::uint64_t mix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 /// FNV-1a 64-bit hash of bytes (stable across platforms and runs).
 inline std::uint64_t fnv1a64(std::string_view bytes, std::uint64_t h = 0xCBF29CE484222325ull) {
   for (unsigned char c : bytes) {
@@ -30,18 +24,15 @@ inline std::uint64_t fnv1a64(std::string_view bytes, std::uint64_t h = 0xCBF29CE
   return h;
 }
 
-/// SplitMix64: state s ← s + γ, output mix(s). Period 2^64.
+/// SplitMix64 (core/random.hpp): output splitmix64(s), then s ← s + γ. Period 2^64.
 class SplitMix64 {
  public:
   explicit SplitMix64(std::uint64_t seed = 0) : state_(seed) {}
 
   /// The next 64 random bits.
   std::uint64_t next() {
-    state_ += 0x9E3779B97F4A7C15ull;
-    std::uint64_t z = state_;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    state_ += splitmix64_gamma;
+    return splitmix64_mix(state_);
   }
   /// Uniform integer in [0, n) (n > 0), unbiased (rejection of the short last block).
   std::uint64_t below(std::uint64_t n) {

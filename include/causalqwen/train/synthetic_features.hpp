@@ -1,4 +1,4 @@
-/// The synthetic-features mode (seed 002 §5): the backbone is replaced by generated feature
+/// The synthetic-features mode: the backbone is replaced by generated feature
 /// vectors z [H], so that the causal heads can be studied alone, in seconds.
 ///
 /// The generative story (all parameters drawn once from SplitMix64(seed); rows from the
@@ -69,13 +69,13 @@ class SyntheticFeatureSource final : public FeatureBatchSource<T> {
                     "num_share must lie in [0, 1], got {}", options_.num_share);
     detail::require(options_.noise_std > 0 && options_.value_noise_scale > 0 && options_.prototype_scale >= 0,
                     fn, "noise_std and value_noise_scale must be > 0, prototype_scale ≥ 0");
-    SplitMix64 rng(mix64(options_.seed) ^ 0xFEA7u);
+    SplitMix64 rng(splitmix64(options_.seed) ^ 0xFEA7u);
     const std::size_t H = options_.hidden, K = options_.num_classes;
     prototypes_.resize(K * H);
     for (auto& m : prototypes_) m = options_.prototype_scale * rng.normal();
     weights_.resize(H);
     for (auto& w : weights_) w = options_.value_scale / std::sqrt(double(H)) * rng.normal();
-    rng_.set_state(mix64(options_.seed + 1));
+    rng_.set_state(splitmix64(options_.seed + 1));
   }
 
   /// The next M rows of (z, label, target value).
@@ -151,7 +151,7 @@ class SyntheticFeatureSource final : public FeatureBatchSource<T> {
   /// The Bayes rule's accuracy, estimated on `rows` fresh rows (from a separate generator).
   double ideal_accuracy(std::size_t rows = 4096) const {
     SyntheticFeatureSource copy(options_);
-    copy.rng_.set_state(mix64(options_.seed ^ 0xACC0ACC0u));
+    copy.rng_.set_state(splitmix64(options_.seed ^ 0xACC0ACC0u));
     std::size_t hits = 0, seen = 0;
     while (seen < rows) {
       const auto b = copy.next();

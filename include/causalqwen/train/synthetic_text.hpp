@@ -1,5 +1,6 @@
-/// Synthetic text with numbers (the seeds' validation path): seeded sentences in English and
-/// Chinese whose numbers are predictable from their context to a stated degree.
+/// Synthetic text with numbers, for validating the whole model on text whose answers are known:
+/// seeded sentences in English and Chinese whose numbers are predictable from their context to a
+/// stated degree.
 ///
 /// Every number of every template has one of three predictabilities (SyntheticNumber):
 ///   exact          a function of the text before it (a copy, a conversion, a sum, a number
@@ -366,14 +367,14 @@ struct SyntheticTextOptions {
   SplitRule split{0.1, "causalqwen-synthetic"};
 };
 
-/// `count` sentences of `side`: sentences drawn from SplitMix64(mix64(seed)) one after another,
+/// `count` sentences of `side`: sentences drawn from SplitMix64(splitmix64(seed)) one after another,
 /// kept when split.side_of(text) == side. Both sides follow the mix's law restricted to their
 /// texts (a text may occur more than once, as it would in training). Deterministic in (side,
 /// count, seed, options). DomainError when no draw lands on `side` (e.g. validation_fraction 0).
 inline std::vector<SyntheticSentence> synthetic_sentences(DataSplit side, std::size_t count,
                                                           std::uint64_t seed,
                                                           const SyntheticTextOptions& options = {}) {
-  SplitMix64 rng(mix64(seed));
+  SplitMix64 rng(splitmix64(seed));
   std::vector<SyntheticSentence> out;
   out.reserve(count);
   const std::size_t max_draws = 1000 * count + 100000;

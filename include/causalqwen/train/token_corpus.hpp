@@ -49,7 +49,7 @@ struct TokenCorpus {
   /// A hash of the content (ids, values, boundaries): checkpoints store it so that a data
   /// position is never restored onto other data.
   std::uint64_t fingerprint() const {
-    std::uint64_t h = mix64(size()) ^ mix64(token_count() + 1);
+    std::uint64_t h = splitmix64(size()) ^ splitmix64(token_count() + 1);
     const auto bytes = [&h](const void* p, std::size_t n) {
       h = fnv1a64(std::string_view(static_cast<const char*>(p), n), h);
     };

@@ -3,6 +3,8 @@
 ///   for each of A micro-batches: grads += ∂L/∂θ (Learner::train_micro_batch)
 ///   grads ← grads / A;  ‖g‖ ← global_grad_norm(grads);  AdamW step with lr.at(s) on
 ///   grads·clip_factor(‖g‖, clip);  scale clamp
+///   (what is trained and decayed, and the clamped slot: model::parameter_rules of the
+///   learner's layout under `parameters`)
 ///   (with `streaming`: optim::StreamingAdamW instead — no gradient arena, the micro-batches'
 ///   weight gradients kept as factors, ‖g‖ and the update formed from them; `moments` chooses
 ///   float or bfloat16 moments)
@@ -18,9 +20,9 @@
 /// checkpoint write, after the files and before LATEST is committed; CAUSALQWEN_TRAIN_CRASH_IN_CHECKPOINT=k
 /// kills the process (SIGKILL) at that point of its k-th checkpoint write.
 #pragma once
+#include "causalqwen/model/parameter_rules.hpp"
 #include "causalqwen/optim/adamw.hpp"
 #include "causalqwen/optim/clip.hpp"
-#include "causalqwen/optim/param_rules.hpp"
 #include "causalqwen/optim/scale_clamp.hpp"
 #include "causalqwen/optim/schedule.hpp"
 #include "causalqwen/optim/streaming_adamw.hpp"
@@ -54,8 +56,8 @@ struct TrainerOptions {
   optim::AdamWConfig adam;
   bool streaming = false;            // optim::StreamingAdamW instead of AdamW + a gradient arena
   optim::MomentStorage moments = optim::MomentStorage::full;  // StreamingAdamW's moments
-  optim::ParamRules rules;
-  optim::ScaleClamp scale_clamp;
+  model::ParameterOptions parameters;  // frozen group, learnable threshold (model/parameter_rules.hpp)
+  optim::ScaleClamp scale_clamp;       // bounds on the abduction scale (none by default)
   TrainNoise noise;
   std::size_t eval_every = 0;        // 0: only at the end (when there is a validation source)
   std::size_t eval_batches = 4;
@@ -105,12 +107,12 @@ class Trainer {
  public:
   Trainer(Learner<T>& learner, TrainerOptions options)
       : learner_(learner), o_(std::move(options)),
-        rng_(o_.seed) {
+        rules_(model::parameter_rules(learner.params().layout(), o_.parameters)), rng_(o_.seed) {
     detail::require(o_.steps > 0 && o_.accumulation > 0, "Trainer", "steps and accumulation must be > 0");
     detail::require(o_.streaming || o_.moments == optim::MomentStorage::full, "Trainer",
                     "bfloat16 moments need the streaming optimiser (TrainerOptions::streaming)");
-    if (o_.streaming) streaming_.emplace(learner.params().shared_layout(), o_.adam, o_.rules, o_.moments);
-    else adam_.emplace(learner.params().shared_layout(), o_.adam, o_.rules);
+    if (o_.streaming) streaming_.emplace(learner.params().shared_layout(), o_.adam, rules_, o_.moments);
+    else adam_.emplace(learner.params().shared_layout(), o_.adam, rules_);
     if (o_.lr.total == 0) o_.lr.total = o_.steps;
     if (o_.metrics_path.empty() && !o_.out_dir.empty()) o_.metrics_path = o_.out_dir / "metrics.jsonl";
     if (o_.curves_path.empty() && !o_.out_dir.empty()) o_.curves_path = o_.out_dir / "curves.svg";
@@ -165,15 +167,15 @@ class Trainer {
       }
       double norm = 0;
       if (adam_) {
-        if (o_.accumulation > 1) optim::scale_gradients(grads, 1.0 / static_cast<double>(o_.accumulation), o_.rules);
-        norm = optim::global_grad_norm(grads, o_.rules);
+        if (o_.accumulation > 1) optim::scale_gradients(grads, 1.0 / static_cast<double>(o_.accumulation), rules_);
+        norm = optim::global_grad_norm(grads, rules_);
         adam_->step(learner_.params(), grads, lr, optim::clip_factor(norm, o_.clip));  // clipping applied in the update
       } else {
         const double mean_factor = 1.0 / static_cast<double>(o_.accumulation);  // the mean over micro-batches
         norm = streaming_->grad_norm(learner_.params()) * mean_factor;
         streaming_->step(learner_.params(), lr, mean_factor * optim::clip_factor(norm, o_.clip));
       }
-      o_.scale_clamp.apply(learner_.params());
+      o_.scale_clamp.apply(learner_.params(), rules_);
       learner_.params().touch();
       ++step;
       const double dt = std::chrono::duration<double>(clock::now() - t0).count();
@@ -267,6 +269,7 @@ class Trainer {
 
   Learner<T>& learner_;
   TrainerOptions o_;
+  ParamRules rules_;                                  // the model's rules for the learner's slots
   std::optional<optim::AdamW<T>> adam_;               // exactly one of the two
   std::optional<optim::StreamingAdamW<T>> streaming_;
   std::mt19937_64 rng_;

@@ -1,3 +1,5 @@
+// Test support, not part of the library: a dynamic tape of backward closures, with which the
+// tests compose layers and fused elementwise maps at run time and check their gradients.
 /// The dynamic tape: for experiments composed at run time. Tensors created on the tape carry
 /// a value and a gradient; every operation records a backward closure; `backward(y)` seeds
 /// dy = 1 and runs the closures in reverse. Fused elementwise chains use the expression
@@ -8,17 +10,18 @@
 ///   auto s = tape.sum(y);
 ///   tape.backward(s);            // tape.grad(x) now holds d s / d x
 #pragma once
-#include "causalqwen/autodiff/expression.hpp"
-#include "causalqwen/core/error.hpp"
-#include "causalqwen/core/tensor.hpp"
+#include <causalqwen/autodiff/expression.hpp>
+#include <causalqwen/core/error.hpp>
+#include <causalqwen/core/tensor.hpp>
 
 #include <cstddef>
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <initializer_list>
 #include <vector>
 
-namespace causalqwen::autodiff {
+namespace cqtest {
 
 /// A handle to a tensor on a tape.
 struct TapeVar {
@@ -32,7 +35,7 @@ class Tape {
   TapeVar variable(std::vector<std::size_t> shape, std::vector<T> values = {}) {
     std::size_t n = 1;
     for (auto e : shape) n *= e;
-    detail::require(values.empty() || values.size() == n, "Tape::variable",
+    causalqwen::detail::require(values.empty() || values.size() == n, "Tape::variable",
                     "{} values for {} elements", values.size(), n);
     Node node{std::move(shape), values.empty() ? std::vector<T>(n, T(0)) : std::move(values),
               std::vector<T>(n, T(0))};
@@ -49,7 +52,7 @@ class Tape {
   template <class F, class... V>
   TapeVar map(F f, V... inputs) {
     const std::size_t n = node(first(inputs...)).value.size();
-    ((detail::require(node(inputs).value.size() == n, "Tape::map",
+    ((causalqwen::detail::require(node(inputs).value.size() == n, "Tape::map",
                       "inputs have {} and {} elements", n, node(inputs).value.size())),
      ...);
     TapeVar out = variable(node(first(inputs...)).shape);
@@ -109,7 +112,7 @@ class Tape {
   };
   Mark mark() const { return {nodes_.size(), backward_.size()}; }
   void rewind(Mark m) {
-    detail::require(m.nodes <= nodes_.size() && m.operations <= backward_.size(), "Tape::rewind",
+    causalqwen::detail::require(m.nodes <= nodes_.size() && m.operations <= backward_.size(), "Tape::rewind",
                     "the mark is newer than the tape");
     nodes_.resize(m.nodes);
     backward_.resize(m.operations);
@@ -123,12 +126,12 @@ class Tape {
     std::vector<T> value, grad;
   };
   Node& node(TapeVar v) {
-    detail::require(v.id < nodes_.size(), "Tape", "no tensor {} on this tape", v.id);
+    causalqwen::detail::require(v.id < nodes_.size(), "Tape", "no tensor {} on this tape", v.id);
     return nodes_[v.id];
   }
-  Leaf<T> leaf(TapeVar v) {
+  causalqwen::autodiff::Leaf<T> leaf(TapeVar v) {
     auto& n = node(v);
-    return Leaf<T>{{}, n.value.data(), n.grad.data(), n.value.size()};
+    return causalqwen::autodiff::Leaf<T>{{}, n.value.data(), n.grad.data(), n.value.size()};
   }
   template <class V0, class... V>
   static TapeVar first(V0 v0, V...) { return v0; }
@@ -137,4 +140,4 @@ class Tape {
   std::vector<std::function<void()>> backward_;
 };
 
-}  // namespace causalqwen::autodiff
+}  // namespace cqtest
