@@ -92,7 +92,7 @@ void run_generate(const GenerateOptions& o) {
   d.validate("generate");
   t.generation.max_new_tokens = o.max_new_tokens;
   t.generation.use_cache = !o.no_cache;
-  t.generation.padding = o.padding == "right" ? cqg::Padding::right : cqg::Padding::left;
+  t.generation.padding = o.padding == "right" ? cq::PaddingSide::right : cq::PaddingSide::left;
   t.stop_strings = o.stop;
   t.seed = o.seed;
   if (o.interval) {

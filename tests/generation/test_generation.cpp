@@ -91,9 +91,9 @@ TEST_CASE_TEMPLATE("the KV cache gives the tokens and numbers of recomputation, 
   const auto ps = prompts(seed);
   std::size_t nums = 0;
   for (auto mode : all_modes)
-    for (auto pad : {cqg::Padding::left, cqg::Padding::right})
+    for (auto pad : {cq::PaddingSide::left, cq::PaddingSide::right})
       for (bool shared : {false, true}) {
-        INFO(cqg::mode_name(mode), pad == cqg::Padding::left ? " left" : " right", shared ? " shared noise" : "");
+        INFO(cqg::mode_name(mode), pad == cq::PaddingSide::left ? " left" : " right", shared ? " shared noise" : "");
         auto o = options(mode);
         o.padding = pad;
         o.decode.shared_noise = shared;
@@ -116,7 +116,7 @@ TEST_CASE("a row's continuation does not depend on its batch, padding side or po
   for (auto mode : all_modes) {
     INFO(cqg::mode_name(mode));
     auto o = options(mode);
-    o.padding = cqg::Padding::left;
+    o.padding = cq::PaddingSide::left;
     const auto together = cqg::generate(*model, std::span<const cqg::PromptInput>(ps), o);
     for (std::size_t b = 0; b < ps.size(); ++b) {
       const auto alone = cqg::generate(*model, std::span<const cqg::PromptInput>(&ps[b], 1), o);
@@ -124,7 +124,7 @@ TEST_CASE("a row's continuation does not depend on its batch, padding side or po
     }
     // reversed order, right padding
     std::vector<cqg::PromptInput> rev(ps.rbegin(), ps.rend());
-    o.padding = cqg::Padding::right;
+    o.padding = cq::PaddingSide::right;
     const auto reversed = cqg::generate(*model, std::span<const cqg::PromptInput>(rev), o);
     for (std::size_t b = 0; b < ps.size(); ++b) check_same(reversed[ps.size() - 1 - b], together[b], 1e-9);
     // a different seed changes the noisy modes
@@ -325,7 +325,7 @@ TEST_CASE("compatible greedy after converting a base Qwen2 checkpoint = the base
   for (std::size_t i = 0; i < prompts_ids.size(); ++i) ps.push_back({prompts_ids[i], {}, i});
   const std::size_t N = 16;
   std::size_t padded_wins = 0;
-  for (auto pad : {cqg::Padding::left, cqg::Padding::right}) {
+  for (auto pad : {cq::PaddingSide::left, cq::PaddingSide::right}) {
     auto o = options(cqg::GenerationMode::compatible, N);
     o.decode.temperature = 0;
     o.padding = pad;
@@ -352,7 +352,7 @@ TEST_CASE("compatible greedy after converting a base Qwen2 checkpoint = the base
         base_tokens.push_back(best);
         seq.push_back(best);
       }
-      INFO("row ", b, pad == cqg::Padding::left ? " left" : " right", " padded ids would win somewhere: ", padded_would_win);
+      INFO("row ", b, pad == cq::PaddingSide::left ? " left" : " right", " padded ids would win somewhere: ", padded_would_win);
       REQUIRE(ours[b].tokens.size() == N);
       for (std::size_t t = 0; t < N; ++t) {
         CHECK(ours[b].tokens[t].id == base_tokens[t]);

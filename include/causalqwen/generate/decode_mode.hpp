@@ -1,14 +1,15 @@
-/// The four ways of choosing the next token (DESIGN §2, seeds 003 §2.6.2 and 004) and their
-/// settings, selectable per call.
+/// The four ways of choosing the next token and their settings, selectable per call. Noise is
+/// injected into the individual U (scale noise or location noise), or an individual is drawn
+/// from U itself (the causal mode); the compatible mode reads loc_S as a classic LM's logits.
 ///
 ///   deterministic  scale noise:  loc_A = loc_U, scale_A = scale_U + |b_noise|;
 ///                  token = argmax_k P_k (ties: lowest id), number = loc_Y
-///   sampling       location noise (seed 004): loc_A = loc_U + T·|b_noise|·ε, scale_A = scale_U,
+///   sampling       location noise: loc_A = loc_U + T·|b_noise|·ε, scale_A = scale_U,
 ///                  ε standard Cauchy per component; token = argmax_k P_k, number = loc_Y under it
 ///                  (T = 0: the noiseless decision on U itself)
-///   causal         an individual (seed 003): u = loc_U + scale_U·tan(π(ε − ½)), ε ~ U(0,1) per
-///                  component; s_k = W_cls,k·u + b_cls,k; token = argmax_k s_k (issue 7 and the
-///                  seed; with `subtract_threshold`, argmax_k s_k − C_k, the OvR margin of the
+///   causal         an individual: u = loc_U + scale_U·tan(π(ε − ½)), ε ~ U(0,1) per
+///                  component; s_k = W_cls,k·u + b_cls,k; token = argmax_k s_k (the
+///                  individual's own decision, no threshold; with `subtract_threshold`, argmax_k s_k − C_k, the OvR margin of the
 ///                  individual: the same token when every class has the same threshold);
 ///                  number = y = w_reg·u + b_reg
 ///   compatible     a classic LM over loc_S (loc_A = loc_U): greedy argmax_k loc_S when the

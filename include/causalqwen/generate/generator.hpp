@@ -17,6 +17,7 @@
 /// is tested separately (tests/generation/test_kv_cache.cpp) within float tolerances.
 #pragma once
 #include "causalqwen/core/error.hpp"
+#include "causalqwen/core/padding.hpp"
 #include "causalqwen/generate/decode_mode.hpp"
 #include "causalqwen/generate/next_token.hpp"
 #include "causalqwen/generate/random_stream.hpp"
@@ -42,15 +43,19 @@ struct PromptInput {
   std::uint64_t seed = 0;
 };
 
-enum class Padding { left, right };
 enum class StopReason { length, eos, hook };
+
+/// The most tokens one call may generate: far above any model's positions (a KV cache of 2²⁰
+/// positions already needs gigabytes), and small enough that prompt length + max_new_tokens
+/// never wraps (so max_new_tokens = −1 read into a size_t is refused, not allocated).
+inline constexpr std::size_t max_new_tokens_limit = std::size_t{1} << 20;
 
 struct GenerationOptions {
   DecodeSettings decode;
   std::size_t max_new_tokens = 32;
   std::vector<std::int64_t> eos_ids;  // a row stops after emitting one of these (kept in the output)
   bool use_cache = true;
-  Padding padding = Padding::left;
+  PaddingSide padding = PaddingSide::left;  // left: every row's next token at the same column
   std::int64_t pad_id = 0;  // id fed in padding slots (masked, so its value never matters)
 };
 
@@ -83,6 +88,9 @@ class Generator {
     o.decode.validate("generate");
     const std::size_t B = prompts.size();
     std::vector<GenerationResult> results(B);
+    detail::require(o.max_new_tokens <= max_new_tokens_limit, "generate",
+                    "max_new_tokens {} exceeds the limit of {} tokens", o.max_new_tokens,
+                    max_new_tokens_limit);
     if (B == 0 || o.max_new_tokens == 0) return results;
     std::size_t P = 0;
     for (std::size_t b = 0; b < B; ++b) {
@@ -108,7 +116,7 @@ class Generator {
     std::vector<std::int64_t> count(B, 0);
     for (std::size_t b = 0; b < B; ++b) {
       const auto& pr = prompts[b];
-      const std::size_t n = pr.ids.size(), start = o.padding == Padding::left ? P - n : 0;
+      const std::size_t n = pr.ids.size(), start = o.padding == PaddingSide::left ? P - n : 0;
       for (std::size_t i = 0; i < n; ++i) {
         const std::size_t m = b * total + start + i;
         seq_ids_[m] = pr.ids[i];

@@ -1,5 +1,6 @@
 /// CausalQwen's configuration: the Qwen2 backbone's shapes plus the causal heads' settings
-/// (DESIGN §2 defaults). `validate()` names the first field out of range.
+/// (defaults below: C = H, γ = 10, threshold 10, b_noise = 0.1, α = 0). `validate()` names
+/// the first field out of range.
 #pragma once
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/nn/config.hpp"

@@ -13,6 +13,7 @@
 #include "causalqwen/cauchy/distribution.hpp"
 #include "causalqwen/cauchy/ovr.hpp"
 #include "causalqwen/cauchy/ovr_row.hpp"
+#include "causalqwen/core/labels.hpp"
 #include "causalqwen/core/threading.hpp"
 #include "causalqwen/linalg/abs_weight.hpp"
 #include "causalqwen/model/action.hpp"
@@ -23,9 +24,6 @@
 #include <vector>
 
 namespace causalqwen::model {
-
-/// Label value of positions without a target.
-inline constexpr std::int64_t ignore_index = -100;
 
 /// Targets and masks of a batch, flattened over positions m = b·S + s (all [M]).
 template <class T>
