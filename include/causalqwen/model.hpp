@@ -6,5 +6,6 @@
 #include <causalqwen/io/batch_json.hpp>
 #include <causalqwen/io/model_checkpoint.hpp>
 #include <causalqwen/model/causal_qwen.hpp>
+#include <causalqwen/model/presets.hpp>
 #include <causalqwen/nn.hpp>
 #include <causalqwen/text.hpp>
