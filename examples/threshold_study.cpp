@@ -48,6 +48,7 @@
 //
 //   build/bin/threshold_study [--optimizer sgd|adamw] [--lr X] [--momentum X] [--clip X]
 //                             [--alpha X] [--steps 60] [--every 10] [--threads 1] [--require-learning]
+#include <causalqwen/core/threading.hpp>
 #include <causalqwen/model/causal_qwen.hpp>
 #include <causalqwen/optim/adamw.hpp>
 #include <causalqwen/optim/clip.hpp>
@@ -56,7 +57,6 @@
 #include <causalqwen/train/synthetic_text_source.hpp>
 
 #include <fmt/core.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -66,10 +66,6 @@
 #include <string>
 #include <variant>
 #include <vector>
-
-#ifdef EIGEN_USE_BLAS
-extern "C" void openblas_set_num_threads(int);
-#endif
 
 namespace cq = causalqwen;
 namespace tr = causalqwen::train;
@@ -236,10 +232,7 @@ std::string window_label(std::size_t s, std::size_t every) {
 /// Runs both thresholds side by side, prints the table and the conclusion; exit 0 when the effect holds.
 int main(int argc, char** argv) {
   const auto o = parse(argc, argv);
-  omp_set_num_threads(static_cast<int>(o.threads));
-#ifdef EIGEN_USE_BLAS
-  openblas_set_num_threads(static_cast<int>(o.threads));
-#endif
+  cq::set_threads(o.threads);
   const auto data = tr::synthetic_sentences(tr::DataSplit::train, 4000, /*seed=*/3);
   const auto ideal = tr::ideal_scores(data, data);
   const auto tok = cq::text::train_bpe(tr::texts_of(data), {.vocab_size = 384}).tokenizer();
