@@ -8,10 +8,12 @@
 // Cauchy uncertainty — and ends by generating from held-out prompts in all four modes. The last
 // line is machine-readable: DEMO_RESULT {"num_accuracy": …, "reg_mae": …, …}.
 #include "command.hpp"
+#include "mode_comparison_print.hpp"
+#include "train_display.hpp"
 
-#include <causalqwen/generate/mode_comparison.hpp>
 #include <causalqwen/version.hpp>
 #include <causalqwen/text/bpe_trainer.hpp>
+#include <causalqwen/train/evaluate.hpp>
 #include <causalqwen/train/synthetic_text_source.hpp>
 #include <causalqwen/train/trainer.hpp>
 
@@ -45,42 +47,25 @@ struct DemoOptions {
   bool plain = false;
 };
 
-/// Teacher-forced predictions on the held-out sentences: at every <NUM> target, whether <NUM>
-/// was the argmax class, and the predicted value (loc_Y) with its scale.
+/// Teacher-forced predictions on the held-out sentences (train::evaluate: <NUM> accuracy and
+/// MAE over every <NUM> target) and, per sentence, its numbers' loc_Y and scale_Y in order.
 struct HeldOutScore {
-  std::size_t numbers = 0, num_correct = 0;
-  double abs_error = 0;
+  cq::train::Evaluation evaluation;
   std::vector<std::vector<double>> values, scales;  // per sentence, per number
 };
 
 HeldOutScore score_held_out(cq::model::CausalQwen<float>& model, const cq::text::Tokenizer& tok,
                             const std::vector<cq::train::SyntheticSentence>& val, std::size_t seq) {
+  constexpr std::size_t batch_size = 16;
   HeldOutScore s;
-  const auto batches = cq::train::synthetic_validation_batches<float>(tok, val, 16, seq);
-  const auto held = cq::train::encode_held_out(tok, val);
   s.values.resize(val.size());
   s.scales.resize(val.size());
-  std::size_t sentence = 0;
-  const auto num = model.config().num_token_id;
-  for (const auto& b : batches) {
-    typename cq::model::CausalQwen<float>::Cache cache;
-    model.evaluate(b.view(), cache);
-    const auto& h = cache.head;
-    for (std::size_t r = 0; r < b.batch && sentence < val.size(); ++r, ++sentence) {
-      // label at position p is token p+1: the number of span j sits at token index t, so its
-      // prediction is made at position t−1 of this row
-      for (const auto& span : held[sentence].encoding.spans) {
-        const std::size_t t = span.token_index;
-        if (t == 0 || t >= b.seq) continue;
-        const std::size_t m = r * b.seq + t - 1;
-        ++s.numbers;
-        s.num_correct += h.pred[m] == num;
-        s.abs_error += std::fabs(static_cast<double>(h.loc_Y[m]) - span.value);
-        s.values[sentence].push_back(h.loc_Y[m]);
-        s.scales[sentence].push_back(h.scale_Y[m]);
-      }
-    }
-  }
+  const auto batches = cq::train::synthetic_validation_batches<float>(tok, val, batch_size, seq);
+  s.evaluation = cq::train::evaluate(model, batches, [&](const cq::train::NumberPrediction& p) {
+    const std::size_t sentence = p.batch * batch_size + p.row;  // row r of batch k: sentence k·B + r
+    s.values[sentence].push_back(p.loc);
+    s.scales[sentence].push_back(p.scale);
+  });
   return s;
 }
 
@@ -141,13 +126,17 @@ void run_demo(const DemoOptions& o) {
   t.eval_batches = 4;
   t.out_dir = out;
   t.checkpoint_every = 0;
-  t.baseline_mae = ideal.median_baseline_mae;
   t.seed = o.seed;
   if (o.min_scale > 0) t.scale_clamp.min_scale = o.min_scale;
   // seed 002 §4.2: a large α first, so the regression learns before P(<NUM>) has grown, then the
   // gate by P(<NUM>) alone
   t.alpha = {o.alpha_start, o.alpha_end, o.steps * 4 / 5, cq::optim::AnnealShape::cosine};
-  if (o.plain) t.progress = cq::train::Progress::Style::lines;
+  cqcli::TrainDisplayOptions display;
+  if (o.plain) display.style = cqcli::Progress::Style::lines;
+  display.metrics_path = out / "metrics.jsonl";
+  display.curves_path = out / "curves.svg";
+  display.baseline_mae = ideal.median_baseline_mae;
+  t.observer = cqcli::train_display(display);
   fmt::print("4. training {} steps of {}x{} tokens (AdamW, lr {} with warm-up and cosine decay; gate alpha {} -> {})\n",
              o.steps, o.batch, o.seq, o.lr, o.alpha_start, o.alpha_end);
   cq::train::Trainer<float> trainer(learner, t);
@@ -157,9 +146,9 @@ void run_demo(const DemoOptions& o) {
 
   // 5. held-out report
   const auto score = score_held_out(model, tok, val, o.seq);
-  const double num_accuracy = score.numbers ? static_cast<double>(score.num_correct) / static_cast<double>(score.numbers) : 0.0;
-  const double reg_mae = score.numbers ? score.abs_error / static_cast<double>(score.numbers) : 0.0;
-  fmt::print("5. held-out sentences ({} numbers, teacher-forced):\n", score.numbers);
+  const double num_accuracy = score.evaluation.num_accuracy();
+  const double reg_mae = score.evaluation.mae();
+  fmt::print("5. held-out sentences ({} numbers, teacher-forced):\n", score.evaluation.numbers);
   fmt::print("   <NUM> accuracy (argmax_k P_k = <NUM> where a number comes)   {:.4f}\n", num_accuracy);
   fmt::print("   regression MAE (median loc_Y)                                {:.4g}   median baseline {:.4g} ({:.3f}x); "
              "an ideal model {:.4g}\n",
@@ -202,7 +191,7 @@ void run_demo(const DemoOptions& o) {
   cq::generate::ModeComparisonOptions g;
   g.max_new_tokens = 16;
   g.seed = o.seed;
-  cq::generate::print_mode_showcase(stdout, model, tok, prompts, g);
+  cqcli::print_mode_showcase(stdout, model, tok, prompts, g);
 
   cq::io::save_model(out / "model", model);
   std::filesystem::copy_file(out / "tokenizer.json", out / "model" / "tokenizer.json", fs::copy_options::overwrite_existing);
