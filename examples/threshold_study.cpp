@@ -54,7 +54,7 @@
 #include <causalqwen/optim/clip.hpp>
 #include <causalqwen/optim/sgd.hpp>
 #include <causalqwen/text/bpe_trainer.hpp>
-#include <causalqwen/train/synthetic_text_source.hpp>
+#include <causalqwen/datasets/synthetic_text_source.hpp>
 
 #include <fmt/core.h>
 
@@ -69,6 +69,7 @@
 
 namespace cq = causalqwen;
 namespace tr = causalqwen::train;
+namespace ds = causalqwen::datasets;
 
 namespace {
 
@@ -107,9 +108,9 @@ struct Run {
   cq::Arena<float> grads;
   cq::model::CausalQwen<float>::Cache cache;
 
-  Run(const cq::model::CausalConfig& cfg, const cq::text::Tokenizer& tok, const std::vector<tr::SyntheticSentence>& data,
+  Run(const cq::model::CausalConfig& cfg, const cq::text::Tokenizer& tok, const std::vector<ds::SyntheticSentence>& data,
       const StudyOptions& o)
-      : model(cfg), source(tr::make_synthetic_text_source<float>(tok, data, {.batch_size = 8, .seq_len = 64, .seed = 5})),
+      : model(cfg), source(ds::make_synthetic_text_source<float>(tok, data, {.batch_size = 8, .seq_len = 64, .seed = 5})),
         optimizer(make_optimizer(model, o)), grads(model.make_gradients()) {
     model.init_random(/*seed=*/11);
   }
@@ -233,14 +234,14 @@ std::string window_label(std::size_t s, std::size_t every) {
 int main(int argc, char** argv) {
   const auto o = parse(argc, argv);
   cq::set_threads(o.threads);
-  const auto data = tr::synthetic_sentences(tr::DataSplit::train, 4000, /*seed=*/3);
-  const auto ideal = tr::ideal_scores(data, data);
-  const auto tok = cq::text::train_bpe(tr::texts_of(data), {.vocab_size = 384}).tokenizer();
+  const auto data = ds::synthetic_sentences(tr::DataSplit::train, 4000, /*seed=*/3);
+  const auto ideal = ds::ideal_scores(data, data);
+  const auto tok = cq::text::train_bpe(ds::texts_of(data), {.vocab_size = 384}).tokenizer();
   // four fixed held-out batches (validation sentences, packed like the training batches)
-  const auto validation = tr::synthetic_sentences(tr::DataSplit::validation, 400, /*seed=*/3);
+  const auto validation = ds::synthetic_sentences(tr::DataSplit::validation, 400, /*seed=*/3);
   std::vector<cq::io::BatchData<float>> held_out_batches;
   {
-    auto source = tr::make_synthetic_text_source<float>(tok, validation, {.batch_size = 8, .seq_len = 64, .seed = 7});
+    auto source = ds::make_synthetic_text_source<float>(tok, validation, {.batch_size = 8, .seq_len = 64, .seed = 7});
     for (int b = 0; b < 4; ++b) held_out_batches.push_back(source->next());
   }
   Run high(model_config(tok, ideal.train_median, 100.0, o.alpha), tok, data, o);

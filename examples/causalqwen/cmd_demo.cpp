@@ -14,7 +14,7 @@
 #include <causalqwen/version.hpp>
 #include <causalqwen/text/bpe_trainer.hpp>
 #include <causalqwen/train/evaluate.hpp>
-#include <causalqwen/train/synthetic_text_source.hpp>
+#include <causalqwen/datasets/synthetic_text_source.hpp>
 #include <causalqwen/train/trainer.hpp>
 
 #include <fmt/core.h>
@@ -55,12 +55,12 @@ struct HeldOutScore {
 };
 
 HeldOutScore score_held_out(cq::model::CausalQwen<float>& model, const cq::text::Tokenizer& tok,
-                            const std::vector<cq::train::SyntheticSentence>& val, std::size_t seq) {
+                            const std::vector<cq::datasets::SyntheticSentence>& val, std::size_t seq) {
   constexpr std::size_t batch_size = 16;
   HeldOutScore s;
   s.values.resize(val.size());
   s.scales.resize(val.size());
-  const auto batches = cq::train::synthetic_validation_batches<float>(tok, val, batch_size, seq);
+  const auto batches = cq::datasets::synthetic_validation_batches<float>(tok, val, batch_size, seq);
   s.evaluation = cq::train::evaluate(model, batches, [&](const cq::train::NumberPrediction& p) {
     const std::size_t sentence = p.batch * batch_size + p.row;  // row r of batch k: sentence k·B + r
     s.values[sentence].push_back(p.loc);
@@ -76,9 +76,9 @@ void run_demo(const DemoOptions& o) {
   fmt::print("causalqwen {} demo: text with numbers, learned from scratch on this CPU\n\n", causalqwen::version_string);
 
   // 1. data: train and held-out sentences never share a text
-  const auto train = cq::train::synthetic_sentences(cq::train::DataSplit::train, o.train_sentences, o.seed);
-  const auto val = cq::train::synthetic_sentences(cq::train::DataSplit::validation, o.val_sentences, o.seed);
-  const auto ideal = cq::train::ideal_scores(train, val);
+  const auto train = cq::datasets::synthetic_sentences(cq::train::DataSplit::train, o.train_sentences, o.seed);
+  const auto val = cq::datasets::synthetic_sentences(cq::train::DataSplit::validation, o.val_sentences, o.seed);
+  const auto ideal = cq::datasets::ideal_scores(train, val);
   fmt::print("1. data: {} training and {} held-out sentences (English and Chinese), e.g.\n", train.size(), val.size());
   for (std::size_t i = 0; i < 3; ++i) fmt::print("     {}\n", train[i * 7].text);
   fmt::print("   held-out numbers: {}; median of the training numbers {:.4g}; always predicting it gives MAE {:.4g}\n\n",
@@ -87,7 +87,7 @@ void run_demo(const DemoOptions& o) {
   // 2. tokenizer
   cq::text::BpeTrainerOptions bpe_options;
   bpe_options.vocab_size = o.vocab;
-  const auto trained = cq::text::train_bpe(cq::train::texts_of(train), bpe_options);
+  const auto trained = cq::text::train_bpe(cq::datasets::texts_of(train), bpe_options);
   std::ofstream(out / "tokenizer.json") << trained.text();
   const auto tok = trained.tokenizer();
   fmt::print("2. tokenizer: byte-level BPE trained on the corpus in-process, {} ids with <NUM> = {} -> {}\n\n", static_cast<std::size_t>(tok.size()),
@@ -114,8 +114,8 @@ void run_demo(const DemoOptions& o) {
              o.hidden, o.layers, o.heads, o.kv_heads, o.ffn, cfg.num_classes, vocab_rows, model.layout().count());
 
   // 4. training
-  auto source = cq::train::make_synthetic_text_source<float>(tok, train, {.batch_size = o.batch, .seq_len = o.seq, .seed = o.seed});
-  auto val_source = cq::train::make_synthetic_text_source<float>(tok, val, {.batch_size = o.batch, .seq_len = o.seq, .seed = o.seed + 1});
+  auto source = cq::datasets::make_synthetic_text_source<float>(tok, train, {.batch_size = o.batch, .seq_len = o.seq, .seed = o.seed});
+  auto val_source = cq::datasets::make_synthetic_text_source<float>(tok, val, {.batch_size = o.batch, .seq_len = o.seq, .seed = o.seed + 1});
   cq::train::ModelLearner<float> learner(model, *source, val_source.get());
   cq::train::TrainerOptions t;
   t.steps = o.steps;
@@ -153,12 +153,12 @@ void run_demo(const DemoOptions& o) {
   fmt::print("   regression MAE (median loc_Y)                                {:.4g}   median baseline {:.4g} ({:.3f}x); "
              "an ideal model {:.4g}\n",
              reg_mae, ideal.median_baseline_mae, reg_mae / ideal.median_baseline_mae, ideal.ideal_mae);
-  const auto held = cq::train::encode_held_out(tok, val);
+  const auto held = cq::datasets::encode_held_out(tok, val);
   {  // where the error comes from: per family of template, against an ideal model's error
     std::map<std::string, std::array<double, 3>> by_family;  // sum |err|, sum |ideal err|, count
     for (std::size_t i = 0; i < val.size(); ++i)
       for (std::size_t j = 0; j < score.values[i].size() && j < val[i].numbers.size(); ++j) {
-        auto& f = by_family[cq::train::family_name(val[i].family)];
+        auto& f = by_family[cq::datasets::family_name(val[i].family)];
         f[0] += std::fabs(score.values[i][j] - val[i].numbers[j].value);
         f[1] += std::fabs(val[i].numbers[j].ideal - val[i].numbers[j].value);
         f[2] += 1;

@@ -18,8 +18,8 @@
 #include <causalqwen/train.hpp>
 #include <causalqwen/train/batch_list_source.hpp>
 #include <causalqwen/train/jsonl_dataset.hpp>
-#include <causalqwen/train/synthetic_features.hpp>
-#include <causalqwen/train/synthetic_text_source.hpp>
+#include <causalqwen/datasets/synthetic_features.hpp>
+#include <causalqwen/datasets/synthetic_text_source.hpp>
 
 #include <fmt/core.h>
 
@@ -30,6 +30,7 @@ namespace {
 
 namespace cq = causalqwen;
 namespace ct = causalqwen::train;
+namespace ds = causalqwen::datasets;
 
 struct TrainArgs {
   cqcli::ModelOptions model;
@@ -107,12 +108,12 @@ void run_features(const TrainArgs& a) {
   c.num_token_id = static_cast<std::int64_t>(K - 1);
   if (!a.threshold.empty()) c.ovr_threshold = a.threshold;
   c.alpha_gate = a.alpha_start >= 0 ? a.alpha_start : 0.0;
-  ct::FeatureStoryOptions story;
+  ds::FeatureStoryOptions story;
   story.hidden = H, story.num_classes = K, story.num_token_id = c.num_token_id, story.rows = a.batch * a.seq;
   story.seed = a.seed;
-  ct::SyntheticFeatureSource<float> train(story);
+  ds::SyntheticFeatureSource<float> train(story);
   // validation: the same story (prototypes, value map), rows from another stream of the generator
-  ct::SyntheticFeatureSource<float> val(story);
+  ds::SyntheticFeatureSource<float> val(story);
   auto val_state = val.state();
   val_state["rng"] = fmt::format("{}", (a.seed + 1) * 0x9E3779B97F4A7C15ULL ^ 0x5A17DA7AULL);
   val.restore(val_state);
@@ -159,10 +160,10 @@ void run_tokens(const TrainArgs& a) {
     train = ds.train_source<float>(*tokenizer, bo);
     if (!ds.validation.empty()) val_batches = ds.validation_batches<float>(*tokenizer, a.batch, a.seq);
   } else {
-    const auto tr = ct::synthetic_sentences(ct::DataSplit::train, a.synthetic, a.seed);
-    const auto va = ct::synthetic_sentences(ct::DataSplit::validation, std::max<std::size_t>(64, a.synthetic / 10), a.seed);
-    train = ct::make_synthetic_text_source<float>(*tokenizer, tr, bo);
-    val_batches = ct::synthetic_validation_batches<float>(*tokenizer, va, a.batch, a.seq);
+    const auto tr = ds::synthetic_sentences(ct::DataSplit::train, a.synthetic, a.seed);
+    const auto va = ds::synthetic_sentences(ct::DataSplit::validation, std::max<std::size_t>(64, a.synthetic / 10), a.seed);
+    train = ds::make_synthetic_text_source<float>(*tokenizer, tr, bo);
+    val_batches = ds::synthetic_validation_batches<float>(*tokenizer, va, a.batch, a.seq);
   }
   std::unique_ptr<ct::BatchListSource<float>> val;
   if (!val_batches.empty()) val = std::make_unique<ct::BatchListSource<float>>(std::move(val_batches));

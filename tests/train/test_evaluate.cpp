@@ -5,7 +5,7 @@
 #include <causalqwen/text/bpe_trainer.hpp>
 #include <causalqwen/train/batch_list_source.hpp>
 #include <causalqwen/train/evaluate.hpp>
-#include <causalqwen/train/synthetic_text_source.hpp>
+#include <causalqwen/datasets/synthetic_text_source.hpp>
 #include <doctest/doctest.h>
 
 #include "../support/test_support.hpp"
@@ -17,6 +17,7 @@
 
 namespace cq = causalqwen;
 namespace ct = causalqwen::train;
+namespace ds = causalqwen::datasets;
 
 namespace {
 
@@ -87,9 +88,9 @@ TEST_CASE_TEMPLATE("evaluate: totals, the per-target callback and both overloads
 
 TEST_CASE("evaluate scores held-out sentences exactly as matching each number's span does") {
   const auto seed = cqtest::test_seed(20261121, "evaluate held-out");
-  const auto train = ct::synthetic_sentences(ct::DataSplit::train, 600, seed);
-  const auto val = ct::synthetic_sentences(ct::DataSplit::validation, 40, seed);
-  const auto tok = cq::text::train_bpe(ct::texts_of(train), {.vocab_size = 300}).tokenizer();
+  const auto train = ds::synthetic_sentences(ct::DataSplit::train, 600, seed);
+  const auto val = ds::synthetic_sentences(ct::DataSplit::validation, 40, seed);
+  const auto tok = cq::text::train_bpe(ds::texts_of(train), {.vocab_size = 300}).tokenizer();
   cq::model::CausalConfig cfg;
   cfg.num_token_id = tok.num_token_id();
   cfg.num_classes = static_cast<std::size_t>(cfg.num_token_id) + 1;
@@ -98,8 +99,8 @@ TEST_CASE("evaluate scores held-out sentences exactly as matching each number's 
   cq::model::CausalQwen<float> model(cfg);
   model.init_random(seed, 0.02);
   constexpr std::size_t B = 16, S = 64;
-  const auto batches = ct::synthetic_validation_batches<float>(tok, val, B, S);
-  const auto held = ct::encode_held_out(tok, val);
+  const auto batches = ds::synthetic_validation_batches<float>(tok, val, B, S);
+  const auto held = ds::encode_held_out(tok, val);
 
   // the reference: each sentence's spans, predicted at the position before their <NUM>
   std::size_t numbers = 0, correct = 0, sentence = 0;
