@@ -50,16 +50,16 @@
 //
 //   build/bin/threshold_study [--optimizer sgd|adamw] [--lr X] [--momentum X] [--clip X]
 //                             [--alpha X] [--steps 60] [--every 10] [--threads 1] [--require-learning]
+#include <causalqwen/core/threading.hpp>
 #include <causalqwen/model/causal_qwen.hpp>
 #include <causalqwen/model/parameter_rules.hpp>
 #include <causalqwen/optim/adamw.hpp>
 #include <causalqwen/optim/clip.hpp>
 #include <causalqwen/optim/sgd.hpp>
 #include <causalqwen/text/bpe_trainer.hpp>
-#include <causalqwen/train/synthetic_text_source.hpp>
+#include <causalqwen/datasets/synthetic_text_source.hpp>
 
 #include <fmt/core.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -70,12 +70,9 @@
 #include <variant>
 #include <vector>
 
-#ifdef EIGEN_USE_BLAS
-extern "C" void openblas_set_num_threads(int);
-#endif
-
 namespace cq = causalqwen;
 namespace tr = causalqwen::train;
+namespace ds = causalqwen::datasets;
 
 namespace {
 
@@ -114,9 +111,9 @@ struct Run {
   cq::Arena<float> grads;
   cq::model::CausalQwen<float>::Cache cache;
 
-  Run(const cq::model::CausalConfig& cfg, const cq::text::Tokenizer& tok, const std::vector<tr::SyntheticSentence>& data,
+  Run(const cq::model::CausalConfig& cfg, const cq::text::Tokenizer& tok, const std::vector<ds::SyntheticSentence>& data,
       const StudyOptions& o)
-      : model(cfg), source(tr::make_synthetic_text_source<float>(tok, data, {.batch_size = 8, .seq_len = 64, .seed = 5})),
+      : model(cfg), source(ds::make_synthetic_text_source<float>(tok, data, {.batch_size = 8, .seq_len = 64, .seed = 5})),
         optimizer(make_optimizer(model, o)), grads(model.make_gradients()) {
     model.init_random(/*seed=*/11);
   }
@@ -241,18 +238,15 @@ std::string window_label(std::size_t s, std::size_t every) {
 /// Runs both thresholds side by side, prints the table and the conclusion; exit 0 when the effect holds.
 int main(int argc, char** argv) {
   const auto o = parse(argc, argv);
-  omp_set_num_threads(static_cast<int>(o.threads));
-#ifdef EIGEN_USE_BLAS
-  openblas_set_num_threads(static_cast<int>(o.threads));
-#endif
-  const auto data = tr::synthetic_sentences(tr::DataSplit::train, 4000, /*seed=*/3);
-  const auto ideal = tr::ideal_scores(data, data);
-  const auto tok = cq::text::train_bpe(tr::texts_of(data), {.vocab_size = 384}).tokenizer();
+  cq::set_threads(o.threads);
+  const auto data = ds::synthetic_sentences(tr::DataSplit::train, 4000, /*seed=*/3);
+  const auto ideal = ds::ideal_scores(data, data);
+  const auto tok = cq::text::train_bpe(ds::texts_of(data), {.vocab_size = 384}).tokenizer();
   // four fixed held-out batches (validation sentences, packed like the training batches)
-  const auto validation = tr::synthetic_sentences(tr::DataSplit::validation, 400, /*seed=*/3);
+  const auto validation = ds::synthetic_sentences(tr::DataSplit::validation, 400, /*seed=*/3);
   std::vector<cq::io::BatchData<float>> held_out_batches;
   {
-    auto source = tr::make_synthetic_text_source<float>(tok, validation, {.batch_size = 8, .seq_len = 64, .seed = 7});
+    auto source = ds::make_synthetic_text_source<float>(tok, validation, {.batch_size = 8, .seq_len = 64, .seed = 7});
     for (int b = 0; b < 4; ++b) held_out_batches.push_back(source->next());
   }
   Run high(model_config(tok, ideal.train_median, 100.0, o.alpha), tok, data, o);

@@ -5,6 +5,7 @@
 // draws, compatible greedy), then one row per step with each run's token, P(<NUM>) and the
 // head's predicted number ± its scale.
 #include "command.hpp"
+#include "mode_comparison_print.hpp"
 #include "model_loading.hpp"
 
 #include <causalqwen/generate.hpp>
@@ -31,7 +32,7 @@ void run_compare(const CompareOptions& o) {
   cq::text::TokenizerOptions tok_options;
   tok_options.num_token_id = static_cast<cq::text::TokenId>(loaded.model->config().num_token_id);
   const auto tok = cq::text::Tokenizer::from_file(tok_path->string(), tok_options);
-  cqg::print_mode_comparison(stdout, *loaded.model, tok, o.prompt, o.compare);
+  cqcli::print_mode_comparison(stdout, *loaded.model, tok, o.prompt, o.compare);
 }
 
 const cqcli::Registration reg{"compare-modes", [](CLI::App& app) {

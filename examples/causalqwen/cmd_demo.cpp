@@ -8,11 +8,13 @@
 // Cauchy uncertainty — and ends by generating from held-out prompts in all four modes. The last
 // line is machine-readable: DEMO_RESULT {"num_accuracy": …, "reg_mae": …, …}.
 #include "command.hpp"
+#include "mode_comparison_print.hpp"
+#include "train_display.hpp"
 
-#include <causalqwen/generate/mode_comparison.hpp>
 #include <causalqwen/version.hpp>
 #include <causalqwen/text/bpe_trainer.hpp>
-#include <causalqwen/train/synthetic_text_source.hpp>
+#include <causalqwen/train/evaluate.hpp>
+#include <causalqwen/datasets/synthetic_text_source.hpp>
 #include <causalqwen/train/trainer.hpp>
 
 #include <fmt/core.h>
@@ -45,42 +47,25 @@ struct DemoOptions {
   bool plain = false;
 };
 
-/// Teacher-forced predictions on the held-out sentences: at every <NUM> target, whether <NUM>
-/// was the argmax class, and the predicted value (loc_Y) with its scale.
+/// Teacher-forced predictions on the held-out sentences (train::evaluate: <NUM> accuracy and
+/// MAE over every <NUM> target) and, per sentence, its numbers' loc_Y and scale_Y in order.
 struct HeldOutScore {
-  std::size_t numbers = 0, num_correct = 0;
-  double abs_error = 0;
+  cq::train::Evaluation evaluation;
   std::vector<std::vector<double>> values, scales;  // per sentence, per number
 };
 
 HeldOutScore score_held_out(cq::model::CausalQwen<float>& model, const cq::text::Tokenizer& tok,
-                            const std::vector<cq::train::SyntheticSentence>& val, std::size_t seq) {
+                            const std::vector<cq::datasets::SyntheticSentence>& val, std::size_t seq) {
+  constexpr std::size_t batch_size = 16;
   HeldOutScore s;
-  const auto batches = cq::train::synthetic_validation_batches<float>(tok, val, 16, seq);
-  const auto held = cq::train::encode_held_out(tok, val);
   s.values.resize(val.size());
   s.scales.resize(val.size());
-  std::size_t sentence = 0;
-  const auto num = model.config().num_token_id;
-  for (const auto& b : batches) {
-    typename cq::model::CausalQwen<float>::Cache cache;
-    model.evaluate(b.view(), cache);
-    const auto& h = cache.head;
-    for (std::size_t r = 0; r < b.batch && sentence < val.size(); ++r, ++sentence) {
-      // label at position p is token p+1: the number of span j sits at token index t, so its
-      // prediction is made at position t−1 of this row
-      for (const auto& span : held[sentence].encoding.spans) {
-        const std::size_t t = span.token_index;
-        if (t == 0 || t >= b.seq) continue;
-        const std::size_t m = r * b.seq + t - 1;
-        ++s.numbers;
-        s.num_correct += h.ovr.pred[m] == num;
-        s.abs_error += std::fabs(static_cast<double>(h.regression.loc_Y[m]) - span.value);
-        s.values[sentence].push_back(h.regression.loc_Y[m]);
-        s.scales[sentence].push_back(h.regression.scale_Y[m]);
-      }
-    }
-  }
+  const auto batches = cq::datasets::synthetic_validation_batches<float>(tok, val, batch_size, seq);
+  s.evaluation = cq::train::evaluate(model, batches, [&](const cq::train::NumberPrediction& p) {
+    const std::size_t sentence = p.batch * batch_size + p.row;  // row r of batch k: sentence k·B + r
+    s.values[sentence].push_back(p.loc);
+    s.scales[sentence].push_back(p.scale);
+  });
   return s;
 }
 
@@ -91,9 +76,9 @@ void run_demo(const DemoOptions& o) {
   fmt::print("causalqwen {} demo: text with numbers, learned from scratch on this CPU\n\n", causalqwen::version_string);
 
   // 1. data: train and held-out sentences never share a text
-  const auto train = cq::train::synthetic_sentences(cq::train::DataSplit::train, o.train_sentences, o.seed);
-  const auto val = cq::train::synthetic_sentences(cq::train::DataSplit::validation, o.val_sentences, o.seed);
-  const auto ideal = cq::train::ideal_scores(train, val);
+  const auto train = cq::datasets::synthetic_sentences(cq::train::DataSplit::train, o.train_sentences, o.seed);
+  const auto val = cq::datasets::synthetic_sentences(cq::train::DataSplit::validation, o.val_sentences, o.seed);
+  const auto ideal = cq::datasets::ideal_scores(train, val);
   fmt::print("1. data: {} training and {} held-out sentences (English and Chinese), e.g.\n", train.size(), val.size());
   for (std::size_t i = 0; i < 3; ++i) fmt::print("     {}\n", train[i * 7].text);
   fmt::print("   held-out numbers: {}; median of the training numbers {:.4g}; always predicting it gives MAE {:.4g}\n\n",
@@ -102,7 +87,7 @@ void run_demo(const DemoOptions& o) {
   // 2. tokenizer
   cq::text::BpeTrainerOptions bpe_options;
   bpe_options.vocab_size = o.vocab;
-  const auto trained = cq::text::train_bpe(cq::train::texts_of(train), bpe_options);
+  const auto trained = cq::text::train_bpe(cq::datasets::texts_of(train), bpe_options);
   std::ofstream(out / "tokenizer.json") << trained.text();
   const auto tok = trained.tokenizer();
   fmt::print("2. tokenizer: byte-level BPE trained on the corpus in-process, {} ids with <NUM> = {} -> {}\n\n", static_cast<std::size_t>(tok.size()),
@@ -129,8 +114,8 @@ void run_demo(const DemoOptions& o) {
              o.hidden, o.layers, o.heads, o.kv_heads, o.ffn, cfg.num_classes, vocab_rows, model.layout().count());
 
   // 4. training
-  auto source = cq::train::make_synthetic_text_source<float>(tok, train, {.batch_size = o.batch, .seq_len = o.seq, .seed = o.seed});
-  auto val_source = cq::train::make_synthetic_text_source<float>(tok, val, {.batch_size = o.batch, .seq_len = o.seq, .seed = o.seed + 1});
+  auto source = cq::datasets::make_synthetic_text_source<float>(tok, train, {.batch_size = o.batch, .seq_len = o.seq, .seed = o.seed});
+  auto val_source = cq::datasets::make_synthetic_text_source<float>(tok, val, {.batch_size = o.batch, .seq_len = o.seq, .seed = o.seed + 1});
   cq::train::ModelLearner<float> learner(model, *source, val_source.get());
   cq::train::TrainerOptions t;
   t.steps = o.steps;
@@ -141,13 +126,17 @@ void run_demo(const DemoOptions& o) {
   t.eval_batches = 4;
   t.out_dir = out;
   t.checkpoint_every = 0;
-  t.baseline_mae = ideal.median_baseline_mae;
   t.seed = o.seed;
   if (o.min_scale > 0) t.scale_clamp.min_scale = o.min_scale;
   // the gated loss is (α + (1 − α)·P(<NUM>))·nll: a large α first, so the regression learns before
   // P(<NUM>) has grown, then the gate by P(<NUM>) alone
   t.alpha = {o.alpha_start, o.alpha_end, o.steps * 4 / 5, cq::optim::AnnealShape::cosine};
-  if (o.plain) t.progress = cq::train::Progress::Style::lines;
+  cqcli::TrainDisplayOptions display;
+  if (o.plain) display.style = cqcli::Progress::Style::lines;
+  display.metrics_path = out / "metrics.jsonl";
+  display.curves_path = out / "curves.svg";
+  display.baseline_mae = ideal.median_baseline_mae;
+  t.observer = cqcli::train_display(display);
   fmt::print("4. training {} steps of {}x{} tokens (AdamW, lr {} with warm-up and cosine decay; gate alpha {} -> {})\n",
              o.steps, o.batch, o.seq, o.lr, o.alpha_start, o.alpha_end);
   cq::train::Trainer<float> trainer(learner, t);
@@ -157,19 +146,19 @@ void run_demo(const DemoOptions& o) {
 
   // 5. held-out report
   const auto score = score_held_out(model, tok, val, o.seq);
-  const double num_accuracy = score.numbers ? static_cast<double>(score.num_correct) / static_cast<double>(score.numbers) : 0.0;
-  const double reg_mae = score.numbers ? score.abs_error / static_cast<double>(score.numbers) : 0.0;
-  fmt::print("5. held-out sentences ({} numbers, teacher-forced):\n", score.numbers);
+  const double num_accuracy = score.evaluation.num_accuracy();
+  const double reg_mae = score.evaluation.mae();
+  fmt::print("5. held-out sentences ({} numbers, teacher-forced):\n", score.evaluation.numbers);
   fmt::print("   <NUM> accuracy (argmax_k P_k = <NUM> where a number comes)   {:.4f}\n", num_accuracy);
   fmt::print("   regression MAE (median loc_Y)                                {:.4g}   median baseline {:.4g} ({:.3f}x); "
              "an ideal model {:.4g}\n",
              reg_mae, ideal.median_baseline_mae, reg_mae / ideal.median_baseline_mae, ideal.ideal_mae);
-  const auto held = cq::train::encode_held_out(tok, val);
+  const auto held = cq::datasets::encode_held_out(tok, val);
   {  // where the error comes from: per family of template, against an ideal model's error
     std::map<std::string, std::array<double, 3>> by_family;  // sum |err|, sum |ideal err|, count
     for (std::size_t i = 0; i < val.size(); ++i)
       for (std::size_t j = 0; j < score.values[i].size() && j < val[i].numbers.size(); ++j) {
-        auto& f = by_family[cq::train::family_name(val[i].family)];
+        auto& f = by_family[cq::datasets::family_name(val[i].family)];
         f[0] += std::fabs(score.values[i][j] - val[i].numbers[j].value);
         f[1] += std::fabs(val[i].numbers[j].ideal - val[i].numbers[j].value);
         f[2] += 1;
@@ -202,7 +191,7 @@ void run_demo(const DemoOptions& o) {
   cq::generate::ModeComparisonOptions g;
   g.max_new_tokens = 16;
   g.seed = o.seed;
-  cq::generate::print_mode_showcase(stdout, model, tok, prompts, g);
+  cqcli::print_mode_showcase(stdout, model, tok, prompts, g);
 
   cq::io::save_model(out / "model", model);
   std::filesystem::copy_file(out / "tokenizer.json", out / "model" / "tokenizer.json", fs::copy_options::overwrite_existing);

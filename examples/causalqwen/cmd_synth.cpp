@@ -7,7 +7,7 @@
 #include "command.hpp"
 
 #include <causalqwen/train/jsonl_dataset.hpp>
-#include <causalqwen/train/synthetic_text.hpp>
+#include <causalqwen/datasets/synthetic_text.hpp>
 
 #include <fmt/core.h>
 
@@ -24,11 +24,12 @@ struct SynthArgs {
 
 void run_synth(const SynthArgs& a) {
   namespace tr = causalqwen::train;
-  tr::SyntheticTextOptions options;
-  if (a.mix == "full") options.mix = tr::SyntheticMix::full();
+  namespace ds = causalqwen::datasets;
+  ds::SyntheticTextOptions options;
+  if (a.mix == "full") options.mix = ds::SyntheticMix::full();
   const auto side = tr::parse_split(a.split);
-  const auto sentences = tr::synthetic_sentences(side, a.count, a.seed, options);
-  tr::write_jsonl_texts(a.out, tr::texts_of(sentences));
+  const auto sentences = ds::synthetic_sentences(side, a.count, a.seed, options);
+  tr::write_jsonl_texts(a.out, ds::texts_of(sentences));
   std::size_t numbers = 0;
   for (const auto& s : sentences) numbers += s.numbers.size();
   fmt::print("wrote {} {} sentences ({} numbers, mix {}, seed {}) to {}\n", sentences.size(),

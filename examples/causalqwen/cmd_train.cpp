@@ -10,41 +10,27 @@
 //   run      --out DIR --steps N [--metrics FILE.jsonl] [--resume] and the options of --help
 #include "command.hpp"
 #include "model_loading.hpp"
+#include "train_display.hpp"
 
+#include <causalqwen/core/threading.hpp>
 #include <causalqwen/io/config_json.hpp>
+#include <causalqwen/model/presets.hpp>
 #include <causalqwen/train.hpp>
+#include <causalqwen/train/batch_list_source.hpp>
 #include <causalqwen/train/jsonl_dataset.hpp>
-#include <causalqwen/train/synthetic_features.hpp>
-#include <causalqwen/train/synthetic_text_source.hpp>
+#include <causalqwen/datasets/synthetic_features.hpp>
+#include <causalqwen/datasets/synthetic_text_source.hpp>
 
 #include <fmt/core.h>
-#include <omp.h>
 
 #include <memory>
 #include <optional>
-
-extern "C" void openblas_set_num_threads(int);
 
 namespace {
 
 namespace cq = causalqwen;
 namespace ct = causalqwen::train;
-
-/// A fixed list of batches served in a cycle (the validation passes); state = the index.
-class BatchListSource final : public ct::TokenBatchSource<float> {
- public:
-  explicit BatchListSource(std::vector<cq::io::BatchData<float>> batches) : batches_(std::move(batches)) {
-    cq::detail::require(!batches_.empty(), "train", "the validation set is empty");
-  }
-  cq::io::BatchData<float> next() override { return batches_[index_++ % batches_.size()]; }
-  nlohmann::json state() const override { return {{"index", index_}}; }
-  void restore(const nlohmann::json& s) override { index_ = s.at("index").get<std::size_t>(); }
-  std::size_t size() const { return batches_.size(); }
-
- private:
-  std::vector<cq::io::BatchData<float>> batches_;
-  std::size_t index_ = 0;
-};
+namespace ds = causalqwen::datasets;
 
 struct TrainArgs {
   cqcli::ModelOptions model;
@@ -59,20 +45,6 @@ struct TrainArgs {
   std::vector<double> threshold;
   std::uint64_t seed = 1;
 };
-
-cq::model::CausalConfig preset_config(const std::string& name, std::int64_t num_token_id) {
-  cq::model::CausalConfig c;
-  const auto K = static_cast<std::size_t>(num_token_id + 1);
-  if (name == "tiny") c.backbone = {K, 64, 176, 2, 4, 2, 1e-6, 1e6};
-  else if (name == "small") c.backbone = {K, 256, 704, 4, 4, 2, 1e-6, 1e6};
-  else if (name == "qwen2.5-0.5b") c.backbone = {std::max<std::size_t>(K, 151936), 896, 4864, 24, 14, 2, 1e-6, 1e6};
-  else throw cq::DomainError(fmt::format("train: unknown --preset '{}' (tiny, small, qwen2.5-0.5b)", name));
-  c.causal_size = c.backbone.hidden_size;
-  c.num_classes = K;
-  c.num_token_id = num_token_id;
-  c.tie_word_embeddings = true;
-  return c;
-}
 
 ct::TrainerOptions trainer_options(const TrainArgs& a) {
   ct::TrainerOptions o;
@@ -104,8 +76,11 @@ ct::TrainerOptions trainer_options(const TrainArgs& a) {
   o.checkpoint_every = a.checkpoint_every;
   o.out_dir = a.out;
   o.metrics_path = a.metrics;
-  o.curves_path = a.curves;
-  if (a.baseline_mae >= 0) o.baseline_mae = a.baseline_mae;
+  cqcli::TrainDisplayOptions display;
+  display.metrics_path = !a.metrics.empty() ? std::filesystem::path(a.metrics) : std::filesystem::path(a.out) / "metrics.jsonl";
+  display.curves_path = !a.curves.empty() ? std::filesystem::path(a.curves) : std::filesystem::path(a.out) / "curves.svg";
+  if (a.baseline_mae >= 0) display.baseline_mae = a.baseline_mae;
+  o.observer = cqcli::train_display(display);
   o.resume = a.resume;
   o.seed = a.seed;
   o.run_settings = {{"lr", a.lr}, {"schedule", a.schedule}, {"steps", a.steps}, {"batch", a.batch}, {"seq", a.seq},
@@ -133,12 +108,12 @@ void run_features(const TrainArgs& a) {
   c.num_token_id = static_cast<std::int64_t>(K - 1);
   if (!a.threshold.empty()) c.ovr_threshold = a.threshold;
   c.alpha_gate = a.alpha_start >= 0 ? a.alpha_start : 0.0;
-  ct::FeatureStoryOptions story;
+  ds::FeatureStoryOptions story;
   story.hidden = H, story.num_classes = K, story.num_token_id = c.num_token_id, story.rows = a.batch * a.seq;
   story.seed = a.seed;
-  ct::SyntheticFeatureSource<float> train(story);
+  ds::SyntheticFeatureSource<float> train(story);
   // validation: the same story (prototypes, value map), rows from another stream of the generator
-  ct::SyntheticFeatureSource<float> val(story);
+  ds::SyntheticFeatureSource<float> val(story);
   auto val_state = val.state();
   val_state["rng"] = fmt::format("{}", (a.seed + 1) * 0x9E3779B97F4A7C15ULL ^ 0x5A17DA7AULL);
   val.restore(val_state);
@@ -166,7 +141,7 @@ void run_tokens(const TrainArgs& a) {
       c = cq::io::read_config_json(a.config).config;
     } else {
       if (!tokenizer) throw cq::DomainError("train: --preset needs --tokenizer (the vocabulary sets V and <NUM>)");
-      c = preset_config(a.preset, tokenizer->num_token_id());
+      c = cq::model::preset_config(a.preset, tokenizer->num_token_id());
     }
     if (!a.threshold.empty()) c.ovr_threshold = a.threshold;
     model = std::make_unique<cq::model::CausalQwen<float>>(c);
@@ -185,13 +160,13 @@ void run_tokens(const TrainArgs& a) {
     train = ds.train_source<float>(*tokenizer, bo);
     if (!ds.validation.empty()) val_batches = ds.validation_batches<float>(*tokenizer, a.batch, a.seq);
   } else {
-    const auto tr = ct::synthetic_sentences(ct::DataSplit::train, a.synthetic, a.seed);
-    const auto va = ct::synthetic_sentences(ct::DataSplit::validation, std::max<std::size_t>(64, a.synthetic / 10), a.seed);
-    train = ct::make_synthetic_text_source<float>(*tokenizer, tr, bo);
-    val_batches = ct::synthetic_validation_batches<float>(*tokenizer, va, a.batch, a.seq);
+    const auto tr = ds::synthetic_sentences(ct::DataSplit::train, a.synthetic, a.seed);
+    const auto va = ds::synthetic_sentences(ct::DataSplit::validation, std::max<std::size_t>(64, a.synthetic / 10), a.seed);
+    train = ds::make_synthetic_text_source<float>(*tokenizer, tr, bo);
+    val_batches = ds::synthetic_validation_batches<float>(*tokenizer, va, a.batch, a.seq);
   }
-  std::unique_ptr<BatchListSource> val;
-  if (!val_batches.empty()) val = std::make_unique<BatchListSource>(std::move(val_batches));
+  std::unique_ptr<ct::BatchListSource<float>> val;
+  if (!val_batches.empty()) val = std::make_unique<ct::BatchListSource<float>>(std::move(val_batches));
   if (a.alpha_start >= 0) model->set_alpha_gate(a.alpha_start);
   const double alpha0 = model->config().alpha_gate;
   ct::ModelLearner<float> learner(*model, *train, val.get(), config_base, lm_head);
@@ -260,8 +235,7 @@ const cqcli::Registration reg{"train", [](CLI::App& app) {
   sub->add_option("--seed", a->seed, "Seed of the model init, data order and sampling noise")->capture_default_str();
   sub->add_option("--threads", a->threads, "Threads (results are bit-reproducible for a given count)")->capture_default_str();
   sub->callback([a] {
-    omp_set_num_threads(static_cast<int>(a->threads));
-    openblas_set_num_threads(static_cast<int>(a->threads));
+    cq::set_threads(a->threads);
     const int sources = (!a->data.empty()) + (a->synthetic > 0) + a->features;
     if (sources != 1) throw cq::DomainError("train: give exactly one of --data, --synthetic N, --features");
     if (a->features) return run_features(*a);

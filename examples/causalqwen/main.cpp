@@ -1,24 +1,17 @@
 // causalqwen: the command-line program. Subcommands live in cmd_*.cpp beside this file.
 #include "command.hpp"
 
+#include <causalqwen/core/threading.hpp>
 #include <causalqwen/version.hpp>
 
 #include <fmt/core.h>
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdlib>
 #include <exception>
 
 int main(int argc, char** argv) {
-  // Idle OpenMP threads spin by default and take the cores OpenBLAS needs for the next GEMM
-  // (about 4x slower on 2 cores). libgomp reads OMP_WAIT_POLICY before main, so when the user
-  // has not chosen a policy, set PASSIVE and start again (once; the variable stops the loop).
-  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
-    ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-    ::execv("/proc/self/exe", argv);  // returns only on failure: then go on as we are
-  }
+  // idle OpenMP threads must not spin while OpenBLAS works: PASSIVE unless the user chose
+  causalqwen::restart_with_passive_omp_wait(argv);
   CLI::App app{"causalqwen: a Qwen2 language model whose heads carry Cauchy distributions",
                "causalqwen"};
   app.set_version_flag("--version", std::string(causalqwen::version_string));

@@ -4,4 +4,5 @@
 #include <causalqwen/cauchy.hpp>
 #include <causalqwen/model/causal_qwen.hpp>
 #include <causalqwen/model/parameter_rules.hpp>
+#include <causalqwen/model/presets.hpp>
 #include <causalqwen/nn.hpp>

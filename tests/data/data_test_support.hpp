@@ -2,7 +2,7 @@
 // files, and a check that a batch's labels and targets are aligned with its inputs.
 #pragma once
 #include <causalqwen/text/bpe_trainer.hpp>
-#include <causalqwen/train/synthetic_text.hpp>
+#include <causalqwen/datasets/synthetic_text.hpp>
 
 #include "../support/test_support.hpp"
 
@@ -16,12 +16,13 @@ namespace cqdata {
 
 namespace text = causalqwen::text;
 namespace tr = causalqwen::train;
+namespace ds = causalqwen::datasets;
 
 /// A 400-token tokenizer trained on 4,000 synthetic training sentences (seed 7), built once.
 inline const text::Tokenizer& synthetic_tokenizer() {
   static const text::Tokenizer tok = [] {
-    const auto sentences = tr::synthetic_sentences(tr::DataSplit::train, 4000, 7);
-    return text::train_bpe(tr::texts_of(sentences), {.vocab_size = 400}).tokenizer();
+    const auto sentences = ds::synthetic_sentences(tr::DataSplit::train, 4000, 7);
+    return text::train_bpe(ds::texts_of(sentences), {.vocab_size = 400}).tokenizer();
   }();
   return tok;
 }

@@ -3,7 +3,7 @@
 #include "data_test_support.hpp"
 
 #include <causalqwen/text/bpe_trainer.hpp>
-#include <causalqwen/train/synthetic_text.hpp>
+#include <causalqwen/datasets/synthetic_text.hpp>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -51,7 +51,7 @@ std::size_t byte_count(const std::vector<std::string>& texts) {
 
 TEST_CASE("a trained tokenizer loads, reaches its size, round-trips seen and unseen text and compresses") {
   const auto seed = cqtest::test_seed(11, "bpe round trip");
-  auto texts = tr::texts_of(tr::synthetic_sentences(tr::DataSplit::train, 3000, seed));
+  auto texts = ds::texts_of(ds::synthetic_sentences(tr::DataSplit::train, 3000, seed));
   const auto prose = random_prose(seed, 100'000);
   texts.insert(texts.end(), prose.begin(), prose.end());
   const auto trained = text::train_bpe(texts, {.vocab_size = 600});
@@ -131,7 +131,7 @@ TEST_CASE("training is deterministic: same corpus and options give a byte-identi
 TEST_CASE("about 1 MB trains in a few seconds") {
   const auto seed = cqtest::test_seed(3, "bpe speed");
   auto texts = random_prose(seed, 600'000);
-  const auto synthetic = tr::texts_of(tr::synthetic_sentences(tr::DataSplit::train, 12000, seed));
+  const auto synthetic = ds::texts_of(ds::synthetic_sentences(tr::DataSplit::train, 12000, seed));
   texts.insert(texts.end(), synthetic.begin(), synthetic.end());
   const std::size_t bytes = byte_count(texts);
   CHECK(bytes > 1'000'000);

@@ -3,7 +3,7 @@
 #include "data_test_support.hpp"
 
 #include <causalqwen/train/corpus_batch_source.hpp>
-#include <causalqwen/train/synthetic_text_source.hpp>
+#include <causalqwen/datasets/synthetic_text_source.hpp>
 
 #include <doctest/doctest.h>
 
@@ -18,7 +18,7 @@ using Batch = causalqwen::io::BatchData<float>;
 namespace {
 
 std::shared_ptr<const tr::TokenCorpus> small_corpus(std::uint64_t seed, std::size_t count = 300) {
-  return tr::synthetic_corpus(synthetic_tokenizer(), tr::synthetic_sentences(tr::DataSplit::train, count, seed));
+  return ds::synthetic_corpus(synthetic_tokenizer(), ds::synthetic_sentences(tr::DataSplit::train, count, seed));
 }
 
 bool same_batch(const Batch& a, const Batch& b) {
@@ -91,8 +91,8 @@ TEST_CASE("packed batches: labels are the next tokens, targets their values, eac
 TEST_CASE("padded batches: one sequence per row, −100 and mask 0 on padding, values at <NUM> labels") {
   const auto seed = cqtest::test_seed(32, "padded batches");
   const auto& tok = synthetic_tokenizer();
-  const auto sentences = tr::synthetic_sentences(tr::DataSplit::train, 50, seed);
-  const auto corpus = tr::synthetic_corpus(tok, sentences);
+  const auto sentences = ds::synthetic_sentences(tr::DataSplit::train, 50, seed);
+  const auto corpus = ds::synthetic_corpus(tok, sentences);
   const std::size_t S = 24;
   tr::CorpusBatchSource<double> source(corpus, {.batch_size = 5, .seq_len = S, .layout = tr::BatchLayout::padded,
                                                 .seed = seed, .shuffle = false});

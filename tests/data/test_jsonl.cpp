@@ -54,8 +54,8 @@ TEST_CASE("JSONL lines are read in order, with blank lines, CRLF and other field
 
 TEST_CASE("the split by text hash cannot overlap, even with repeated lines") {
   const auto seed = cqtest::test_seed(41, "jsonl split");
-  auto texts = tr::texts_of(tr::synthetic_sentences(tr::DataSplit::train, 3000, seed,
-                                                    {tr::SyntheticMix::demo(), {0.0, "none"}}));
+  auto texts = ds::texts_of(ds::synthetic_sentences(tr::DataSplit::train, 3000, seed,
+                                                    {ds::SyntheticMix::demo(), {0.0, "none"}}));
   const auto p = temp_path("split.jsonl");
   tr::write_jsonl_texts(p, texts);
   const auto d = tr::load_jsonl_dataset(p, {0.2, "jsonl"});
@@ -73,7 +73,7 @@ TEST_CASE("the split by text hash cannot overlap, even with repeated lines") {
 TEST_CASE("the JSONL training source tokenizes with numbers and resumes exactly") {
   const auto seed = cqtest::test_seed(42, "jsonl source");
   const auto p = temp_path("source.jsonl");
-  tr::write_jsonl_texts(p, tr::texts_of(tr::synthetic_sentences(tr::DataSplit::train, 500, seed)));
+  tr::write_jsonl_texts(p, ds::texts_of(ds::synthetic_sentences(tr::DataSplit::train, 500, seed)));
   const auto d = tr::load_jsonl_dataset(p, {0.1, "s"});
   const auto& tok = synthetic_tokenizer();
   auto source = d.train_source<float>(tok, {.batch_size = 2, .seq_len = 32, .seed = seed});

@@ -2,7 +2,7 @@
 // state()/restore().
 #include "../support/test_support.hpp"
 
-#include <causalqwen/train/synthetic_features.hpp>
+#include <causalqwen/datasets/synthetic_features.hpp>
 
 #include <doctest/doctest.h>
 
@@ -12,10 +12,11 @@
 #include <vector>
 
 namespace tr = causalqwen::train;
+namespace ds = causalqwen::datasets;
 
 TEST_CASE("feature batches follow the story: class shares, prototypes, values linear in z plus Cauchy noise") {
   const auto seed = cqtest::test_seed(51, "feature statistics");
-  tr::FeatureStoryOptions o;
+  ds::FeatureStoryOptions o;
   o.hidden = 16;
   o.num_classes = 8;
   o.num_token_id = 3;
@@ -23,7 +24,7 @@ TEST_CASE("feature batches follow the story: class shares, prototypes, values li
   o.num_share = 0.3;
   o.value_noise_scale = 0.2;
   o.seed = seed;
-  tr::SyntheticFeatureSource<double> source(o);
+  ds::SyntheticFeatureSource<double> source(o);
   const std::size_t H = o.hidden, K = o.num_classes;
   std::vector<double> sum(K * H, 0.0);
   std::vector<std::size_t> count(K, 0);
@@ -70,19 +71,19 @@ TEST_CASE("feature batches follow the story: class shares, prototypes, values li
   CHECK(std::fabs(mean_nll - source.ideal_nll()) < 0.06);
   // The Bayes rule: well-separated prototypes → near-perfect; heavy noise → far from it.
   CHECK(source.ideal_accuracy() > 0.99);
-  tr::FeatureStoryOptions noisy = o;
+  ds::FeatureStoryOptions noisy = o;
   noisy.noise_std = 3.0;
-  const double hard = tr::SyntheticFeatureSource<double>(noisy).ideal_accuracy();
+  const double hard = ds::SyntheticFeatureSource<double>(noisy).ideal_accuracy();
   CHECK(hard < 0.9);
   CHECK(hard > 0.3);  // still better than the 0.3 of always saying <NUM>
 }
 
 TEST_CASE("feature batches: determinism, state()/restore(), and refusal of another story") {
   const auto seed = cqtest::test_seed(52, "feature state");
-  tr::FeatureStoryOptions o;
+  ds::FeatureStoryOptions o;
   o.rows = 8;
   o.seed = seed;
-  tr::SyntheticFeatureSource<float> a(o), b(o);
+  ds::SyntheticFeatureSource<float> a(o), b(o);
   for (int i = 0; i < 3; ++i) {
     const auto x = a.next(), y = b.next();
     REQUIRE(x.features == y.features);
@@ -91,19 +92,19 @@ TEST_CASE("feature batches: determinism, state()/restore(), and refusal of anoth
   }
   const auto state = nlohmann::json::parse(a.state().dump());
   const auto expected = a.next();
-  tr::SyntheticFeatureSource<float> c(o);
+  ds::SyntheticFeatureSource<float> c(o);
   c.restore(state);
   const auto got = c.next();
   CHECK(got.features == expected.features);
   CHECK(got.labels == expected.labels);
   CHECK(got.target_values == expected.target_values);
-  tr::FeatureStoryOptions other = o;
+  ds::FeatureStoryOptions other = o;
   other.seed = seed + 1;
-  tr::SyntheticFeatureSource<float> d(other);
-  CHECK(d.next().features != tr::SyntheticFeatureSource<float>(o).next().features);
+  ds::SyntheticFeatureSource<float> d(other);
+  CHECK(d.next().features != ds::SyntheticFeatureSource<float>(o).next().features);
   CHECK(cqtest::error_message<causalqwen::FormatError>([&] { d.restore(state); }).find("differ from this source's") !=
         std::string::npos);
   o.num_token_id = 16;
-  CHECK(cqtest::error_message<causalqwen::DomainError>([&] { tr::SyntheticFeatureSource<float> e(o); })
+  CHECK(cqtest::error_message<causalqwen::DomainError>([&] { ds::SyntheticFeatureSource<float> e(o); })
             .find("num_token_id 16 must lie in [0, 16)") != std::string::npos);
 }

@@ -3,8 +3,8 @@
 // <NUM> positions.
 #include "data_test_support.hpp"
 
-#include <causalqwen/train/synthetic_text.hpp>
-#include <causalqwen/train/synthetic_text_source.hpp>
+#include <causalqwen/datasets/synthetic_text.hpp>
+#include <causalqwen/datasets/synthetic_text_source.hpp>
 
 #include <doctest/doctest.h>
 
@@ -17,22 +17,22 @@ using namespace cqdata;
 
 TEST_CASE("the same seed gives the same sentences; another seed others") {
   const auto seed = cqtest::test_seed(21, "synthetic determinism");
-  const auto a = tr::synthetic_sentences(tr::DataSplit::train, 500, seed);
-  const auto b = tr::synthetic_sentences(tr::DataSplit::train, 500, seed);
-  const auto c = tr::synthetic_sentences(tr::DataSplit::train, 500, seed + 1);
-  CHECK(tr::texts_of(a) == tr::texts_of(b));
-  CHECK(tr::texts_of(a) != tr::texts_of(c));
+  const auto a = ds::synthetic_sentences(tr::DataSplit::train, 500, seed);
+  const auto b = ds::synthetic_sentences(tr::DataSplit::train, 500, seed);
+  const auto c = ds::synthetic_sentences(tr::DataSplit::train, 500, seed + 1);
+  CHECK(ds::texts_of(a) == ds::texts_of(b));
+  CHECK(ds::texts_of(a) != ds::texts_of(c));
   // A longer list starts with the shorter one.
-  const auto longer = tr::synthetic_sentences(tr::DataSplit::train, 800, seed);
+  const auto longer = ds::synthetic_sentences(tr::DataSplit::train, 800, seed);
   CHECK(std::equal(a.begin(), a.end(), longer.begin(), [](auto& x, auto& y) { return x.text == y.text; }));
 }
 
 TEST_CASE("no validation text appears in training, for both mixes") {
   const auto seed = cqtest::test_seed(22, "synthetic split");
-  for (const auto& mix : {tr::SyntheticMix::demo(), tr::SyntheticMix::full()}) {
-    tr::SyntheticTextOptions options{mix};
-    const auto train = tr::synthetic_sentences(tr::DataSplit::train, 30000, seed, options);
-    const auto val = tr::synthetic_sentences(tr::DataSplit::validation, 2000, seed, options);
+  for (const auto& mix : {ds::SyntheticMix::demo(), ds::SyntheticMix::full()}) {
+    ds::SyntheticTextOptions options{mix};
+    const auto train = ds::synthetic_sentences(tr::DataSplit::train, 30000, seed, options);
+    const auto val = ds::synthetic_sentences(tr::DataSplit::validation, 2000, seed, options);
     std::set<std::string> train_texts;
     for (const auto& s : train) train_texts.insert(s.text);
     std::set<std::string> val_texts;
@@ -51,18 +51,18 @@ TEST_CASE("no validation text appears in training, for both mixes") {
 TEST_CASE("every family, in both languages, writes numbers the tokenizer reads back exactly") {
   const auto seed = cqtest::test_seed(23, "synthetic numbers");
   const auto& tok = synthetic_tokenizer();
-  for (std::size_t f = 0; f < tr::synthetic_family_count; ++f) {
+  for (std::size_t f = 0; f < ds::synthetic_family_count; ++f) {
     for (double zh : {0.0, 1.0}) {
-      tr::SyntheticTextOptions options{tr::SyntheticMix::only(tr::SyntheticFamily(f), zh), {0.0, "all"}};
-      const auto sentences = tr::synthetic_sentences(tr::DataSplit::train, 200, seed + f, options);
-      CAPTURE(tr::family_name(tr::SyntheticFamily(f)));
+      ds::SyntheticTextOptions options{ds::SyntheticMix::only(ds::SyntheticFamily(f), zh), {0.0, "all"}};
+      const auto sentences = ds::synthetic_sentences(tr::DataSplit::train, 200, seed + f, options);
+      CAPTURE(ds::family_name(ds::SyntheticFamily(f)));
       CAPTURE(zh);
-      const auto held = tr::encode_held_out(tok, sentences);  // throws on any mismatch
+      const auto held = ds::encode_held_out(tok, sentences);  // throws on any mismatch
       REQUIRE(held.size() == 200);
       for (const auto& h : held) {
         CAPTURE(h.sentence.text);
-        REQUIRE(h.sentence.family == tr::SyntheticFamily(f));
-        REQUIRE((h.sentence.language == tr::Language::zh) == (zh == 1.0));
+        REQUIRE(h.sentence.family == ds::SyntheticFamily(f));
+        REQUIRE((h.sentence.language == ds::Language::zh) == (zh == 1.0));
         REQUIRE(!h.sentence.numbers.empty());
         REQUIRE(h.encoding.spans.front().token_index > 0);  // no sentence starts with a number
         for (std::size_t j = 0; j < h.sentence.numbers.size(); ++j) {
@@ -71,7 +71,7 @@ TEST_CASE("every family, in both languages, writes numbers the tokenizer reads b
           REQUIRE(h.encoding.numeric_values[h.encoding.spans[j].token_index] == n.value);
           REQUIRE(n.lo <= n.value);
           REQUIRE(n.value <= n.hi);
-          if (n.predictability == tr::Predictability::exact) REQUIRE(n.ideal == n.value);
+          if (n.predictability == ds::Predictability::exact) REQUIRE(n.ideal == n.value);
           else REQUIRE(n.lo < n.hi);
         }
         REQUIRE(tok.decode_with_numbers(h.encoding.input_ids, h.encoding.numeric_values,
@@ -83,49 +83,49 @@ TEST_CASE("every family, in both languages, writes numbers the tokenizer reads b
 
 TEST_CASE("the stated predictability holds: exact numbers are functions of the text before them") {
   const auto seed = cqtest::test_seed(24, "synthetic predictability");
-  tr::SyntheticTextOptions options{tr::SyntheticMix::full(), {0.0, "all"}};
-  const auto sentences = tr::synthetic_sentences(tr::DataSplit::train, 20000, seed, options);
+  ds::SyntheticTextOptions options{ds::SyntheticMix::full(), {0.0, "all"}};
+  const auto sentences = ds::synthetic_sentences(tr::DataSplit::train, 20000, seed, options);
   // prefix (the text up to the number) → the values seen there.
   std::map<std::string, std::set<double>> by_prefix;
-  std::map<tr::Predictability, std::size_t> counts;
+  std::map<ds::Predictability, std::size_t> counts;
   for (const auto& s : sentences) {
     const auto matches = causalqwen::text::find_numbers(s.text);
     REQUIRE(matches.size() == s.numbers.size());
     for (std::size_t j = 0; j < matches.size(); ++j) {
       ++counts[s.numbers[j].predictability];
-      if (s.numbers[j].predictability == tr::Predictability::exact)
+      if (s.numbers[j].predictability == ds::Predictability::exact)
         by_prefix[s.text.substr(0, matches[j].begin)].insert(s.numbers[j].value);
     }
   }
   std::size_t ambiguous = 0;
   for (const auto& [prefix, values] : by_prefix) ambiguous += values.size() > 1;
   CHECK(ambiguous == 0);
-  CHECK(counts[tr::Predictability::exact] > counts[tr::Predictability::bounded]);
-  CHECK(counts[tr::Predictability::unpredictable] > 0);
+  CHECK(counts[ds::Predictability::exact] > counts[ds::Predictability::bounded]);
+  CHECK(counts[ds::Predictability::unpredictable] > 0);
 }
 
 TEST_CASE("the demo mix: an ideal model's held-out MAE is a small fraction of the median baseline's") {
   const auto seed = cqtest::test_seed(25, "synthetic ideal scores");
-  const auto train = tr::synthetic_sentences(tr::DataSplit::train, 20000, seed);
-  const auto val = tr::synthetic_sentences(tr::DataSplit::validation, 2000, seed);
-  const auto s = tr::ideal_scores(train, val);
+  const auto train = ds::synthetic_sentences(tr::DataSplit::train, 20000, seed);
+  const auto val = ds::synthetic_sentences(tr::DataSplit::validation, 2000, seed);
+  const auto s = ds::ideal_scores(train, val);
   MESSAGE("train median " << s.train_median << ", median baseline MAE " << s.median_baseline_mae
                           << ", ideal MAE " << s.ideal_mae << " (ratio " << s.ratio() << ") over " << s.numbers
                           << " numbers");
   CHECK(s.median_baseline_mae > 12.0);
   CHECK(s.ratio() < 0.09);  // the demo asks a trained model for ≤ 0.2
   // The full mix, with 10⁶–10⁹ values, is no place for a raw-value MAE: its ideal ratio is large.
-  tr::SyntheticTextOptions full{tr::SyntheticMix::full()};
-  const auto f = tr::ideal_scores(tr::synthetic_sentences(tr::DataSplit::train, 20000, seed, full),
-                                  tr::synthetic_sentences(tr::DataSplit::validation, 2000, seed, full));
+  ds::SyntheticTextOptions full{ds::SyntheticMix::full()};
+  const auto f = ds::ideal_scores(ds::synthetic_sentences(tr::DataSplit::train, 20000, seed, full),
+                                  ds::synthetic_sentences(tr::DataSplit::validation, 2000, seed, full));
   CHECK(f.ratio() > 0.2);
 }
 
 TEST_CASE("<NUM> positions are predictable from the three tokens before them") {
   const auto seed = cqtest::test_seed(26, "synthetic NUM positions");
   const auto& tok = synthetic_tokenizer();
-  const auto sentences = tr::synthetic_sentences(tr::DataSplit::train, 5000, seed);
-  const auto corpus = tr::synthetic_corpus(tok, sentences);
+  const auto sentences = ds::synthetic_sentences(tr::DataSplit::train, 5000, seed);
+  const auto corpus = ds::synthetic_corpus(tok, sentences);
   // context (3 previous ids, or fewer at a sentence start) → (times followed by <NUM>, times seen)
   std::map<std::vector<text::TokenId>, std::pair<std::size_t, std::size_t>> contexts;
   std::set<std::vector<text::TokenId>> num_contexts;
@@ -152,12 +152,12 @@ TEST_CASE("<NUM> positions are predictable from the three tokens before them") {
 }
 
 TEST_CASE("option errors") {
-  tr::SyntheticMix none;
+  ds::SyntheticMix none;
   tr::SplitMix64 rng(1);
-  CHECK(cqtest::error_message<causalqwen::DomainError>([&] { tr::draw_synthetic_sentence(rng, none); })
+  CHECK(cqtest::error_message<causalqwen::DomainError>([&] { ds::draw_synthetic_sentence(rng, none); })
             .find("every family weight is 0") != std::string::npos);
-  tr::SyntheticTextOptions no_val{tr::SyntheticMix::demo(), {0.0, "x"}};
+  ds::SyntheticTextOptions no_val{ds::SyntheticMix::demo(), {0.0, "x"}};
   CHECK(cqtest::error_message<causalqwen::DomainError>(
-            [&] { tr::synthetic_sentences(tr::DataSplit::validation, 1, 1, no_val); })
+            [&] { ds::synthetic_sentences(tr::DataSplit::validation, 1, 1, no_val); })
             .find("found only 0 of 1 val sentences") != std::string::npos);
 }

@@ -1,11 +1,15 @@
 // train/: the trainer on tiny sources — learning in the synthetic-features mode, bit-exact resume
-// (whole model and heads alone), accumulation, crash-safe checkpoint commits, logs and curves.
+// (whole model and heads alone), accumulation, crash-safe checkpoint commits, the log, the
+// observer; and the causalqwen program's display of a run (progress, curves).
 #include <causalqwen/train.hpp>
 #include <doctest/doctest.h>
+
+#include "train_display.hpp"  // examples/causalqwen/
 
 #include "../support/test_support.hpp"
 #include "tiny_sources.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -66,7 +70,6 @@ ct::TrainerOptions base_options(const fs::path& out, std::size_t steps) {
   o.eval_every = 4;
   o.eval_batches = 2;
   o.out_dir = out;
-  o.progress = ct::Progress::Style::off;
   return o;
 }
 
@@ -105,7 +108,12 @@ TEST_CASE("synthetic-features mode: the heads learn <NUM> and its value within s
   o.alpha = {0.5, 0.0, 100};
   o.eval_every = 50;
   o.eval_batches = 1;
-  o.baseline_mae = 3.0;
+  cqcli::TrainDisplayOptions display;
+  display.style = cqcli::Progress::Style::off;
+  display.metrics_path = out / "metrics.jsonl";
+  display.curves_path = out / "curves.svg";
+  display.baseline_mae = 3.0;
+  o.observer = cqcli::train_display(display);
   ct::Trainer<float> trainer(learner, o);
   const auto s = trainer.run();
   REQUIRE(s.first_val);
@@ -259,7 +267,7 @@ TEST_CASE("a crash inside a checkpoint write keeps the previous checkpoint as LA
 
 TEST_CASE("progress degrades to plain lines off a terminal") {
   std::FILE* f = std::tmpfile();
-  ct::Progress p(40, 0, f, ct::Progress::Style::lines);
+  cqcli::Progress p(40, 0, f, cqcli::Progress::Style::lines);
   for (std::size_t s = 1; s <= 40; ++s) p.update(s, 1.5, 0.5, 0.25, 1000);
   p.message("validation");
   p.finish();
@@ -271,4 +279,38 @@ TEST_CASE("progress degrades to plain lines off a terminal") {
   CHECK(text.find("step  1/40 loss 1.5000 acc 0.500 reg MAE 0.25 1000 tok/s ETA") != std::string::npos);
   CHECK(text.find("step 40/40") != std::string::npos);
   CHECK(std::count(text.begin(), text.end(), '\n') == 22);  // steps 1, 2, 4, …, 40 and the message
+}
+
+TEST_CASE("the trainer tells its observer the start, every step, every validation and the end") {
+  const auto seed = cqtest::test_seed(3, "observer");
+  const auto out = fresh_dir("observer");
+  std::vector<std::string> events;
+  auto observe = [&](std::size_t steps, bool resume) {
+    cq::model::CausalQwen<float> model(tiny_config());
+    model.init_random(seed);
+    cqtest::CountingTokenSource<float> train(2, 9, 11, 11), val(2, 9, 11, 11, 1000);
+    ct::ModelLearner<float> learner(model, train, &val);
+    auto o = base_options(out, steps);
+    o.resume = resume;
+    o.checkpoint_every = 4;
+    o.observer.on_start = [&](const ct::RunStart& s) {
+      events.push_back(fmt::format("start {}/{}{}", s.first_step, s.total_steps, s.resumed_from ? " resumed" : ""));
+    };
+    o.observer.on_step = [&](const ct::StepReport& r) {
+      CHECK(r.total_steps == steps);
+      CHECK(std::isfinite(r.metrics.L_total));
+      CHECK(r.lr > 0);
+      events.push_back(fmt::format("step {}", r.step));
+    };
+    o.observer.on_validation = [&](const ct::ValidationReport& v) { events.push_back(fmt::format("val {}", v.step)); };
+    o.observer.on_finish = [&] { events.push_back("finish"); };
+    ct::Trainer<float> trainer(learner, o);
+    trainer.run();
+  };
+  observe(5, false);
+  observe(6, true);  // resumes from step 5's final checkpoint
+  const std::vector<std::string> expected = {"start 0/5", "step 1", "step 2", "step 3", "step 4", "val 4", "step 5",
+                                             "val 5", "finish", "start 5/6 resumed", "step 6", "val 6", "finish"};
+  CHECK(events == expected);
+  fs::remove_all(out);
 }

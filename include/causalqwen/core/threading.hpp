@@ -1,11 +1,19 @@
 /// Threading helpers over OpenMP. Elementwise work runs in `parallel_for`; GEMMs must be
 /// called outside any `omp parallel` region (Eigen threads its GEMM itself only there).
+/// A program sets its thread count once with `set_threads`, and may call
+/// `restart_with_passive_omp_wait` first thing in main.
 #pragma once
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+
+// OpenBLAS's thread setter, declared weak: it resolves to OpenBLAS's function when the program
+// links OpenBLAS (the default build routes Eigen's GEMMs there) and to null otherwise.
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
 
 namespace causalqwen {
 
@@ -40,6 +48,28 @@ void parallel_chunks(std::size_t n, F&& f) {
     const std::size_t begin = std::min(n, t * chunk), end = std::min(n, begin + chunk);
     if (begin < end) f(begin, end);
   }
+}
+
+/// Sets the threads of both parallel back ends to `threads` (≥ 1; 0 counts as 1): OpenMP
+/// (parallel_for, Eigen's own GEMM) through omp_set_num_threads, and OpenBLAS (the GEMMs Eigen
+/// forwards to it) through openblas_set_num_threads when the program links OpenBLAS. Results
+/// are bit-reproducible for a given thread count.
+inline void set_threads(std::size_t threads) {
+  const int n = static_cast<int>(std::max<std::size_t>(threads, 1));
+  omp_set_num_threads(n);
+  if (openblas_set_num_threads != nullptr) openblas_set_num_threads(n);
+}
+
+/// Idle OpenMP threads spin by default and take the cores OpenBLAS needs for the next GEMM
+/// (about 4x slower on 2 cores). libgomp reads OMP_WAIT_POLICY before main, so a program that
+/// wants PASSIVE without asking its user calls this first thing in main: when OMP_WAIT_POLICY
+/// is unset it sets PASSIVE and executes the program again (/proc/self/exe, Linux) with the
+/// same `argv`; the set variable stops a second restart. Returns when the variable was already
+/// set or when the restart failed (the program then goes on with the spinning policy).
+inline void restart_with_passive_omp_wait(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  ::execv("/proc/self/exe", argv);  // returns only on failure
 }
 
 }  // namespace causalqwen

@@ -18,7 +18,7 @@
 #pragma once
 #include "causalqwen/core/arena.hpp"
 #include "causalqwen/core/param_rules.hpp"
-#include "causalqwen/model/head_params.hpp"
+#include "causalqwen/model/slot_names.hpp"
 
 #include <string_view>
 
@@ -54,7 +54,7 @@ struct ParameterOptions {
 /// True when slot `name` gets weight decay (file comment).
 inline bool decays(std::string_view name) {
   return !(name.ends_with("norm.weight") || name.ends_with(".bias") || name == names::b_noise ||
-           name == names::threshold || name == "causal.num_direction");
+           name == names::threshold || name == names::num_direction);
 }
 
 /// True when an optimiser step may change slot `name` under `options` (file comment).

@@ -11,7 +11,8 @@
 ///   log the step (metrics averaged over the A micro-batches, lr, α, ‖g‖, tokens/s) to the JSONL log
 ///   every eval_every steps: the validation batches (same batches every time), logged as "val"
 ///   every checkpoint_every steps and at the end: a checkpoint (training_state.hpp)
-///   the curves picture is rewritten after each evaluation and at the end
+/// The trainer prints nothing: it tells `options.observer` (train_observer.hpp) where the run
+/// starts, each step, each validation and the end; a program shows progress from there.
 /// With `resume`, the loop continues from the latest checkpoint in out_dir: parameters, moments,
 /// step, RNG and data position are restored and the metrics log is cut back to that step, so the
 /// resumed run's per-step values equal an uninterrupted run's bit for bit (same thread count).
@@ -28,8 +29,8 @@
 #include "causalqwen/optim/streaming_adamw.hpp"
 #include "causalqwen/train/learner.hpp"
 #include "causalqwen/train/metrics_log.hpp"
-#include "causalqwen/train/progress.hpp"
-#include "causalqwen/train/training_curves.hpp"
+#include "causalqwen/train/metrics_mean.hpp"
+#include "causalqwen/train/train_observer.hpp"
 #include "causalqwen/train/training_state.hpp"
 
 #include <fcntl.h>
@@ -64,11 +65,9 @@ struct TrainerOptions {
   std::size_t checkpoint_every = 0;  // 0: only at the end
   std::filesystem::path out_dir;     // checkpoints go to out_dir/checkpoints (empty: none)
   std::filesystem::path metrics_path;  // JSONL (empty: out_dir/metrics.jsonl, or none without out_dir)
-  std::filesystem::path curves_path;   // SVG (empty: out_dir/curves.svg, or none)
-  std::optional<double> baseline_mae;  // median baseline drawn on the reg-MAE panel
   bool resume = false;
   std::uint64_t seed = 1;            // the trainer RNG (sampling-mode noise)
-  Progress::Style progress = Progress::Style::automatic;
+  TrainObserver observer;            // told of the start, each step, each validation, the end
   nlohmann::json run_settings = nlohmann::json::object();  // recorded in checkpoints
 };
 
@@ -79,27 +78,6 @@ struct TrainSummary {
   std::optional<model::HeadMetrics> first_val, last_val;
   double seconds = 0, tokens_per_s = 0;
   std::optional<std::filesystem::path> checkpoint;
-};
-
-/// Averages micro-batch metrics with equal weights (the loss whose gradient the step applies).
-struct MetricsMean {
-  model::HeadMetrics sum;
-  std::size_t n = 0;
-  void add(const model::HeadMetrics& m) {
-    sum.L_cls_mean += m.L_cls_mean, sum.L_reg_eff += m.L_reg_eff, sum.L_total += m.L_total;
-    sum.reg_mae += m.reg_mae, sum.units_mean_loc += m.units_mean_loc, sum.units_mean_scale += m.units_mean_scale;
-    sum.ovr_prob_sum += m.ovr_prob_sum, sum.accuracy += m.accuracy, sum.num_accuracy += m.num_accuracy;
-    sum.mean_P_num += m.mean_P_num, sum.valid_count += m.valid_count, sum.num_count += m.num_count;
-    ++n;
-  }
-  model::HeadMetrics mean() const {
-    model::HeadMetrics m = sum;
-    const double k = n ? 1.0 / static_cast<double>(n) : 0.0;
-    for (double* v : {&m.L_cls_mean, &m.L_reg_eff, &m.L_total, &m.reg_mae, &m.units_mean_loc,
-                      &m.units_mean_scale, &m.ovr_prob_sum, &m.accuracy, &m.num_accuracy, &m.mean_P_num})
-      *v *= k;
-    return m;
-  }
 };
 
 template <class T>
@@ -115,7 +93,6 @@ class Trainer {
     else adam_.emplace(learner.params().shared_layout(), o_.adam, rules_);
     if (o_.lr.total == 0) o_.lr.total = o_.steps;
     if (o_.metrics_path.empty() && !o_.out_dir.empty()) o_.metrics_path = o_.out_dir / "metrics.jsonl";
-    if (o_.curves_path.empty() && !o_.out_dir.empty()) o_.curves_path = o_.out_dir / "curves.svg";
     if (const char* v = std::getenv("CAUSALQWEN_TRAIN_CHECKPOINT_SLEEP_MS")) sleep_ms_ = std::atoi(v);
     if (const char* v = std::getenv("CAUSALQWEN_TRAIN_CRASH_IN_CHECKPOINT")) crash_at_ = std::atoi(v);
   }
@@ -146,8 +123,8 @@ class Trainer {
     summary.first_step = step;
     MetricsLog log;
     if (!o_.metrics_path.empty()) log = MetricsLog(o_.metrics_path, /*append=*/step > 0);
-    Progress progress(o_.steps, step, stdout, o_.progress);
-    if (step > 0) progress.message(fmt::format("resumed from {} (step {})", summary.checkpoint->string(), step));
+    if (o_.observer.on_start)
+      o_.observer.on_start({step, o_.steps, step > 0 ? summary.checkpoint : std::optional<std::filesystem::path>{}});
     Arena<T> grads;  // the whole gradient arena (AdamW only)
     if (adam_) grads = learner_.make_gradients();
     const auto run_start = clock::now();
@@ -193,7 +170,7 @@ class Trainer {
       rec["tokens_per_s"] = last_tps;
       rec["seconds"] = dt;
       log.write(rec);
-      progress.update(step, m.L_total, m.accuracy, m.reg_mae, last_tps);
+      if (o_.observer.on_step) o_.observer.on_step({step, o_.steps, m, lr, alpha, norm, tokens, last_tps, dt});
 
       const bool last = step == o_.steps;
       if (learner_.has_validation() && ((o_.eval_every > 0 && step % o_.eval_every == 0) || last)) {
@@ -204,11 +181,7 @@ class Trainer {
         vr["split"] = "val";
         vr["step"] = step;
         log.write(vr);
-        progress.message(fmt::format("step {} validation: loss {:.4f} (cls {:.4f}, reg {:.4f}) acc {:.3f} "
-                                     "<NUM> acc {:.3f} reg MAE {:.4g}",
-                                     step, v.L_total, v.L_cls_mean, v.L_reg_eff, v.accuracy, v.num_accuracy,
-                                     v.reg_mae));
-        write_curves();
+        if (o_.observer.on_validation) o_.observer.on_validation({step, v});
       }
       if (!o_.out_dir.empty() && ((o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) || last)) {
         TrainerState st;
@@ -224,8 +197,7 @@ class Trainer {
                                    : write_checkpoint(o_.out_dir, learner_, *streaming_, st, commit_hook);
       }
     }
-    progress.finish();
-    write_curves();
+    if (o_.observer.on_finish) o_.observer.on_finish();
     summary.last_step = step;
     summary.seconds = std::chrono::duration<double>(clock::now() - run_start).count();
     summary.tokens_per_s = last_tps;
@@ -243,12 +215,6 @@ class Trainer {
 
  private:
   using clock = std::chrono::steady_clock;
-
-  void write_curves() const {
-    if (o_.curves_path.empty() || o_.metrics_path.empty()) return;
-    write_svg(o_.curves_path, training_panels(read_metrics(o_.metrics_path), o_.baseline_mae),
-              "CausalQwen training curves");
-  }
 
   /// Holds an exclusive lock on out_dir/.lock for the trainer's life: a second run writing the
   /// same directory (e.g. a resume started while the first run still lives) is refused.

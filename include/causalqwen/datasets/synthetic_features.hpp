@@ -1,7 +1,7 @@
 /// The synthetic-features mode: the backbone is replaced by generated feature
 /// vectors z [H], so that the causal heads can be studied alone, in seconds.
 ///
-/// The generative story (all parameters drawn once from SplitMix64(seed); rows from the
+/// The generative story (all parameters drawn once from train::SplitMix64(seed); rows from the
 /// source's own stream):
 ///   prototypes   μ_k ~ N(0, prototype_scale²·I_H), k = 0…K−1
 ///   value map    w ~ N(0, value_scale²/H·I_H), bias b = value_bias
@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-namespace causalqwen::train {
+namespace causalqwen::datasets {
 
 struct FeatureStoryOptions {
   std::size_t hidden = 64;        ///< H
@@ -54,12 +54,12 @@ struct FeatureStoryOptions {
   }
 };
 
-/// A FeatureBatchSource telling the story above.
+/// A train::FeatureBatchSource telling the story above.
 template <class T>
-class SyntheticFeatureSource final : public FeatureBatchSource<T> {
+class SyntheticFeatureSource final : public train::FeatureBatchSource<T> {
  public:
   explicit SyntheticFeatureSource(FeatureStoryOptions options) : options_(options) {
-    const char* fn = "train::SyntheticFeatureSource";
+    const char* fn = "datasets::SyntheticFeatureSource";
     detail::require(options_.hidden > 0 && options_.rows > 0, fn, "hidden and rows must be > 0");
     detail::require(options_.num_classes >= 2, fn, "num_classes must be ≥ 2, got {}", options_.num_classes);
     detail::require(options_.num_token_id >= 0 &&
@@ -69,7 +69,7 @@ class SyntheticFeatureSource final : public FeatureBatchSource<T> {
                     "num_share must lie in [0, 1], got {}", options_.num_share);
     detail::require(options_.noise_std > 0 && options_.value_noise_scale > 0 && options_.prototype_scale >= 0,
                     fn, "noise_std and value_noise_scale must be > 0, prototype_scale ≥ 0");
-    SplitMix64 rng(splitmix64(options_.seed) ^ 0xFEA7u);
+    train::SplitMix64 rng(splitmix64(options_.seed) ^ 0xFEA7u);
     const std::size_t H = options_.hidden, K = options_.num_classes;
     prototypes_.resize(K * H);
     for (auto& m : prototypes_) m = options_.prototype_scale * rng.normal();
@@ -79,8 +79,8 @@ class SyntheticFeatureSource final : public FeatureBatchSource<T> {
   }
 
   /// The next M rows of (z, label, target value).
-  FeatureBatch<T> next() override {
-    FeatureBatch<T> b;
+  train::FeatureBatch<T> next() override {
+    train::FeatureBatch<T> b;
     const std::size_t H = options_.hidden, M = options_.rows;
     b.rows = M;
     b.hidden = H;
@@ -108,7 +108,7 @@ class SyntheticFeatureSource final : public FeatureBatchSource<T> {
 
   /// Continues from state(); FormatError when it belongs to another story or is malformed.
   void restore(const nlohmann::json& s) override {
-    const std::string where = "causalqwen::train::SyntheticFeatureSource::restore: ";
+    const std::string where = "causalqwen::datasets::SyntheticFeatureSource::restore: ";
     if (!s.is_object() || s.value("source", std::string()) != "features")
       throw FormatError(where + "not a feature source state: " + s.dump().substr(0, 200));
     if (!s.contains("options") || s["options"] != options_.to_json())
@@ -179,8 +179,8 @@ class SyntheticFeatureSource final : public FeatureBatchSource<T> {
 
   FeatureStoryOptions options_;
   std::vector<double> prototypes_, weights_;
-  SplitMix64 rng_;
+  train::SplitMix64 rng_;
   std::uint64_t batches_ = 0;
 };
 
-}  // namespace causalqwen::train
+}  // namespace causalqwen::datasets

@@ -2,7 +2,7 @@
 /// log10), series as polylines with a legend, and optional horizontal reference lines (e.g. the
 /// median baseline's MAE). Non-finite points (and ≤ 0 on a log axis) are left out.
 #pragma once
-#include "causalqwen/io/atomic_file.hpp"
+#include <causalqwen/io/atomic_file.hpp>
 
 #include <fmt/format.h>
 
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace causalqwen::train {
+namespace cqcli {
 
 struct SvgSeries {
   std::string label, color = "#1f77b4";
@@ -135,7 +135,7 @@ inline std::string render_svg(const std::vector<SvgPanel>& panels, const std::st
 inline void write_svg(const std::filesystem::path& path, const std::vector<SvgPanel>& panels,
                       const std::string& title, const std::string& x_label = "step") {
   const std::string body = render_svg(panels, title, x_label);
-  io::write_file_atomically(path, [&](io::AtomicFile& f) { f.write(body); });
+  causalqwen::io::write_file_atomically(path, [&](causalqwen::io::AtomicFile& f) { f.write(body); });
 }
 
-}  // namespace causalqwen::train
+}  // namespace cqcli

@@ -3,7 +3,7 @@
 ///   2. <NUM> accuracy and mean P(<NUM>) at <NUM> targets (train, validation)
 ///   3. regression MAE (train, validation) against the median baseline's MAE (passed in), log scale
 #pragma once
-#include "causalqwen/train/svg_plot.hpp"
+#include "svg_plot.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace causalqwen::train {
+namespace cqcli {
 
 /// The series `key` of the records with "split" == split, against "step".
 inline SvgSeries metric_series(const std::vector<nlohmann::json>& records, const std::string& split,
@@ -54,4 +54,4 @@ inline std::vector<SvgPanel> training_panels(const std::vector<nlohmann::json>& 
   return panels;
 }
 
-}  // namespace causalqwen::train
+}  // namespace cqcli

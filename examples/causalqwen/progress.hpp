@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <string>
 
-namespace causalqwen::train {
+namespace cqcli {
 
 /// "m:ss" or "h:mm:ss".
 inline std::string format_duration(double seconds) {
@@ -78,4 +78,4 @@ class Progress {
   bool drawn_ = false;
 };
 
-}  // namespace causalqwen::train
+}  // namespace cqcli

@@ -37,7 +37,7 @@
 /// baseline's MAE is meaningful and an ideal model reaches a small fraction of it (a test
 /// states the figure); SyntheticMix::full() adds `large`.
 ///
-/// Splits: a sentence is in validation iff SplitRule::side_of(text) says so (a hash of the
+/// Splits: a sentence is in validation iff train::SplitRule::side_of(text) says so (a hash of the
 /// text), so no validation text ever appears in training (the mix has about 5,700 distinct
 /// texts; 10% of them are held out).
 #pragma once
@@ -57,7 +57,7 @@
 #include <string_view>
 #include <vector>
 
-namespace causalqwen::train {
+namespace causalqwen::datasets {
 
 enum class Predictability { exact, bounded, unpredictable };
 
@@ -162,12 +162,12 @@ inline SyntheticNumber uniform_int(double v, double lo, double hi, Predictabilit
 }
 
 template <std::size_t N>
-const char* pick(SplitMix64& rng, const std::array<const char*, N>& options) {
+const char* pick(train::SplitMix64& rng, const std::array<const char*, N>& options) {
   return options[rng.below(N)];
 }
 
 /// A value of 10⁶–10⁹, log-uniform, rounded to two significant digits.
-inline double large_value(SplitMix64& rng) {
+inline double large_value(train::SplitMix64& rng) {
   const double x = std::pow(10.0, 6.0 + 3.0 * rng.uniform());
   const double unit = std::pow(10.0, std::floor(std::log10(x)) - 1);
   return std::round(x / unit) * unit;
@@ -203,7 +203,7 @@ inline constexpr std::array<Conversion, 6> conversions = {{
     {"pair", "pairs", "sock", "socks", "双袜子", "只袜子", 2, 9},
 }};
 
-inline SyntheticSentence draw(SplitMix64& rng, SyntheticFamily family, Language lang) {
+inline SyntheticSentence draw(train::SplitMix64& rng, SyntheticFamily family, Language lang) {
   SyntheticSentence s;
   s.family = family;
   s.language = lang;
@@ -341,14 +341,14 @@ inline SyntheticSentence draw(SplitMix64& rng, SyntheticFamily family, Language 
 
 /// One sentence: family drawn by mix.weights, language by mix.chinese_share, then the
 /// template's wording and parameters, all from `rng`.
-inline SyntheticSentence draw_synthetic_sentence(SplitMix64& rng, const SyntheticMix& mix) {
+inline SyntheticSentence draw_synthetic_sentence(train::SplitMix64& rng, const SyntheticMix& mix) {
   double total = 0;
   for (double w : mix.weights) {
-    detail::require(w >= 0 && std::isfinite(w), "train::draw_synthetic_sentence",
+    detail::require(w >= 0 && std::isfinite(w), "datasets::draw_synthetic_sentence",
                     "family weights must be finite and ≥ 0, got {}", w);
     total += w;
   }
-  detail::require(total > 0, "train::draw_synthetic_sentence", "every family weight is 0");
+  detail::require(total > 0, "datasets::draw_synthetic_sentence", "every family weight is 0");
   double u = rng.uniform() * total;
   std::size_t f = synthetic_family_count;
   for (std::size_t k = 0; k < synthetic_family_count && f == synthetic_family_count; ++k) {
@@ -364,25 +364,25 @@ inline SyntheticSentence draw_synthetic_sentence(SplitMix64& rng, const Syntheti
 
 struct SyntheticTextOptions {
   SyntheticMix mix = SyntheticMix::demo();
-  SplitRule split{0.1, "causalqwen-synthetic"};
+  train::SplitRule split{0.1, "causalqwen-synthetic"};
 };
 
-/// `count` sentences of `side`: sentences drawn from SplitMix64(splitmix64(seed)) one after another,
+/// `count` sentences of `side`: sentences drawn from train::SplitMix64(splitmix64(seed)) one after another,
 /// kept when split.side_of(text) == side. Both sides follow the mix's law restricted to their
 /// texts (a text may occur more than once, as it would in training). Deterministic in (side,
 /// count, seed, options). DomainError when no draw lands on `side` (e.g. validation_fraction 0).
-inline std::vector<SyntheticSentence> synthetic_sentences(DataSplit side, std::size_t count,
+inline std::vector<SyntheticSentence> synthetic_sentences(train::DataSplit side, std::size_t count,
                                                           std::uint64_t seed,
                                                           const SyntheticTextOptions& options = {}) {
-  SplitMix64 rng(splitmix64(seed));
+  train::SplitMix64 rng(splitmix64(seed));
   std::vector<SyntheticSentence> out;
   out.reserve(count);
   const std::size_t max_draws = 1000 * count + 100000;
   for (std::size_t draws = 0; out.size() < count; ++draws) {
     if (draws == max_draws)
-      throw DomainError(fmt::format("causalqwen::train::synthetic_sentences: found only {} of {} {} "
+      throw DomainError(fmt::format("causalqwen::datasets::synthetic_sentences: found only {} of {} {} "
                                     "sentences in {} draws (does the split leave this side empty?)",
-                                    out.size(), count, split_name(side), draws));
+                                    out.size(), count, train::split_name(side), draws));
     SyntheticSentence s = draw_synthetic_sentence(rng, options.mix);
     if (options.split.side_of(s.text) != side) continue;
     out.push_back(std::move(s));
@@ -416,7 +416,7 @@ inline std::vector<HeldOutSentence> encode_held_out(const text::Tokenizer& token
     bool ok = h.encoding.spans.size() == s.numbers.size();
     for (std::size_t j = 0; ok && j < s.numbers.size(); ++j) ok = h.encoding.spans[j].value == s.numbers[j].value;
     if (!ok)
-      throw DomainError(fmt::format("causalqwen::train::encode_held_out: \"{}\" reads as {} numbers, "
+      throw DomainError(fmt::format("causalqwen::datasets::encode_held_out: \"{}\" reads as {} numbers, "
                                     "the template wrote {}", s.text, h.encoding.spans.size(), s.numbers.size()));
     out.push_back(std::move(h));
   }
@@ -436,7 +436,7 @@ inline double median_of_numbers(std::span<const SyntheticSentence> sentences) {
   std::vector<double> v;
   for (const auto& s : sentences)
     for (const auto& n : s.numbers) v.push_back(n.value);
-  detail::require(!v.empty(), "train::median_of_numbers", "the sentences hold no number");
+  detail::require(!v.empty(), "datasets::median_of_numbers", "the sentences hold no number");
   std::sort(v.begin(), v.end());
   const std::size_t m = v.size() / 2;
   return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
@@ -460,4 +460,4 @@ inline IdealScores ideal_scores(std::span<const SyntheticSentence> train,
   return r;
 }
 
-}  // namespace causalqwen::train
+}  // namespace causalqwen::datasets
