@@ -132,9 +132,14 @@ class Tokenizer {
         if (!a.is_object())
           throw json::field_error(source, where, "an object with an integer \"id\" and a string \"content\"", a);
         AddedToken token;
-        token.id = json::field<TokenId>(a, "id", source, where);
-        if (token.id < 0 || token.id > max_token_id)
-          throw json::field_error(source, where + ".id", fmt::format("an integer in [0, {}]", max_token_id), a["id"]);
+        const nlohmann::json id = a.contains("id") ? a["id"] : nlohmann::json();
+        const bool id_in_range = id.is_number_unsigned()
+                                     ? id.get<std::uint64_t>() <= static_cast<std::uint64_t>(max_token_id)
+                                     : id.is_number_integer() && id.get<std::int64_t>() >= 0 &&
+                                           id.get<std::int64_t>() <= max_token_id;
+        if (!id_in_range)
+          throw json::field_error(source, where + ".id", fmt::format("an integer in [0, {}]", max_token_id), id);
+        token.id = static_cast<TokenId>(id.get<std::int64_t>());
         token.content = json::field<std::string>(a, "content", source, where);
         if (token.content.empty()) throw fail(where + ".content must not be empty");
         if (find_invalid_utf8(token.content) != std::string_view::npos)
