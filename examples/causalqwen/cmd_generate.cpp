@@ -12,8 +12,9 @@
 // --temperature: sampling's T (default 1); compatible samples from softmax(loc_S/T) when it is
 // given and > 0, and is greedy otherwise.
 // --max-new-tokens must lie in [0, 1048576] and, when config.json states max_position_embeddings,
-// below it. A prompt whose tokens plus --max-new-tokens pass max_position_embeddings is refused
-// (--long-prompt error, the default) or loses its first tokens until it fits (keep-end).
+// be at most that. A prompt of P tokens for which P + N − 1 positions (N = --max-new-tokens; the
+// last token is never fed back) pass max_position_embeddings is refused (--long-prompt error,
+// the default) or loses its first tokens until they fit (keep-end).
 #include "command.hpp"
 #include "model_loading.hpp"
 
@@ -93,8 +94,8 @@ void run_generate(const GenerateOptions& o) {
   d.validate("generate");
   t.generation.max_new_tokens = static_cast<std::size_t>(o.max_new_tokens);
   if (loaded.max_position_embeddings) {
-    if (t.generation.max_new_tokens >= *loaded.max_position_embeddings)
-      throw cq::FormatError(fmt::format("--max-new-tokens {} must be below the model's max_position_embeddings {} "
+    if (t.generation.max_new_tokens > *loaded.max_position_embeddings)
+      throw cq::FormatError(fmt::format("--max-new-tokens {} must be at most the model's max_position_embeddings {} "
                                         "(config.json), which must also hold the prompt",
                                         o.max_new_tokens, *loaded.max_position_embeddings));
     t.max_sequence_length = *loaded.max_position_embeddings;

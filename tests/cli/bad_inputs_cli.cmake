@@ -34,9 +34,9 @@ set(fwd ${CLI} forward --model ${MODEL} --out ${WORK}/never.safetensors)
 expect_refusal(max_new_tokens_negative "--max-new-tokens.*-1" ${gen} --prompt abc --max-new-tokens -1)
 expect_refusal(max_new_tokens_2_64 "--max-new-tokens" ${gen} --prompt abc --max-new-tokens 18446744073709551615)
 expect_refusal(max_new_tokens_1e12 "--max-new-tokens.*1000000000000" ${gen} --prompt abc --max-new-tokens 1000000000000)
-expect_refusal(max_new_tokens_past_positions "--max-new-tokens 40 must be below the model's max_position_embeddings 32"
+expect_refusal(max_new_tokens_past_positions "--max-new-tokens 40 must be at most the model's max_position_embeddings 32"
                ${gen} --prompt abc --max-new-tokens 40)
-expect_refusal(long_prompt "prompt 0 has [0-9]+ tokens; with max_new_tokens 8 it passes the model's 32 positions"
+expect_refusal(long_prompt "prompt 0 has 55 tokens; with max_new_tokens 8 the model would see 62 positions, more than its 32"
                ${gen} --prompt "abc abc abc abc abc abc abc abc abc abc abc abc abc abc" --max-new-tokens 8)
 # the documented alternative: keep-end drops the prompt's first tokens and generates
 execute_process(COMMAND ${gen} --prompt "abc abc abc abc abc abc abc abc abc abc abc abc abc abc" --max-new-tokens 8

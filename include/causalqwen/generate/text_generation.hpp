@@ -5,8 +5,10 @@
 /// generated text contains one; the text is cut right after it), and streaming of text deltas.
 /// Bad input is refused before generation with a DomainError naming the prompt: a number that
 /// does not fit T (1e300 as float32), max_new_tokens above max_new_tokens_limit, and a prompt
-/// that with max_new_tokens would pass max_sequence_length (when given) unless long_prompt is
-/// keep_end, which drops the prompt's first tokens until it fits.
+/// whose P tokens with N = max_new_tokens would pass max_sequence_length L (when given):
+/// the model sees P + N − 1 positions (the last generated token is never fed back), so
+/// P + N − 1 ≤ L, unless long_prompt is keep_end, which drops the prompt's first tokens until it
+/// holds.
 #pragma once
 #include "causalqwen/generate/render.hpp"
 #include "causalqwen/model/generation.hpp"
@@ -25,7 +27,7 @@ namespace causalqwen::generate {
 /// and small enough that prompt length + max_new_tokens never wraps.
 inline constexpr std::size_t max_new_tokens_limit = std::size_t{1} << 20;
 
-/// What run() does with a prompt whose tokens plus max_new_tokens exceed max_sequence_length.
+/// What run() does with a prompt of P tokens when P + max_new_tokens − 1 > max_sequence_length.
 enum class LongPrompt {
   error,     ///< DomainError naming the prompt, its length and the limit
   keep_end,  ///< drop the prompt's first tokens until prompt + max_new_tokens fits
@@ -76,7 +78,7 @@ class TextGenerator {
     detail::require(new_tokens <= max_new_tokens_limit, "TextGenerator",
                     "max_new_tokens {} exceeds the limit of {} tokens", new_tokens, max_new_tokens_limit);
     const std::size_t limit = o.max_sequence_length;
-    detail::require(limit == 0 || new_tokens < limit, "TextGenerator",
+    detail::require(limit == 0 || new_tokens <= limit, "TextGenerator",
                     "max_new_tokens {} leaves no room for a prompt in the model's {} positions", new_tokens, limit);
     for (std::size_t i = 0; i < prompts.size(); ++i) {
       auto enc = tok_.encode_with_numbers(prompts[i]);
@@ -85,12 +87,13 @@ class TextGenerator {
         detail::require(std::fabs(span.value) <= static_cast<double>(std::numeric_limits<T>::max()), "TextGenerator",
                         "prompt {} holds the number {}, which does not fit the model's {}-bit floats "
                         "(|value| <= {:g})", i, span.spelling, 8 * sizeof(T), std::numeric_limits<T>::max());
-      if (limit != 0 && enc.input_ids.size() + new_tokens > limit) {
+      const std::size_t positions = enc.input_ids.size() + new_tokens - (new_tokens > 0 ? 1 : 0);
+      if (limit != 0 && positions > limit) {
         detail::require(o.long_prompt == LongPrompt::keep_end, "TextGenerator",
-                        "prompt {} has {} tokens; with max_new_tokens {} it passes the model's {} positions "
-                        "(shorten it, lower max_new_tokens, or keep its end)",
-                        i, enc.input_ids.size(), new_tokens, limit);
-        const auto drop = static_cast<std::ptrdiff_t>(enc.input_ids.size() + new_tokens - limit);
+                        "prompt {} has {} tokens; with max_new_tokens {} the model would see {} positions, "
+                        "more than its {} (shorten it, lower max_new_tokens, or keep its end)",
+                        i, enc.input_ids.size(), new_tokens, positions, limit);
+        const auto drop = static_cast<std::ptrdiff_t>(positions - limit);
         enc.input_ids.erase(enc.input_ids.begin(), enc.input_ids.begin() + drop);
         enc.numeric_values.erase(enc.numeric_values.begin(), enc.numeric_values.begin() + drop);
       }
