@@ -8,6 +8,8 @@
 // num_accuracy, valid_count, num_count, and pred (I64). --grad adds grad.<tensor> =
 // ∂L_total/∂tensor for every checkpoint tensor (deterministic mode); --sampling adds the
 // sampling mode's sample.* tensors (the inputs must then hold "sampling").
+// Position ids at or past config.json's max_position_embeddings are refused; an output tensor
+// holding NaN or an infinity is an error (exit 1), and then nothing is written.
 #include "command.hpp"
 #include "model_loading.hpp"
 
@@ -15,6 +17,8 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <cmath>
 #include <deque>
 #include <memory>
 
@@ -34,19 +38,32 @@ class OutputFile {
   template <class V>
   void add(const std::string& name, std::vector<std::size_t> shape, const V& values) {
     doubles_.emplace_back(values.begin(), values.end());
-    writer_.add(name, std::move(shape), std::span<const double>(doubles_.back()));
+    const auto& added = doubles_.back();
+    const auto bad = static_cast<std::size_t>(
+        std::count_if(added.begin(), added.end(), [](double v) { return !std::isfinite(v); }));
+    if (bad > 0 && non_finite_.empty()) non_finite_ = fmt::format("{} ({} values)", name, bad);
+    if (bad > 0) ++non_finite_tensors_;
+    writer_.add(name, std::move(shape), std::span<const double>(added));
   }
   void scalar(const std::string& name, double value) { add(name, {}, std::vector<double>{value}); }
   void add_int(const std::string& name, std::vector<std::size_t> shape, std::vector<std::int64_t> values) {
     ints_.push_back(std::move(values));
     writer_.add(name, std::move(shape), std::span<const std::int64_t>(ints_.back()));
   }
-  void write(const std::string& path) { writer_.write(path); }
+  /// Writes the file; a tensor holding NaN or an infinity is an error instead, naming the first.
+  void write(const std::string& path) {
+    if (non_finite_tensors_ > 0)
+      throw cq::DomainError(fmt::format("forward: {} output tensors hold non-finite values, the first {}; "
+                                        "nothing written to {}", non_finite_tensors_, non_finite_, path));
+    writer_.write(path);
+  }
 
  private:
   cq::io::SafetensorsWriter writer_;
   std::deque<std::vector<double>> doubles_;
   std::deque<std::vector<std::int64_t>> ints_;
+  std::string non_finite_;
+  std::size_t non_finite_tensors_ = 0;
 };
 
 template <class T>
@@ -55,6 +72,12 @@ void run_forward_typed(const ForwardOptions& o) {
   auto& model = *loaded.model;
   const auto& cfg = model.config();
   const auto data = cq::io::read_batch_json<T>(o.inputs, cfg.causal_size);
+  if (loaded.max_position_embeddings)
+    for (std::size_t i = 0; i < data.position_ids.size(); ++i)
+      if (static_cast<std::size_t>(data.position_ids[i]) >= *loaded.max_position_embeddings)
+        throw cq::FormatError(fmt::format("{}: field 'position_ids' [{}][{}] = {} must be below the model's "
+                                          "max_position_embeddings {}", o.inputs, i / data.seq, i % data.seq,
+                                          data.position_ids[i], *loaded.max_position_embeddings));
   const std::size_t B = data.batch, S = data.seq, H = cfg.hidden_size(), C = cfg.causal_size, K = cfg.num_classes;
   if (o.sampling && !data.has_sampling)
     throw cq::FormatError(fmt::format("{}: --sampling needs a field 'sampling' with temperature and uniform", o.inputs));

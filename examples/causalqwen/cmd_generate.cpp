@@ -3,6 +3,7 @@
 //                     [--top-p P] [--max-new-tokens N] [--seed S] [--shared-noise]
 //                     [--show-uncertainty] [--interval P] [--stop TEXT]... [--no-cache] [--json]
 //                     [--batch-size B] [--padding left|right] [--dtype f32|f64]
+//                     [--long-prompt error|keep-end]
 //
 // Continues each prompt with the checkpoint; generated numbers are written into the text
 // (with --show-uncertainty as "42.3 (±1.2)", with --interval P as a central P interval).
@@ -10,9 +11,14 @@
 // the generated ids, the text, and each generated <NUM>'s value and scale.
 // --temperature: sampling's T (default 1); compatible samples from softmax(loc_S/T) when it is
 // given and > 0, and is greedy otherwise.
+// --max-new-tokens must lie in [0, 1048576] and, when config.json states max_position_embeddings,
+// be at most that. A prompt of P tokens for which P + N − 1 positions (N = --max-new-tokens; the
+// last token is never fed back) pass max_position_embeddings is refused (--long-prompt error,
+// the default) or loses its first tokens until they fit (keep-end).
 #include "command.hpp"
 #include "model_loading.hpp"
 
+#include <causalqwen/core/json.hpp>
 #include <causalqwen/generate.hpp>
 
 #include <fmt/core.h>
@@ -28,9 +34,10 @@ namespace cqg = causalqwen::generate;
 
 struct GenerateOptions {
   cqcli::ModelOptions model;
-  std::string prompt, prompts_file, mode = "deterministic", padding = "left", dtype = "f32";
+  std::string prompt, prompts_file, mode = "deterministic", padding = "left", dtype = "f32", long_prompt = "error";
   std::optional<double> temperature;
-  std::size_t top_k = 0, max_new_tokens = 64, batch_size = 8;
+  std::size_t top_k = 0, batch_size = 8;
+  std::int64_t max_new_tokens = 64;  // signed, so that -1 is refused rather than read as 2^64 - 1
   double top_p = 1.0;
   std::optional<double> interval;
   std::uint64_t seed = 0;
@@ -47,12 +54,7 @@ std::vector<std::string> read_prompts(const GenerateOptions& o) {
   std::string line;
   for (std::size_t n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
-      throw cq::FormatError(fmt::format("{}:{}: malformed JSON: {}", o.prompts_file, n, e.what()));
-    }
+    const nlohmann::json j = cq::json::parse(line, fmt::format("{}:{}", o.prompts_file, n));
     if (j.is_string()) out.push_back(j.get<std::string>());
     else if (j.is_object() && j.contains("prompt") && j["prompt"].is_string()) out.push_back(j["prompt"].get<std::string>());
     else throw cq::FormatError(fmt::format("{}:{}: expected a JSON string or an object with \"prompt\"", o.prompts_file, n));
@@ -90,7 +92,15 @@ void run_generate(const GenerateOptions& o) {
   d.top_p = o.top_p;
   d.shared_noise = o.shared_noise;
   d.validate("generate");
-  t.generation.max_new_tokens = o.max_new_tokens;
+  t.generation.max_new_tokens = static_cast<std::size_t>(o.max_new_tokens);
+  if (loaded.max_position_embeddings) {
+    if (t.generation.max_new_tokens > *loaded.max_position_embeddings)
+      throw cq::FormatError(fmt::format("--max-new-tokens {} must be at most the model's max_position_embeddings {} "
+                                        "(config.json), which must also hold the prompt",
+                                        o.max_new_tokens, *loaded.max_position_embeddings));
+    t.max_sequence_length = *loaded.max_position_embeddings;
+  }
+  t.long_prompt = o.long_prompt == "keep-end" ? cqg::LongPrompt::keep_end : cqg::LongPrompt::error;
   t.generation.use_cache = !o.no_cache;
   t.generation.padding = o.padding == "right" ? cq::PaddingSide::right : cq::PaddingSide::left;
   t.stop_strings = o.stop;
@@ -159,7 +169,11 @@ const cqcli::Registration reg{"generate", [](CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--top-k", o->top_k, "compatible sampling: keep the k best classes (0 = all)");
   sub->add_option("--top-p", o->top_p, "compatible sampling: nucleus mass (1 = all)")->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--max-new-tokens", o->max_new_tokens, "tokens to generate at most (default 64)");
+  sub->add_option("--max-new-tokens", o->max_new_tokens, "tokens to generate at most, 0 to 1048576 (default 64)")
+      ->check(CLI::Range(std::int64_t{0}, static_cast<std::int64_t>(cqg::max_new_tokens_limit)));
+  sub->add_option("--long-prompt", o->long_prompt,
+                  "a prompt that with --max-new-tokens passes max_position_embeddings: error (default) | keep-end (drop its first tokens)")
+      ->check(CLI::IsMember({"error", "keep-end"}));
   sub->add_option("--seed", o->seed, "seed of the random streams (prompt i uses stream i)");
   sub->add_flag("--shared-noise", o->shared_noise, "sampling/causal: one noise draw per sequence, kept at every step");
   sub->add_flag("--show-uncertainty", o->show_uncertainty, "write generated numbers as 42.3 (±1.2)");

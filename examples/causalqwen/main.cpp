@@ -25,7 +25,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0 as CLI11 prints them; a bad command line is one line and
+    // exit status 2 (CLI11's own codes, 105 and so on, are not the shell's convention)
+    if (e.get_exit_code() == 0) return app.exit(e);
+    fmt::print(stderr, "causalqwen: error: {} (see --help)\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     fmt::print(stderr, "causalqwen: error: {}\n", e.what());
     return 1;

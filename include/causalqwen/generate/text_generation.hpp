@@ -3,17 +3,31 @@
 /// with the generated numbers written in (render.hpp). Adds what needs the tokenizer: EOS ids
 /// (<|endoftext|>, <|im_end|> when the tokenizer has them), stop strings (a row stops once its
 /// generated text contains one; the text is cut right after it), and streaming of text deltas.
+/// Bad input is refused before generation with a DomainError naming the prompt: a number that
+/// does not fit T (1e300 as float32), max_new_tokens above max_new_tokens_limit, and a prompt
+/// whose P tokens with N = max_new_tokens would pass max_sequence_length L (when given):
+/// the model sees P + N − 1 positions (the last generated token is never fed back), so
+/// P + N − 1 ≤ L, unless long_prompt is keep_end, which drops the prompt's first tokens until it
+/// holds.
 #pragma once
 #include "causalqwen/generate/render.hpp"
 #include "causalqwen/generate/generator.hpp"
 #include "causalqwen/text/tokenizer.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
 namespace causalqwen::generate {
+
+/// What run() does with a prompt of P tokens when P + max_new_tokens − 1 > max_sequence_length.
+enum class LongPrompt {
+  error,     ///< DomainError naming the prompt, its length and the limit
+  keep_end,  ///< drop the prompt's first tokens until prompt + max_new_tokens fits
+};
 
 struct TextGenerationOptions {
   generate::GenerationOptions generation;  // eos_ids empty: the tokenizer's EOS tokens
@@ -21,6 +35,10 @@ struct TextGenerationOptions {
   RenderOptions render;
   std::uint64_t seed = 0;  // prompt i gets the stream row_seed(seed, first_row + i)
   std::size_t first_row = 0;
+  /// The longest sequence (prompt + generated tokens) the model takes, e.g. config.json's
+  /// max_position_embeddings; 0: no limit.
+  std::size_t max_sequence_length = 0;
+  LongPrompt long_prompt = LongPrompt::error;
 };
 
 /// One continuation.
@@ -52,9 +70,29 @@ class TextGenerator {
                               const TextStream& stream = {}) {
     std::vector<generate::PromptInput> inputs;
     std::vector<TextResult> out(prompts.size());
+    const std::size_t new_tokens = o.generation.max_new_tokens;
+    detail::require(new_tokens <= max_new_tokens_limit, "TextGenerator",
+                    "max_new_tokens {} exceeds the limit of {} tokens", new_tokens, max_new_tokens_limit);
+    const std::size_t limit = o.max_sequence_length;
+    detail::require(limit == 0 || new_tokens <= limit, "TextGenerator",
+                    "max_new_tokens {} leaves no room for a prompt in the model's {} positions", new_tokens, limit);
     for (std::size_t i = 0; i < prompts.size(); ++i) {
       auto enc = tok_.encode_with_numbers(prompts[i]);
       detail::require(!enc.input_ids.empty(), "TextGenerator", "prompt {} encodes to no token", i);
+      for (const auto& span : enc.spans)
+        detail::require(std::fabs(span.value) <= static_cast<double>(std::numeric_limits<T>::max()), "TextGenerator",
+                        "prompt {} holds the number {}, which does not fit the model's {}-bit floats "
+                        "(|value| <= {:g})", i, span.spelling, 8 * sizeof(T), std::numeric_limits<T>::max());
+      const std::size_t positions = enc.input_ids.size() + new_tokens - (new_tokens > 0 ? 1 : 0);
+      if (limit != 0 && positions > limit) {
+        detail::require(o.long_prompt == LongPrompt::keep_end, "TextGenerator",
+                        "prompt {} has {} tokens; with max_new_tokens {} the model would see {} positions, "
+                        "more than its {} (shorten it, lower max_new_tokens, or keep its end)",
+                        i, enc.input_ids.size(), new_tokens, positions, limit);
+        const auto drop = static_cast<std::ptrdiff_t>(positions - limit);
+        enc.input_ids.erase(enc.input_ids.begin(), enc.input_ids.begin() + drop);
+        enc.numeric_values.erase(enc.numeric_values.begin(), enc.numeric_values.begin() + drop);
+      }
       out[i].prompt = prompts[i];
       out[i].prompt_ids.assign(enc.input_ids.begin(), enc.input_ids.end());
       inputs.push_back({out[i].prompt_ids, enc.numeric_values, generate::row_seed(o.seed, o.first_row + i)});

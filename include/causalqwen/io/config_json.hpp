@@ -9,9 +9,15 @@
 ///   num_classes (K; default num_token_id + 1), gamma_init (10), ovr_threshold (a number or a
 ///   list of K numbers; 10), reg_loss_weight (1), alpha_gate (0), b_noise_init (0.1),
 ///   reg_init_gain (0.01), reg_bias_init (0), bce_form ("stable" or "epsilon").
+/// max_position_embeddings (optional): the longest sequence the model was trained for; the
+///   generate command refuses or cuts longer prompts by it.
+/// Sizes above ModelSizeLimits, or a model whose parameters would not fit the memory available,
+/// are refused before anything is allocated (model_size.hpp).
 #pragma once
 #include "causalqwen/core/error.hpp"
+#include "causalqwen/core/json.hpp"
 #include "causalqwen/io/atomic_file.hpp"
+#include "causalqwen/io/model_size.hpp"
 #include "causalqwen/model/config.hpp"
 
 #include <fmt/format.h>
@@ -30,6 +36,7 @@ namespace causalqwen::io {
 struct ConfigFile {
   model::CausalConfig config;
   bool has_num_token_id = false;
+  std::optional<std::size_t> max_position_embeddings;  // when the file states it
   nlohmann::json json;
 };
 
@@ -39,16 +46,21 @@ inline FormatError field_error(const std::filesystem::path& file, const std::str
   return FormatError(fmt::format("{}: field '{}' {}", file.string(), key, what));
 }
 
+/// j[key]: an integer in [1, limit], or `fallback` when absent (FormatError when absent without one).
 inline std::size_t get_size(const nlohmann::json& j, const std::filesystem::path& file, const std::string& key,
-                            std::optional<std::size_t> fallback = std::nullopt) {
+                            std::size_t limit, std::optional<std::size_t> fallback = std::nullopt) {
   if (!j.contains(key)) {
     if (fallback) return *fallback;
-    throw field_error(file, key, "is missing (a positive integer was expected)");
+    throw field_error(file, key, fmt::format("is missing (an integer in [1, {}] was expected)", limit));
   }
   const auto& v = j.at(key);
-  if (!v.is_number_integer() || v.get<long long>() <= 0)
-    throw field_error(file, key, fmt::format("must be a positive integer, got {}", v.dump()));
-  return v.get<std::size_t>();
+  const bool in_range = v.is_number_unsigned()
+                            ? v.get<std::uint64_t>() >= 1 && v.get<std::uint64_t>() <= limit
+                            : v.is_number_integer() && v.get<std::int64_t>() >= 1 &&
+                                  static_cast<std::uint64_t>(v.get<std::int64_t>()) <= limit;
+  if (!in_range)
+    throw field_error(file, key, fmt::format("must be an integer in [1, {}], got {}", limit, v.dump()));
+  return static_cast<std::size_t>(v.get<std::uint64_t>());
 }
 
 inline double get_number(const nlohmann::json& j, const std::filesystem::path& file, const std::string& key,
@@ -59,35 +71,24 @@ inline double get_number(const nlohmann::json& j, const std::filesystem::path& f
   return v.get<double>();
 }
 
-}  // namespace detail_config
-
-/// Parses config.json. Throws FormatError (unreadable file, malformed JSON, a field of the
-/// wrong type) or FormatError wrapping the DomainError of a value out of range, each naming
-/// the file. `num_token_id_fallback` supplies <NUM>'s id when the file has none (a base model:
-/// the first id after the tokenizer's vocabulary); without either, the file is an error.
-inline ConfigFile read_config_json(const std::filesystem::path& file,
-                                   std::optional<std::int64_t> num_token_id_fallback = std::nullopt) {
-  using namespace detail_config;
-  std::ifstream in(file);
-  if (!in) throw FormatError(fmt::format("{}: cannot open the file", file.string()));
-  ConfigFile out;
-  try {
-    out.json = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw FormatError(fmt::format("{}: malformed JSON: {}", file.string(), e.what()));
-  }
+/// read_config_json after the parse: every field checked, sizes before anything is allocated.
+inline ConfigFile read_config_fields(ConfigFile out, const std::filesystem::path& file,
+                                     std::optional<std::int64_t> num_token_id_fallback) {
+  const ModelSizeLimits limits;
   const auto& j = out.json;
   if (!j.is_object()) throw FormatError(fmt::format("{}: expected a JSON object at the top level", file.string()));
   if (j.contains("model_type") && j["model_type"] != "qwen2" && j["model_type"] != "causalqwen")
     throw field_error(file, "model_type", fmt::format("must be \"qwen2\" or \"causalqwen\", got {}", j["model_type"].dump()));
   auto& c = out.config;
   auto& b = c.backbone;
-  b.vocab_size = get_size(j, file, "vocab_size");
-  b.hidden_size = get_size(j, file, "hidden_size");
-  b.intermediate_size = get_size(j, file, "intermediate_size");
-  b.num_layers = get_size(j, file, "num_hidden_layers");
-  b.num_heads = get_size(j, file, "num_attention_heads");
-  b.num_kv_heads = get_size(j, file, "num_key_value_heads", b.num_heads);
+  b.vocab_size = get_size(j, file, "vocab_size", limits.vocab_size);
+  b.hidden_size = get_size(j, file, "hidden_size", limits.hidden_size);
+  b.intermediate_size = get_size(j, file, "intermediate_size", limits.intermediate_size);
+  b.num_layers = get_size(j, file, "num_hidden_layers", limits.num_hidden_layers);
+  b.num_heads = get_size(j, file, "num_attention_heads", limits.num_attention_heads);
+  b.num_kv_heads = get_size(j, file, "num_key_value_heads", limits.num_attention_heads, b.num_heads);
+  if (j.contains("max_position_embeddings"))
+    out.max_position_embeddings = get_size(j, file, "max_position_embeddings", limits.max_position_embeddings);
   b.rms_norm_eps = get_number(j, file, "rms_norm_eps", 1e-6);
   b.rope_theta = get_number(j, file, "rope_theta", 1e6);
   if (j.contains("tie_word_embeddings")) {
@@ -97,10 +98,12 @@ inline ConfigFile read_config_json(const std::filesystem::path& file,
   } else {
     c.tie_word_embeddings = false;
   }
-  c.causal_size = get_size(j, file, "causal_size", b.hidden_size);
+  c.causal_size = get_size(j, file, "causal_size", limits.hidden_size, b.hidden_size);
   if (j.contains("num_token_id")) {
-    if (!j["num_token_id"].is_number_integer() || j["num_token_id"].get<long long>() < 0)
-      throw field_error(file, "num_token_id", fmt::format("must be a non-negative integer, got {}", j["num_token_id"].dump()));
+    if (!j["num_token_id"].is_number_integer() || j["num_token_id"].get<long long>() < 0 ||
+        j["num_token_id"].get<std::uint64_t>() >= limits.vocab_size)
+      throw field_error(file, "num_token_id", fmt::format("must be an integer in [0, {}), got {}", limits.vocab_size,
+                                                          j["num_token_id"].dump()));
     c.num_token_id = j["num_token_id"].get<std::int64_t>();
     out.has_num_token_id = true;
   } else if (num_token_id_fallback) {
@@ -110,7 +113,9 @@ inline ConfigFile read_config_json(const std::filesystem::path& file,
                       "is missing: give <NUM>'s id (the first id after the tokenizer's vocabulary), "
                       "or a tokenizer from which to take it");
   }
-  c.num_classes = get_size(j, file, "num_classes", static_cast<std::size_t>(c.num_token_id) + 1);
+  if (c.num_token_id < 0 || std::uint64_t(c.num_token_id) >= limits.vocab_size)
+    throw field_error(file, "num_token_id", fmt::format("must lie in [0, {}), got {}", limits.vocab_size, c.num_token_id));
+  c.num_classes = get_size(j, file, "num_classes", limits.vocab_size, static_cast<std::size_t>(c.num_token_id) + 1);
   c.gamma_init = get_number(j, file, "gamma_init", 10.0);
   if (j.contains("ovr_threshold")) {
     const auto& t = j["ovr_threshold"];
@@ -141,7 +146,21 @@ inline ConfigFile read_config_json(const std::filesystem::path& file,
   } catch (const DomainError& e) {
     throw FormatError(fmt::format("{}: {}", file.string(), e.what()));
   }
+  check_model_fits_memory(c, file.string());
   return out;
+}
+}  // namespace detail_config
+
+/// Parses config.json. Throws FormatError (unreadable file, malformed JSON, a field of the
+/// wrong type) or FormatError wrapping the DomainError of a value out of range, each naming
+/// the file. `num_token_id_fallback` supplies <NUM>'s id when the file has none (a base model:
+/// the first id after the tokenizer's vocabulary); without either, the file is an error.
+inline ConfigFile read_config_json(const std::filesystem::path& file,
+                                   std::optional<std::int64_t> num_token_id_fallback = std::nullopt) {
+  using namespace detail_config;
+  ConfigFile out;
+  out.json = json::parse_file(file);
+  return json::guarded(file.string(), [&] { return read_config_fields(std::move(out), file, num_token_id_fallback); });
 }
 
 /// The JSON of a configuration: `base` (keys kept as they were) updated with every key above.

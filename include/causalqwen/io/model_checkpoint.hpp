@@ -33,6 +33,7 @@ struct LoadedModel {
   std::unique_ptr<model::CausalQwen<T>> model;
   bool converted = false;            // true when a base Qwen2 checkpoint was converted
   nlohmann::json config_json;        // the file's keys, kept on save
+  std::optional<std::size_t> max_position_embeddings;  // when config.json states it
   std::vector<float> lm_head;        // [V,H] of an untied base, empty when tied
   std::vector<std::size_t> lm_head_shape;
 };
@@ -54,6 +55,7 @@ LoadedModel<T> load_model(const std::filesystem::path& dir, const LoadOptions& o
   auto cfg_file = read_config_json(dir / "config.json", options.num_token_id);
   LoadedModel<T> out;
   out.config_json = cfg_file.json;
+  out.max_position_embeddings = cfg_file.max_position_embeddings;
   out.model = std::make_unique<model::CausalQwen<T>>(cfg_file.config, options.class_chunk);
   auto& m = *out.model;
   const auto& cfg = m.config();

@@ -7,6 +7,7 @@
 /// one multiply and (usually) one probe.
 #pragma once
 #include <causalqwen/core/error.hpp>
+#include <causalqwen/core/json.hpp>
 #include <causalqwen/text/byte_level.hpp>
 
 #include <nlohmann/json.hpp>
@@ -24,6 +25,11 @@ namespace causalqwen::text {
 
 /// Token ids, as in Hugging Face tokenizers (non-negative; −100 marks ignored labels).
 using TokenId = std::int32_t;
+
+/// The largest token id a tokenizer.json may give (vocabulary and added tokens alike): far
+/// beyond any real vocabulary, and small enough that one more than it (the default <NUM>) and
+/// the vocabulary size never wrap in TokenId.
+inline constexpr TokenId max_token_id = 50'000'000;
 
 /// Hash table from a pair of token ids to (merge rank, id of the merged token).
 class MergeTable {
@@ -115,16 +121,16 @@ class BpeModel {
       throw fail("model.byte_fallback must be false for byte-level BPE");
 
     BpeModel m;
-    m.ignore_merges_ = model.value("ignore_merges", false);
+    m.ignore_merges_ = json::field_or(model, "ignore_merges", false, file, "model");
     if (!model.contains("vocab") || !model["vocab"].is_object())
       throw fail("model.vocab must be an object mapping tokens to ids");
     const auto& vocab = model["vocab"];
     TokenId max_id = -1;
     for (auto it = vocab.begin(); it != vocab.end(); ++it) {
       if (!it.value().is_number_integer() || it.value().get<std::int64_t>() < 0 ||
-          it.value().get<std::int64_t>() > 50'000'000)
+          it.value().get<std::int64_t>() > max_token_id)
         throw fail("model.vocab[" + nlohmann::json(it.key()).dump() +
-                   "] must be a non-negative integer id, got " + it.value().dump());
+                   fmt::format("] must be an integer id in [0, {}], got ", max_token_id) + it.value().dump());
       max_id = std::max(max_id, it.value().get<TokenId>());
     }
     m.id_to_bytes_.assign(static_cast<std::size_t>(max_id + 1), std::string());

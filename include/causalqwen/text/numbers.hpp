@@ -236,7 +236,9 @@ struct NumberFormat {
 /// `value` rounded to `significant_digits` and written so that find_numbers reads it back as
 /// one number: plain decimals for 1e-4 ≤ |v| < 1e15 ("42.3", "1234570" for 1234567 at 6 digits, "0.00012"), otherwise
 /// "m.mmme±x" without a "+" or leading zeros in the exponent ("6.02e23", "1.5e-7"); trailing
-/// zeros are dropped. Non-finite values are written "nan", "inf", "-inf".
+/// zeros are dropped. Non-finite values are written "nan", "inf", "-inf". Near the largest
+/// double, where rounding up would overflow, the digits are cut toward zero instead
+/// (1.7976931348623157e308 at 6 digits → "1.79769e308"), so every finite value reads back.
 inline std::string format_number(double value, NumberFormat format = {}) {
   if (std::isnan(value)) return "nan";
   if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
@@ -249,9 +251,17 @@ inline std::string format_number(double value, NumberFormat format = {}) {
     return s;
   };
   // Round first, so that 999999.7 at 6 digits becomes 1e6 and chooses its notation as such.
-  const std::string scientific = fmt::format("{:.{}e}", value, digits - 1);
+  std::string scientific = fmt::format("{:.{}e}", value, digits - 1);
   double rounded = value;
-  std::from_chars(scientific.data(), scientific.data() + scientific.size(), rounded);
+  if (std::from_chars(scientific.data(), scientific.data() + scientific.size(), rounded).ec ==
+      std::errc::result_out_of_range) {
+    // Rounding carried the value past the largest double (1.797…e308 → 1.8e308, which no
+    // reader can hold): cut the digits instead, toward zero, from the 17 that round-trip.
+    const std::string exact = fmt::format("{:.16e}", value);  // -d.dddddddddddddddde+308
+    const std::size_t lead = (value < 0 ? 1 : 0) + 1;         // sign and first digit
+    scientific = exact.substr(0, digits > 1 ? lead + digits : lead) + exact.substr(exact.find('e'));
+    std::from_chars(scientific.data(), scientific.data() + scientific.size(), rounded);
+  }
   const double rounded_magnitude = std::fabs(rounded);
   if (rounded_magnitude >= 1e-4 && rounded_magnitude < 1e15) {
     const int exponent10 = static_cast<int>(std::floor(std::log10(rounded_magnitude)));

@@ -13,6 +13,7 @@
 /// cache is shared under a mutex; regex and BPE scratch space is per thread).
 #pragma once
 #include <causalqwen/core/error.hpp>
+#include <causalqwen/core/json.hpp>
 #include <causalqwen/text/added_tokens.hpp>
 #include <causalqwen/text/bpe.hpp>
 #include <causalqwen/text/normalizer.hpp>
@@ -99,18 +100,19 @@ class Tokenizer {
   /// Parses tokenizer.json text; `source` names it in errors.
   static Tokenizer from_json_text(std::string_view json_text, const std::string& source,
                                   TokenizerOptions options = {}) {
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(json_text);
-    } catch (const nlohmann::json::parse_error& e) {
-      throw FormatError(source + ": not valid JSON (truncated or corrupt?): " + e.what());
-    }
-    return from_json(j, source, std::move(options));
+    return from_json(json::parse(json_text, source), source, std::move(options));
   }
 
-  /// Builds the tokenizer from a parsed tokenizer.json; `source` names it in errors.
+  /// Builds the tokenizer from a parsed tokenizer.json; `source` names it in errors. Token ids
+  /// (vocabulary, added tokens, options.num_token_id) must lie in [0, max_token_id].
   static Tokenizer from_json(const nlohmann::json& j, const std::string& source,
                              TokenizerOptions options = {}) {
+    return json::guarded(source, [&] { return from_checked_json(j, source, std::move(options)); });
+  }
+
+ private:
+  static Tokenizer from_checked_json(const nlohmann::json& j, const std::string& source,
+                                     TokenizerOptions options) {
     const auto fail = [&](const std::string& what) { return FormatError(source + ": " + what); };
     if (!j.is_object()) throw fail("the top level must be a JSON object");
     if (!j.contains("model")) throw fail("no \"model\" field (expected a BPE model)");
@@ -127,26 +129,33 @@ class Tokenizer {
       std::size_t k = 0;
       for (const auto& a : j["added_tokens"]) {
         const std::string where = fmt::format("added_tokens[{}]", k++);
-        if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() ||
-            a["id"].get<std::int64_t>() < 0 || !a.contains("content") || !a["content"].is_string())
-          throw fail(where + " must be an object with an integer \"id\" ≥ 0 and a string \"content\", got " +
-                     a.dump());
+        if (!a.is_object())
+          throw json::field_error(source, where, "an object with an integer \"id\" and a string \"content\"", a);
         AddedToken token;
-        token.id = a["id"].get<TokenId>();
-        token.content = a["content"].get<std::string>();
+        const nlohmann::json id = a.contains("id") ? a["id"] : nlohmann::json();
+        const bool id_in_range = id.is_number_unsigned()
+                                     ? id.get<std::uint64_t>() <= static_cast<std::uint64_t>(max_token_id)
+                                     : id.is_number_integer() && id.get<std::int64_t>() >= 0 &&
+                                           id.get<std::int64_t>() <= max_token_id;
+        if (!id_in_range)
+          throw json::field_error(source, where + ".id", fmt::format("an integer in [0, {}]", max_token_id), id);
+        token.id = static_cast<TokenId>(id.get<std::int64_t>());
+        token.content = json::field<std::string>(a, "content", source, where);
         if (token.content.empty()) throw fail(where + ".content must not be empty");
         if (find_invalid_utf8(token.content) != std::string_view::npos)
           throw fail(where + ".content is not valid UTF-8");
-        token.special = a.value("special", false);
-        token.lstrip = a.value("lstrip", false);
-        token.rstrip = a.value("rstrip", false);
+        token.special = json::field_or(a, "special", false, source, where);
+        token.lstrip = json::field_or(a, "lstrip", false, source, where);
+        token.rstrip = json::field_or(a, "rstrip", false, source, where);
         max_id = std::max(max_id, token.id);
         added.push_back(std::move(token));
       }
     }
     t.added_ = AddedTokenMatcher(std::move(added));
-    t.num_id_ = options.num_token_id.value_or(max_id + 1);
-    if (t.num_id_ < 0) throw DomainError("causalqwen::text::Tokenizer: num_token_id must be ≥ 0");
+    t.num_id_ = options.num_token_id.value_or(max_id + 1);  // max_id ≤ max_token_id: no wrap
+    if (t.num_id_ < 0 || t.num_id_ > max_token_id)
+      throw DomainError(fmt::format("causalqwen::text::Tokenizer: num_token_id must lie in [0, {}], got {}",
+                                    max_token_id, t.num_id_));
     if (t.model_.has_id(t.num_id_) || t.added_.by_id(t.num_id_))
       throw DomainError(fmt::format(
           "causalqwen::text::Tokenizer: num_token_id {} is already a token of {} (the first free id is {})",
@@ -155,6 +164,8 @@ class Tokenizer {
     t.cache_ = std::make_unique<Cache>();
     return t;
   }
+
+ public:
 
   /// Token ids of `text`, exactly as the reference tokenizer's encode(text, {add_special_tokens:
   /// false}) (Qwen2 adds no BOS/EOS). Malformed UTF-8: DomainError naming the byte offset, or
@@ -340,12 +351,12 @@ class Tokenizer {
   void read_normalizer(const nlohmann::json& j, const std::string& source) {
     if (!j.contains("normalizer") || j["normalizer"].is_null()) return;
     const auto& n = j["normalizer"];
-    const auto type = n.is_object() ? n.value("type", std::string()) : std::string();
+    const auto type = json::field_or<std::string>(n, "type", "", source, "normalizer");
     if (type == "NFC") {
       nfc_ = true;
     } else if (type == "Sequence" && n.contains("normalizers") && n["normalizers"].is_array()) {
       for (const auto& m : n["normalizers"]) {
-        if (!m.is_object() || m.value("type", std::string()) != "NFC")
+        if (json::field_or<std::string>(m, "type", "", source, "normalizer.normalizers[]") != "NFC")
           throw FormatError(source + ": normalizer.normalizers: only NFC is supported, got " + m.dump());
         nfc_ = true;
       }
@@ -360,7 +371,7 @@ class Tokenizer {
       throw FormatError(source + ": pre_tokenizer is missing (expected Split + ByteLevel, or ByteLevel)");
     const auto& p = j["pre_tokenizer"];
     std::vector<std::pair<nlohmann::json, std::string>> steps;
-    if (p.is_object() && p.value("type", std::string()) == "Sequence") {
+    if (json::field_or<std::string>(p, "type", "", source, "pre_tokenizer") == "Sequence") {
       if (!p.contains("pretokenizers") || !p["pretokenizers"].is_array())
         throw FormatError(source + ": pre_tokenizer.pretokenizers must be an array");
       for (std::size_t k = 0; k < p["pretokenizers"].size(); ++k)
@@ -370,7 +381,7 @@ class Tokenizer {
     }
     bool byte_level = false;
     for (const auto& [step, where] : steps) {
-      const std::string type = step.is_object() ? step.value("type", std::string()) : std::string();
+      const std::string type = json::field_or<std::string>(step, "type", "", source, where);
       if (type == "Split") {
         if (!step.contains("pattern") || !step["pattern"].is_object())
           throw FormatError(source + ": " + where + ".pattern must be {\"Regex\": …} or {\"String\": …}");
@@ -385,16 +396,16 @@ class Tokenizer {
         } else {
           throw FormatError(source + ": " + where + ".pattern must hold a string \"Regex\" or \"String\"");
         }
-        if (step.value("behavior", std::string()) != "Isolated")
+        if (json::field_or<std::string>(step, "behavior", "", source, where) != "Isolated")
           throw FormatError(source + ": " + where + ".behavior must be \"Isolated\" (Qwen2 family), got " +
                             (step.contains("behavior") ? step["behavior"].dump() : std::string("nothing")));
-        if (step.value("invert", false))
+        if (json::field_or(step, "invert", false, source, where))
           throw FormatError(source + ": " + where + ".invert must be false");
         splitters_.emplace_back(pattern, source + ": " + where + ".pattern.Regex");
       } else if (type == "ByteLevel") {
-        if (step.value("add_prefix_space", false))
+        if (json::field_or(step, "add_prefix_space", false, source, where))
           throw FormatError(source + ": " + where + ".add_prefix_space must be false (Qwen2 family)");
-        if (step.value("use_regex", true))  // GPT-2's own split, as the reference runs it
+        if (json::field_or(step, "use_regex", true, source, where))  // GPT-2's own split, as the reference runs it
           splitters_.emplace_back(
               R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)",
               source + ": " + where);
@@ -410,7 +421,7 @@ class Tokenizer {
 
   void read_decoder(const nlohmann::json& j, const std::string& source) {
     if (!j.contains("decoder") || !j["decoder"].is_object() ||
-        j["decoder"].value("type", std::string()) != "ByteLevel")
+        json::field_or<std::string>(j["decoder"], "type", "", source, "decoder") != "ByteLevel")
       throw FormatError(source + ": decoder must be of type \"ByteLevel\", got " +
                         (j.contains("decoder") ? j["decoder"].dump().substr(0, 200) : std::string("nothing")));
   }

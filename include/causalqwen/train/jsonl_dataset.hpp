@@ -9,6 +9,7 @@
 /// state()/restore()); validation_batches() gives one ordered pass over the validation texts.
 #pragma once
 #include "causalqwen/core/error.hpp"
+#include "causalqwen/core/json.hpp"
 #include "causalqwen/text/tokenizer.hpp"
 #include "causalqwen/text/utf8.hpp"
 #include "causalqwen/train/corpus_batch_source.hpp"
@@ -41,12 +42,7 @@ inline std::vector<std::string> read_jsonl_texts(const std::filesystem::path& fi
     const auto at = [&](const std::string& what) {
       return FormatError(fmt::format("{}:{}: {}", file.string(), number, what));
     };
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
-      throw at(fmt::format("malformed JSON ({})", e.what()));
-    }
+    const nlohmann::json j = json::parse(line, fmt::format("{}:{}", file.string(), number));
     if (!j.is_object()) throw at(fmt::format("expected a JSON object {{\"{}\": \"…\"}}, got {}", field, j.type_name()));
     if (!j.contains(field)) throw at(fmt::format("the object has no \"{}\" field", field));
     if (!j[field].is_string()) throw at(fmt::format("\"{}\" must be a string, got {}", field, j[field].type_name()));

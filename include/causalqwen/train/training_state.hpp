@@ -15,6 +15,7 @@
 /// a complete checkpoint (the previous one until the new one is committed).
 #pragma once
 #include "causalqwen/core/error.hpp"
+#include "causalqwen/core/json.hpp"
 #include "causalqwen/io/atomic_file.hpp"
 #include "causalqwen/io/safetensors.hpp"
 #include "causalqwen/io/safetensors_writer.hpp"
@@ -57,21 +58,20 @@ struct TrainerState {
   }
   /// FormatError naming `file` when a field is missing or of the wrong type.
   static TrainerState from_json(const nlohmann::json& j, const std::filesystem::path& file) {
-    try {
-      if (j.at("format").get<std::string>() != trainer_state_format)
-        throw FormatError(fmt::format("{}: field 'format' must be \"{}\"", file.string(), trainer_state_format));
+    const std::string source = file.string();
+    return json::guarded(source, [&] {
+      if (json::field<std::string>(j, "format", source) != trainer_state_format)
+        throw FormatError(fmt::format("{}: field 'format' must be \"{}\"", source, trainer_state_format));
       TrainerState s;
-      s.step = j.at("step").get<std::uint64_t>();
-      s.adam_steps = j.at("adam_steps").get<std::uint64_t>();
-      s.rng = j.at("rng").get<std::string>();
-      s.data = j.at("data");
-      s.tokens_seen = j.at("tokens_seen").get<double>();
-      s.seconds = j.at("seconds").get<double>();
-      s.run = j.value("run", nlohmann::json::object());
+      s.step = json::field<std::uint64_t>(j, "step", source);
+      s.adam_steps = json::field<std::uint64_t>(j, "adam_steps", source);
+      s.rng = json::field<std::string>(j, "rng", source);
+      s.data = json::field<nlohmann::json>(j, "data", source);
+      s.tokens_seen = json::field<double>(j, "tokens_seen", source);
+      s.seconds = json::field<double>(j, "seconds", source);
+      s.run = json::field_or(j, "run", nlohmann::json::object(), source);
       return s;
-    } catch (const nlohmann::json::exception& e) {
-      throw FormatError(fmt::format("{}: not a trainer state: {}", file.string(), e.what()));
-    }
+    });
   }
 };
 
@@ -214,19 +214,16 @@ std::filesystem::path write_checkpoint(const std::filesystem::path& out, const L
   return dir;
 }
 
+/// The trainer state in `file` (a checkpoint's trainer_state.json); FormatError naming the file
+/// (and the field) when it cannot be read, is not JSON or a field is missing or of the wrong type.
+inline TrainerState read_trainer_state(const std::filesystem::path& file) {
+  return TrainerState::from_json(json::parse_file(file), file);
+}
+
 /// Loads parameters, moments and the trainer state from checkpoint `dir`.
 template <class T, class Optimizer>
 TrainerState read_checkpoint(const std::filesystem::path& dir, Learner<T>& learner, Optimizer& adam) {
-  const auto state_file = dir / "trainer_state.json";
-  std::ifstream in(state_file);
-  if (!in) throw FormatError(fmt::format("{}: cannot open the file", state_file.string()));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw FormatError(fmt::format("{}: malformed JSON: {}", state_file.string(), e.what()));
-  }
-  auto state = TrainerState::from_json(j, state_file);
+  auto state = read_trainer_state(dir / "trainer_state.json");
   learner.load_params(dir);
   read_moments(io::SafetensorsFile::open(dir / "optimizer.safetensors"), adam);
   adam.set_steps(state.adam_steps);

@@ -1,0 +1,131 @@
+/// The one door through which the library reads JSON (tokenizer.json, config.json, batch JSON,
+/// JSONL lines, trainer_state.json): every error of the JSON library (malformed text, a number
+/// beyond the double range such as 1e400, a value of the wrong type) leaves as a FormatError
+/// naming the source (a file, or "file:line" for JSONL), the field path and what was expected.
+///
+///   parse(text, source)           text → JSON, or FormatError "<source>: not valid JSON (…)"
+///   parse_file(path)              the same for a whole file ("cannot open" when unreadable)
+///   guarded(source, read)         runs read(); a JSON library exception escaping it becomes
+///                                 FormatError "<source>: <its message>"
+///   field<T>(object, key, …)      a present field of type T, else FormatError naming the path
+///   field_or<T>(object, key, fallback, …)   the same; `fallback` when absent or null
+#pragma once
+#include "causalqwen/core/error.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+namespace causalqwen::json {
+
+using Json = nlohmann::json;
+
+/// FormatError("<source>: <path> must be <expected>, got <value>") (the value cut to 80 bytes).
+inline FormatError field_error(std::string_view source, std::string_view path, std::string_view expected,
+                               const Json& got) {
+  std::string shown = got.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (shown.size() > 80) shown = shown.substr(0, 77) + "...";
+  return FormatError(fmt::format("{}: {} must be {}, got {}", source, path, expected, shown));
+}
+
+/// `text` parsed; FormatError naming `source` on any JSON library error (including numbers
+/// beyond the double range, which the JSON library refuses while parsing).
+inline Json parse(std::string_view text, std::string_view source) {
+  try {
+    return Json::parse(text);
+  } catch (const Json::exception& e) {
+    throw FormatError(fmt::format("{}: not valid JSON ({})", source, e.what()));
+  }
+}
+
+/// The file at `path` parsed (see parse()); FormatError when it cannot be opened.
+inline Json parse_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw FormatError(fmt::format("{}: cannot open the file", path.string()));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse(text.str(), path.string());
+}
+
+/// read(), with any JSON library exception escaping it turned into FormatError naming `source`.
+/// The safety net behind field()/field_or(): a reader that checks every field itself never
+/// reaches it.
+template <class Read>
+decltype(auto) guarded(std::string_view source, Read&& read) {
+  try {
+    return read();
+  } catch (const Json::exception& e) {
+    throw FormatError(fmt::format("{}: unexpected JSON value ({})", source, e.what()));
+  }
+}
+
+/// What field() expects of a value of type T, in words.
+template <class T>
+std::string expected_of() {
+  if constexpr (std::is_same_v<T, bool>) return "true or false";
+  else if constexpr (std::is_same_v<T, std::string>) return "a string";
+  else if constexpr (std::is_floating_point_v<T>) return "a number";
+  else if constexpr (std::is_integral_v<T>)
+    return fmt::format("an integer in [{}, {}]", std::numeric_limits<T>::min(), std::numeric_limits<T>::max());
+  else return "a JSON value";
+}
+
+/// `value` as T when it holds one exactly (booleans, strings, finite numbers, integers that T
+/// holds without wrapping); FormatError "<source>: <path> must be <what T holds>, got …" else.
+template <class T>
+T as(const Json& value, std::string_view source, std::string_view path) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (value.is_boolean()) return value.get<bool>();
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (value.is_string()) return value.get<std::string>();
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (value.is_number()) return static_cast<T>(value.get<double>());
+  } else if constexpr (std::is_integral_v<T>) {
+    if (value.is_number_unsigned()) {
+      const auto v = value.get<std::uint64_t>();
+      if (v <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())) return static_cast<T>(v);
+    } else if (value.is_number_integer()) {
+      const auto v = value.get<std::int64_t>();
+      if constexpr (std::is_signed_v<T>) {
+        if (v >= static_cast<std::int64_t>(std::numeric_limits<T>::min()) &&
+            v <= static_cast<std::int64_t>(std::numeric_limits<T>::max()))
+          return static_cast<T>(v);
+      } else {
+        if (v >= 0 && static_cast<std::uint64_t>(v) <= static_cast<std::uint64_t>(std::numeric_limits<T>::max()))
+          return static_cast<T>(v);
+      }
+    }
+  } else {
+    static_assert(std::is_same_v<T, Json>, "json::as<T>: T must be bool, a string, a number or Json");
+    return value;
+  }
+  throw field_error(source, path, expected_of<T>(), value);
+}
+
+/// object[key] as T (see as()); FormatError naming "<path>.<key>" when absent or of another
+/// type. `path` is where `object` sits ("" at the top level).
+template <class T>
+T field(const Json& object, std::string_view key, std::string_view source, std::string_view path = "") {
+  const std::string where = path.empty() ? std::string(key) : fmt::format("{}.{}", path, key);
+  if (!object.is_object() || !object.contains(key))
+    throw FormatError(fmt::format("{}: {} is missing ({} was expected)", source, where, expected_of<T>()));
+  return as<T>(object[std::string(key)], source, where);
+}
+
+/// object[key] as T, or `fallback` when `object` has no such key or holds null there.
+template <class T>
+T field_or(const Json& object, std::string_view key, T fallback, std::string_view source,
+           std::string_view path = "") {
+  if (!object.is_object() || !object.contains(key) || object[std::string(key)].is_null()) return fallback;
+  return as<T>(object[std::string(key)], source, path.empty() ? std::string(key) : fmt::format("{}.{}", path, key));
+}
+
+}  // namespace causalqwen::json

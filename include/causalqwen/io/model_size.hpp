@@ -1,0 +1,71 @@
+/// How big a model a config.json describes, checked before anything is allocated: a stated
+/// limit per size field, and an estimate of the parameter bytes against the memory available.
+///
+///   parameters ≈ V·H·(tied ? 1 : 2)                          embedding (+ untied lm_head)
+///              + L·(H·(N+2·N_kv)·d + 3·(N+2·N_kv)·d/… + H·H + 3·H·F + 2·H)   attention, SwiGLU, norms
+///              + H + 2·C·H + K·C + 3·C + K                    final norm, abduction, action heads
+///   bytes      = parameters · 4 (float, the smallest element type)
+/// The estimate counts parameters only: activations, caches and optimiser moments come on top.
+#pragma once
+#include "causalqwen/core/error.hpp"
+#include "causalqwen/model/config.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <fstream>
+#include <optional>
+#include <string>
+
+namespace causalqwen::io {
+
+/// The largest value config.json may give each size field (far beyond any Qwen2 model: the
+/// 72B one has V = 152064, H = 8192, F = 29568, L = 80, 64 heads).
+struct ModelSizeLimits {
+  std::size_t vocab_size = std::size_t{1} << 26;
+  std::size_t hidden_size = std::size_t{1} << 16;
+  std::size_t intermediate_size = std::size_t{1} << 20;
+  std::size_t num_hidden_layers = std::size_t{1} << 12;
+  std::size_t num_attention_heads = std::size_t{1} << 12;
+  std::size_t max_position_embeddings = std::size_t{1} << 24;
+};
+
+/// Bytes of memory this process may still take: MemAvailable of /proc/meminfo, else the
+/// physical memory (sysconf), else nullopt when neither is known.
+inline std::optional<double> available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024.0;
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page_size > 0) return static_cast<double>(pages) * static_cast<double>(page_size);
+  return std::nullopt;
+}
+
+/// The number of parameters of the model `c` describes (formula at the top of this file), in
+/// double so that no size can wrap.
+inline double estimated_parameter_count(const model::CausalConfig& c) {
+  const auto& b = c.backbone;
+  const double V = double(b.vocab_size), H = double(b.hidden_size), F = double(b.intermediate_size);
+  const double L = double(b.num_layers), d = double(b.head_dim());
+  const double qkv = (double(b.num_heads) + 2.0 * double(b.num_kv_heads)) * d;
+  const double C = double(c.causal_size), K = double(c.num_classes);
+  const double per_layer = H * qkv + qkv + H * H + 3.0 * H * F + 2.0 * H;
+  return V * H * (c.tie_word_embeddings ? 1.0 : 2.0) + L * per_layer + H + 2.0 * C * H + K * C + 3.0 * C + K;
+}
+
+/// FormatError "<file>: the model would need about N bytes …" when the parameters alone (as
+/// float) exceed the memory available.
+inline void check_model_fits_memory(const model::CausalConfig& c, const std::string& file) {
+  const double bytes = estimated_parameter_count(c) * 4.0;
+  const auto available = available_memory_bytes();
+  if (available && bytes > *available)
+    throw FormatError(fmt::format("{}: the model would need about {:.0f} bytes for its parameters alone "
+                                  "(as float32), more than the {:.0f} bytes of memory available",
+                                  file, bytes, *available));
+}
+
+}  // namespace causalqwen::io

@@ -1,0 +1,129 @@
+# Every class of bad input to the causalqwen program ends with exit status 1 or 2 and exactly one
+# line on standard error, which names the file or option and what was expected; never a signal,
+# an uncaught exception or a result written with exit 0. Run by ctest with -DCLI= -DMODEL= (the
+# golden model's tiny checkpoint: max_position_embeddings 32, vocab 23, <NUM> = 20) -DTOKENIZER=
+# (tests/generation/data/tiny_tokenizer.json) -DWORK= (a scratch directory).
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+set(failures "")
+
+# expect_refusal(NAME REGEX COMMAND ARGS…): exit 1 or 2, one line on stderr matching REGEX.
+function(expect_refusal name regex)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+  string(STRIP "${err}" line)
+  set(problem "")
+  if(NOT rc STREQUAL "1" AND NOT rc STREQUAL "2")
+    set(problem "exit status '${rc}' (expected 1 or 2)")
+  elseif(line MATCHES "\n")
+    set(problem "more than one line on stderr")
+  elseif(NOT line MATCHES "${regex}")
+    set(problem "stderr does not match '${regex}'")
+  endif()
+  if(problem)
+    set(failures "${failures}\n  ${name}: ${problem}\n    stderr: ${err}" PARENT_SCOPE)
+  else()
+    message(STATUS "${name}: exit ${rc}: ${line}")
+  endif()
+endfunction()
+
+set(gen_model ${CLI} generate --model ${MODEL})
+set(gen ${gen_model} --tokenizer ${TOKENIZER})
+set(fwd ${CLI} forward --model ${MODEL} --out ${WORK}/never.safetensors)
+
+# --- the command line ---------------------------------------------------------------------------
+expect_refusal(max_new_tokens_negative "--max-new-tokens.*-1" ${gen} --prompt abc --max-new-tokens -1)
+expect_refusal(max_new_tokens_2_64 "--max-new-tokens" ${gen} --prompt abc --max-new-tokens 18446744073709551615)
+expect_refusal(max_new_tokens_1e12 "--max-new-tokens.*1000000000000" ${gen} --prompt abc --max-new-tokens 1000000000000)
+expect_refusal(max_new_tokens_past_positions "--max-new-tokens 40 must be at most the model's max_position_embeddings 32"
+               ${gen} --prompt abc --max-new-tokens 40)
+expect_refusal(long_prompt "prompt 0 has 55 tokens; with max_new_tokens 8 the model would see 62 positions, more than its 32"
+               ${gen} --prompt "abc abc abc abc abc abc abc abc abc abc abc abc abc abc" --max-new-tokens 8)
+# the documented alternative: keep-end drops the prompt's first tokens and generates
+execute_process(COMMAND ${gen} --prompt "abc abc abc abc abc abc abc abc abc abc abc abc abc abc" --max-new-tokens 8
+                        --long-prompt keep-end RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  set(failures "${failures}\n  long_prompt_keep_end: exit status '${rc}' (expected 0)\n    stderr: ${err}")
+endif()
+expect_refusal(long_prompt_policy "--long-prompt" ${gen} --prompt abc --long-prompt cut)
+expect_refusal(prompt_number_beyond_float "prompt 0 holds the number 1e300, which does not fit the model's 32-bit floats"
+               ${gen} --prompt "a 1e300 b" --max-new-tokens 2)
+
+# --- prompts JSONL ------------------------------------------------------------------------------
+file(WRITE ${WORK}/prompts_overflow.jsonl "\"abc\"\n{\"prompt\": \"abc\", \"n\": 1e400}\n")
+expect_refusal(prompts_number_overflow "prompts_overflow.jsonl:2: not valid JSON"
+               ${gen} --prompts ${WORK}/prompts_overflow.jsonl)
+
+# --- tokenizer.json -----------------------------------------------------------------------------
+file(READ ${TOKENIZER} tokenizer_text)
+foreach(id 2147483647 2147483648 4294967301)
+  string(REPLACE "\"added_tokens\": []" "\"added_tokens\": [{\"id\": ${id}, \"content\": \"<e>\"}]" bad "${tokenizer_text}")
+  file(WRITE ${WORK}/tokenizer_id_${id}.json "${bad}")
+  expect_refusal(tokenizer_added_id_${id} "tokenizer_id_${id}.json: added_tokens\\[0\\]\\.id must be an integer in \\[0, 50000000\\]"
+                 ${gen_model} --tokenizer ${WORK}/tokenizer_id_${id}.json --prompt abc)
+endforeach()
+string(REPLACE "\"added_tokens\": []" "\"added_tokens\": [{\"id\": 300, \"content\": \"<e>\", \"special\": \"yes\"}]"
+       bad "${tokenizer_text}")
+file(WRITE ${WORK}/tokenizer_special.json "${bad}")
+expect_refusal(tokenizer_special_type "tokenizer_special.json: added_tokens\\[0\\]\\.special must be true or false"
+               ${gen_model} --tokenizer ${WORK}/tokenizer_special.json --prompt abc)
+string(REPLACE "\"version\": \"1.0\"" "\"version\": 1e400" bad "${tokenizer_text}")
+file(WRITE ${WORK}/tokenizer_overflow.json "${bad}")
+expect_refusal(tokenizer_number_overflow "tokenizer_overflow.json: not valid JSON"
+               ${gen_model} --tokenizer ${WORK}/tokenizer_overflow.json --prompt abc)
+
+# --- config.json --------------------------------------------------------------------------------
+file(READ ${MODEL}/config.json config_text)
+# bad_config(NAME REGEX FIELD VALUE [FIELD VALUE]…): the model with those config.json fields replaced.
+function(bad_config name regex)
+  set(dir ${WORK}/model_${name})
+  file(COPY ${MODEL}/ DESTINATION ${dir})
+  set(bad "${config_text}")
+  set(pairs ${ARGN})
+  while(pairs)
+    list(POP_FRONT pairs field value)
+    string(REGEX REPLACE "\"${field}\": [^,}]+" "\"${field}\": ${value}" bad "${bad}")
+  endwhile()
+  file(WRITE ${dir}/config.json "${bad}")
+  expect_refusal(config_${name} "${regex}" ${CLI} generate --model ${dir} --tokenizer ${TOKENIZER} --prompt abc)
+  set(failures "${failures}" PARENT_SCOPE)
+endfunction()
+bad_config(vocab_2_40 "config.json: field 'vocab_size' must be an integer in \\[1, 67108864\\]" vocab_size 1099511627776)
+bad_config(intermediate_2_50 "field 'intermediate_size' must be an integer in \\[1, 1048576\\]" intermediate_size 1125899906842624)
+bad_config(layers_2_40 "field 'num_hidden_layers' must be an integer in \\[1, 4096\\]" num_hidden_layers 1099511627776)
+bad_config(too_big_for_memory "config.json: the model would need about [0-9]+ bytes for its parameters alone"
+           vocab_size 67108864 hidden_size 65536 causal_size 65536)
+bad_config(rope_overflow "config.json: not valid JSON" rope_theta 1e400)
+bad_config(max_position_type "field 'max_position_embeddings' must be an integer" max_position_embeddings "\"long\"")
+
+# --- batch JSON (forward) -----------------------------------------------------------------------
+function(bad_batch name text regex)
+  file(WRITE ${WORK}/batch_${name}.json "${text}")
+  expect_refusal(batch_${name} "batch_${name}.json: ${regex}" ${fwd} --inputs ${WORK}/batch_${name}.json)
+  set(failures "${failures}" PARENT_SCOPE)
+endfunction()
+bad_batch(ragged "{\"input_ids\": [[1, 2, 3], [4, 5, 6]], \"labels\": [[2, 3, -100], [5, 6]]}"
+          "field 'labels' row 1 must be an array of 3 values")
+bad_batch(number_overflow "{\"input_ids\": [[1, 2]], \"numeric_values\": [[0, 1e400]]}" "not valid JSON")
+bad_batch(value_beyond_float "{\"input_ids\": [[1, 20]], \"numeric_values\": [[0, 1e308]]}"
+          "field 'numeric_values' \\[0\\]\\[1\\] = 1e\\+?308 does not fit the model's 32-bit floats")
+bad_batch(position_huge "{\"input_ids\": [[1, 2]], \"position_ids\": [[0, 9223372036854775807]]}"
+          "field 'position_ids' \\[0\\]\\[1\\] = 9223372036854775807 must lie in \\[0, 16777216\\)")
+bad_batch(position_past_model "{\"input_ids\": [[1, 2]], \"position_ids\": [[0, 40]]}"
+          "field 'position_ids' \\[0\\]\\[1\\] = 40 must be below the model's max_position_embeddings 32")
+bad_batch(mask_all_zero "{\"input_ids\": [[1, 2], [3, 4]], \"attention_mask\": [[1, 1], [0, 0]]}"
+          "field 'attention_mask' row 1 is all 0")
+bad_batch(id_beyond_int64 "{\"input_ids\": [[1, 18446744073709551615]]}"
+          "field 'input_ids' \\[0\\]\\[1\\] must be an integer in")
+
+# finite inputs that make a non-finite result in f64 (1e308 fits a double): reported, not written
+file(WRITE ${WORK}/batch_f64_overflow.json
+     "{\"input_ids\": [[1, 20, 20]], \"numeric_values\": [[0, 1e308, -1e308]], \"labels\": [[20, 20, 1]], \"target_values\": [[1e308, -1e308, 0]]}")
+expect_refusal(forward_non_finite_output "forward: [0-9]+ output tensors hold non-finite values, the first [a-z_.]+ .*nothing written"
+               ${fwd} --inputs ${WORK}/batch_f64_overflow.json --dtype f64)
+if(EXISTS ${WORK}/never.safetensors)
+  set(failures "${failures}\n  forward_non_finite_output: the output file was written")
+endif()
+
+if(failures)
+  message(FATAL_ERROR "bad input not refused as one line with exit status 1 or 2:${failures}")
+endif()

@@ -1,0 +1,9 @@
+// config.json bytes → read_config_json (sizes and memory checked before any allocation).
+#include "fuzz_target.hpp"
+
+#include <causalqwen/io/config_json.hpp>
+
+void run_one(std::string_view bytes) {
+  const auto path = cqfuzz::as_file(bytes, "config.json");
+  cqfuzz::refused_or_ok([&] { (void)causalqwen::io::read_config_json(path, 20); });
+}

@@ -1,0 +1,44 @@
+// One fuzz target = one function run_one(bytes). The project's own refusals (FormatError,
+// DomainError) are the expected answer to bad input; anything else escaping (another exception,
+// a crash, a sanitizer report) is a finding.
+#pragma once
+#include <causalqwen/core/error.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <unistd.h>
+
+namespace cqfuzz {
+
+/// Runs `body`, accepting the project's FormatError / DomainError as refusals.
+template <class Body>
+void refused_or_ok(Body&& body) {
+  try {
+    body();
+  } catch (const causalqwen::FormatError&) {
+  } catch (const causalqwen::DomainError&) {
+  }
+}
+
+/// The bytes in a file of this process's own (readers that take a path get one).
+inline std::filesystem::path as_file(std::string_view bytes, const char* name) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("causalqwen_fuzz_" + std::to_string(::getpid()) + "_" + name);
+  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return path;
+}
+
+}  // namespace cqfuzz
+
+/// The target's body, defined by each fuzz_*.cpp.
+void run_one(std::string_view bytes);
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  run_one(std::string_view(reinterpret_cast<const char*>(data), size));
+  return 0;
+}
