@@ -22,7 +22,7 @@ std::string error_for(const std::string& name, const std::string& content) {
 TEST_CASE("JSONL errors name the file and the line") {
   const std::string ok = "{\"text\": \"a 1\"}\n";
   auto m = error_for("bad_json.jsonl", ok + "\n{\"text\": \"b\"\n");
-  CHECK(m.find("bad_json.jsonl:3: malformed JSON") != std::string::npos);
+  CHECK(m.find("bad_json.jsonl:3: not valid JSON") != std::string::npos);
   m = error_for("missing.jsonl", ok + "{\"txt\": \"b\"}\n");
   CHECK(m.find("missing.jsonl:2: the object has no \"text\" field") != std::string::npos);
   m = error_for("not_string.jsonl", "{\"text\": 5}\n");

@@ -164,7 +164,7 @@ TEST_CASE("bad checkpoints: clear errors naming the file and the problem") {
                                  ": causalqwen::config: hidden_size 8 is not divisible by num_attention_heads 3");
     j["num_attention_heads"] = "four";
     std::ofstream(dir / "config.json") << j.dump();
-    CHECK(error(dir, opt) == (dir / "config.json").string() + ": field 'num_attention_heads' must be a positive integer, got \"four\"");
+    CHECK(error(dir, opt) == (dir / "config.json").string() + ": field 'num_attention_heads' must be an integer in [1, 4096], got \"four\"");
   }
   SUBCASE("no <NUM> id for a base checkpoint") {
     write_base(dir, base, true);
