@@ -10,6 +10,7 @@
 /// Parameters `causal.action.{cls,reg}.{weight,bias}`, `causal.action.b_noise` [C] and the OvR
 /// thresholds `causal.ovr_threshold` [K].
 #pragma once
+#include "causalqwen/autodiff/expression.hpp"
 #include "causalqwen/cauchy/distribution.hpp"
 #include "causalqwen/cauchy/ovr.hpp"
 #include "causalqwen/core/arena.hpp"
@@ -19,6 +20,7 @@
 #include "causalqwen/model/config.hpp"
 #include "causalqwen/model/slot_names.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -105,18 +107,20 @@ struct Action {
     c.loc_A.resize(M * C);
     c.scale_A.resize(M * C);
     c.epsilon.resize(mode == ActionMode::sampling ? M * C : 0);
+    using autodiff::constant;
+    const auto b_noise = autodiff::abs(constant(TensorView<const T, 1>(p.b_noise.data, {C})));  // |b_noise| [C]
     parallel_for(M, M * C, [&](std::size_t m) {
-      for (std::size_t j = 0; j < C; ++j) {
-        const std::size_t i = m * C + j;
-        const T b = std::fabs(p.b_noise[j]);
-        if (mode == ActionMode::deterministic) {
-          c.loc_A[i] = U.loc.data[i];
-          c.scale_A[i] = U.scale.data[i] + b;
-        } else {
-          c.epsilon[i] = raw::standard_quantile(sampling.uniform.data[i]);
-          c.loc_A[i] = U.loc.data[i] + c.temperature * b * c.epsilon[i];
-          c.scale_A[i] = U.scale.data[i];
-        }
+      const auto row = [&](const T* v) { return TensorView<const T, 1>(v + m * C, {C}); };
+      const auto out = [&](std::vector<T>& v) { return TensorView<T, 1>(v.data() + m * C, {C}); };
+      if (mode == ActionMode::deterministic) {
+        std::copy_n(U.loc.data + m * C, C, c.loc_A.data() + m * C);
+        autodiff::eval(out(c.scale_A), constant(row(U.scale.data)) + b_noise);  // scale_U + |b_noise|
+      } else {
+        for (std::size_t j = 0; j < C; ++j)
+          c.epsilon[m * C + j] = raw::standard_quantile(sampling.uniform.data[m * C + j]);
+        autodiff::eval(out(c.loc_A), constant(row(U.loc.data)) +
+                                         c.temperature * b_noise * constant(row(c.epsilon.data())));  // loc_U + T·|b|·ε
+        std::copy_n(U.scale.data + m * C, C, c.scale_A.data() + m * C);
       }
     });
     return {TensorView<const T, 2>(c.loc_A.data(), {M, C}), TensorView<const T, 2>(c.scale_A.data(), {M, C})};

@@ -1,5 +1,6 @@
 /// RMSNorm: y = w ⊙ x / sqrt(mean(x²) + eps)  (plain w, Qwen2 convention), row by row.
 #pragma once
+#include "causalqwen/autodiff/expression.hpp"
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/core/threading.hpp"
 
@@ -32,7 +33,9 @@ struct RMSNorm {
       for (std::size_t j = 0; j < hidden; ++j) sq += xr[j] * xr[j];
       const T r = T(1) / std::sqrt(sq / T(hidden) + eps);
       c.inv_rms[m] = r;
-      for (std::size_t j = 0; j < hidden; ++j) yr[j] = p.weight[j] * (xr[j] * r);
+      using autodiff::constant;
+      const auto row = [&](const T* v) { return TensorView<const T, 1>(v, {hidden}); };
+      autodiff::eval(TensorView<T, 1>(yr, {hidden}), constant(row(p.weight.data)) * (constant(row(xr)) * r));  // y_m = w ⊙ (x_m·r_m)
     });
   }
 
