@@ -15,6 +15,7 @@
 
 #include <deque>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 
 namespace cq = causalqwen;
@@ -84,6 +85,22 @@ void check_same(const cqg::GenerationResult& a, const cqg::GenerationResult& b, 
 }
 
 }  // namespace
+
+TEST_CASE_TEMPLATE("Generator::run refuses max_new_tokens that would wrap or pass the limit", T, float, double) {
+  // P + max_new_tokens must not wrap (SIZE_MAX, or -1 read into a size_t): refused with a
+  // DomainError before any buffer is sized.
+  cqm::CausalQwen<T> model(tiny_config());
+  model.init_random(7, 0.3);
+  const std::vector<cqg::PromptInput> prompts = {{{1, 2, 3}, {}, cqg::row_seed(7, 0)}};
+  for (const std::size_t n : {std::numeric_limits<std::size_t>::max(), std::numeric_limits<std::size_t>::max() - 2,
+                              std::size_t{1} << 40, cqg::max_new_tokens_limit + 1}) {
+    CAPTURE(n);
+    cqg::GenerationOptions opts;
+    opts.max_new_tokens = n;
+    CHECK_THROWS_WITH_AS((void)cqg::Generator<T>(model).run(prompts, opts),
+                         doctest::Contains("exceeds the limit of 1048576 tokens"), causalqwen::DomainError);
+  }
+}
 
 TEST_CASE_TEMPLATE("the KV cache gives the tokens and numbers of recomputation, every mode, both paddings", T, float, double) {
   const auto seed = cqtest::test_seed(71, "generation cache vs no cache");
