@@ -124,6 +124,22 @@ if(EXISTS ${WORK}/never.safetensors)
   set(failures "${failures}\n  forward_non_finite_output: the output file was written")
 endif()
 
+# --- a training run's checkpoints/LATEST (train --resume) -------------------------------------
+file(WRITE ${WORK}/train.jsonl "{\"text\": \"the value is 3\"}\n{\"text\": \"and 4 more\"}\n")
+execute_process(COMMAND ${CLI} bpe --corpus ${WORK}/train.jsonl --vocab-size 300 --out ${WORK}/train_tokenizer.json
+                RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  set(failures "${failures}\n  train_tokenizer: bpe exit status '${rc}'\n    stderr: ${err}")
+endif()
+foreach(latest "../../etc" "step-" "")
+  string(MAKE_C_IDENTIFIER "latest_${latest}" name)
+  file(MAKE_DIRECTORY ${WORK}/${name}/checkpoints)
+  file(WRITE ${WORK}/${name}/checkpoints/LATEST "${latest}\n")
+  expect_refusal(${name} "${name}/checkpoints/LATEST: names '[^']*', expected a checkpoint name such as step-00000120"
+                 ${CLI} train --preset tiny --tokenizer ${WORK}/train_tokenizer.json --data ${WORK}/train.jsonl
+                 --out ${WORK}/${name} --steps 2 --resume)
+endforeach()
+
 if(failures)
   message(FATAL_ERROR "bad input not refused as one line with exit status 1 or 2:${failures}")
 endif()

@@ -262,6 +262,12 @@ TEST_CASE("a crash inside a checkpoint write keeps the previous checkpoint as LA
     CHECK(cqtest::error_message<cq::FormatError>([&] { ct::latest_checkpoint(out); }).find("LATEST") !=
           std::string::npos);
   }
+  // a LATEST naming anything but step-<digits> (a path outside, an empty line) is refused
+  for (const char* bad : {"../../etc", "step-", "step-12/../../x", "", "/tmp"}) {
+    std::ofstream(out / "checkpoints" / "LATEST") << bad << "\n";
+    CHECK(cqtest::error_message<cq::FormatError>([&] { ct::latest_checkpoint(out); })
+              .find("expected a checkpoint name such as step-00000120") != std::string::npos);
+  }
   fs::remove_all(out);
 }
 

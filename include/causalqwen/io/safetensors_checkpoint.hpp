@@ -3,6 +3,7 @@
 /// (`{"metadata": {...}, "weight_map": {"tensor": "model-00001-of-00002.safetensors", …}}`).
 #pragma once
 #include "causalqwen/core/error.hpp"
+#include "causalqwen/core/json.hpp"
 #include "causalqwen/io/safetensors.hpp"
 
 #include <fmt/format.h>
@@ -12,11 +13,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <span>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -106,16 +105,7 @@ class SafetensorsCheckpoint {
 
   void open_sharded(const std::filesystem::path& index, LoadMode mode) {
     sharded_ = true;
-    std::ifstream in(index, std::ios::binary);
-    if (!in) throw FormatError(fmt::format("{}: cannot open", index.string()));
-    std::stringstream text;
-    text << in.rdbuf();
-    nlohmann::json doc;
-    try {
-      doc = nlohmann::json::parse(text.str());
-    } catch (const nlohmann::json::exception& e) {
-      throw FormatError(fmt::format("{}: JSON malformed: {}", index.string(), e.what()));
-    }
+    const nlohmann::json doc = json::parse_file(index);
     if (!doc.is_object() || !doc.contains("weight_map") || !doc["weight_map"].is_object())
       throw FormatError(fmt::format(
           "{}: expected an object with a \"weight_map\" object (tensor name → shard file)",

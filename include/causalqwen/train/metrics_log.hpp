@@ -53,7 +53,8 @@ inline void truncate_metrics(const std::filesystem::path& path, std::uint64_t la
   const auto records = read_metrics(path);
   io::write_file_atomically(path, [&](io::AtomicFile& f) {
     for (const auto& r : records)
-      if (r.contains("step") && r["step"].get<std::uint64_t>() <= last_step) f.write(r.dump() + "\n");
+      if (r.contains("step") && r["step"].is_number_unsigned() && r["step"].get<std::uint64_t>() <= last_step)
+        f.write(r.dump() + "\n");
   });
 }
 

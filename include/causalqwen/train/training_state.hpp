@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <filesystem>
@@ -37,6 +38,7 @@
 #include <sstream>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace causalqwen::train {
@@ -90,15 +92,27 @@ inline void restore_rng(std::mt19937_64& rng, const std::string& text) {
 inline std::filesystem::path checkpoints_dir(const std::filesystem::path& out) { return out / "checkpoints"; }
 inline std::string checkpoint_name(std::uint64_t step) { return fmt::format("step-{:08}", step); }
 
-/// The newest complete checkpoint's directory, if LATEST exists.
+/// True for the names checkpoint_name() writes: "step-" followed by digits only (so LATEST
+/// cannot point outside the checkpoints directory).
+inline bool is_checkpoint_name(std::string_view name) {
+  constexpr std::string_view prefix = "step-";
+  if (!name.starts_with(prefix) || name.size() == prefix.size()) return false;
+  return std::all_of(name.begin() + prefix.size(), name.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+/// The newest complete checkpoint's directory, if LATEST exists. FormatError naming LATEST when
+/// it holds anything but the name of a complete checkpoint ("step-<digits>" with a state file).
 inline std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& out) {
   const auto latest = checkpoints_dir(out) / "LATEST";
   std::ifstream in(latest);
   if (!in) return std::nullopt;
   std::string name;
   std::getline(in, name);
+  if (!is_checkpoint_name(name))
+    throw FormatError(fmt::format("{}: names '{}', expected a checkpoint name such as step-00000120",
+                                  latest.string(), name.substr(0, 80)));
   const auto dir = checkpoints_dir(out) / name;
-  if (name.empty() || !std::filesystem::exists(dir / "trainer_state.json"))
+  if (!std::filesystem::exists(dir / "trainer_state.json"))
     throw FormatError(fmt::format("{}: names '{}', which is not a complete checkpoint", latest.string(), name));
   return dir;
 }

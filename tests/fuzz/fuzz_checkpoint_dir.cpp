@@ -1,0 +1,27 @@
+// A model checkpoint directory → io::load_model<float>. The input is config.json, one NUL byte,
+// then model.safetensors (JSON text holds no NUL, so the first one splits the two files). The
+// harness skips configs whose parameters exceed 200,000 (the loader itself accepts any model that
+// fits the memory; the fuzzer's memory limit does not).
+#include "fuzz_target.hpp"
+
+#include <causalqwen/io/model_checkpoint.hpp>
+#include <causalqwen/io/model_size.hpp>
+
+void run_one(std::string_view bytes) {
+  namespace io = causalqwen::io;
+  const std::size_t split = std::min(bytes.find('\0'), bytes.size());
+  const auto config = cqfuzz::as_file(bytes.substr(0, split), "ckpt_config.json");
+  const auto weights = cqfuzz::as_file(split < bytes.size() ? bytes.substr(split + 1) : std::string_view{},
+                                       "ckpt_model.safetensors");
+  const auto dir = config.parent_path() / ("causalqwen_fuzz_" + std::to_string(::getpid()) + "_checkpoint");
+  std::filesystem::create_directories(dir);
+  std::filesystem::rename(config, dir / "config.json");
+  std::filesystem::rename(weights, dir / "model.safetensors");
+  cqfuzz::refused_or_ok([&] {
+    if (io::estimated_parameter_count(io::read_config_json(dir / "config.json", 20).config) > 2e5) return;
+    io::LoadOptions options;
+    options.num_token_id = 20;
+    options.class_chunk = 16;
+    (void)io::load_model<float>(dir, options);
+  });
+}

@@ -1,0 +1,43 @@
+// model.safetensors.index.json bytes → SafetensorsCheckpoint::open on a directory that also holds
+// two valid shards (written once per process by the library's writer) → every tensor read.
+#include "fuzz_target.hpp"
+
+#include <causalqwen/io/safetensors_checkpoint.hpp>
+#include <causalqwen/io/safetensors_writer.hpp>
+
+#include <vector>
+
+namespace {
+
+/// A directory of this process with model-00001-of-00002.safetensors (tensor "a", F32 [2,3]) and
+/// model-00002-of-00002.safetensors (tensor "b", BF16 [2]).
+const std::filesystem::path& shard_directory() {
+  static const std::filesystem::path dir = [] {
+    namespace io = causalqwen::io;
+    const auto d = std::filesystem::temp_directory_path() /
+                   ("causalqwen_fuzz_" + std::to_string(::getpid()) + "_sharded");
+    std::filesystem::create_directories(d);
+    const std::vector<float> a = {1.0f, -2.0f, 0.5f, 3.0f, 0.0f, -0.25f};
+    io::SafetensorsWriter first;
+    first.add("a", {2, 3}, std::span<const float>(a));
+    first.write(d / "model-00001-of-00002.safetensors");
+    io::SafetensorsWriter second;
+    second.add("b", {2}, std::span<const float>(a.data(), 2), io::Dtype::BF16);
+    second.write(d / "model-00002-of-00002.safetensors");
+    return d;
+  }();
+  return dir;
+}
+
+}  // namespace
+
+void run_one(std::string_view bytes) {
+  namespace io = causalqwen::io;
+  const auto& dir = shard_directory();
+  std::ofstream(dir / "model.safetensors.index.json", std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  cqfuzz::refused_or_ok([&] {
+    const auto ckpt = io::SafetensorsCheckpoint::open(dir);
+    for (const auto& name : ckpt.names()) (void)ckpt.file_of(name).read_vector<double>(name);
+  });
+}

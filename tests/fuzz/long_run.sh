@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The long fuzzing run: every libFuzzer target of a -DCAUSALQWEN_FUZZ=ON build (Clang, with
+# AddressSanitizer and UBSan) for SECONDS each, one after the other, over its seed corpus. New
+# inputs go to BUILD/tests/fuzz/found_<target>/; a finding stops that target, leaves its crash-*
+# file in the current directory, and makes the script exit 1. Prints one line per target.
+#   bash tests/fuzz/long_run.sh BUILD SECONDS
+set -uo pipefail
+build=${1:?usage: long_run.sh BUILD SECONDS}
+seconds=${2:?usage: long_run.sh BUILD SECONDS}
+here=$(cd "$(dirname "$0")" && pwd)
+targets=(tokenizer_json numbers config_json batch_json jsonl safetensors sharded_index trainer_state checkpoint_dir)
+status=0
+printf '%-16s %10s %12s %8s %8s %8s  %s\n' target seconds executions exec/s cov features result
+for t in "${targets[@]}"; do
+  exe="$build/tests/fuzz_$t"
+  if [[ ! -x $exe ]]; then echo "$exe: not built (configure with CXX=clang++ -DCAUSALQWEN_FUZZ=ON)" >&2; exit 2; fi
+  found="$build/tests/fuzz/found_$t"
+  mkdir -p "$found"
+  log="$build/tests/fuzz/long_run_$t.log"
+  "$exe" -max_total_time="$seconds" -print_final_stats=1 "$found" "$here/corpus/$t" >"$log" 2>&1
+  rc=$?
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
+  speed=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$')
+  last=$(grep -E '^#[0-9]+' "$log" | tail -1)
+  cov=$(grep -o 'cov: [0-9]*' <<<"$last" | grep -o '[0-9]*$')
+  ft=$(grep -o 'ft: [0-9]*' <<<"$last" | grep -o '[0-9]*$')
+  result="nothing found"
+  if [[ $rc -ne 0 ]]; then result="FOUND something (exit $rc, see $log)"; status=1; fi
+  printf '%-16s %10s %12s %8s %8s %8s  %s\n' "$t" "$seconds" "${runs:-?}" "${speed:-?}" "${cov:-?}" "${ft:-?}" "$result"
+done
+exit $status
