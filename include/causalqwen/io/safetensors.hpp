@@ -62,8 +62,10 @@ concept FloatElement = std::same_as<T, float> || std::same_as<T, double>;
 namespace detail {
 
 // Copies `count` elements of `dtype` at `src` (any alignment) to floats/doubles at `out`.
+// An empty tensor copies nothing (`out` may then be null, which memcpy must never receive).
 template <FloatElement T>
 void convert_floating(Dtype dtype, const std::byte* src, std::size_t count, T* out) {
+  if (count == 0) return;
   auto load = [src]<class S>(std::size_t i, S) {
     S v;
     std::memcpy(&v, src + i * sizeof(S), sizeof(S));
