@@ -3,12 +3,14 @@
 # AddressSanitizer and UBSan) for SECONDS each, one after the other, over its seed corpus. New
 # inputs go to BUILD/tests/fuzz/found_<target>/; a finding stops that target, leaves its crash-*
 # file in the current directory, and makes the script exit 1. Prints one line per target.
-#   bash tests/fuzz/long_run.sh BUILD SECONDS
+# Naming targets runs only those (e.g. again, for one whose run shared the machine).
+#   bash tests/fuzz/long_run.sh BUILD SECONDS [TARGET...]
 set -uo pipefail
 build=${1:?usage: long_run.sh BUILD SECONDS}
 seconds=${2:?usage: long_run.sh BUILD SECONDS}
 here=$(cd "$(dirname "$0")" && pwd)
 targets=(tokenizer_json numbers config_json batch_json jsonl safetensors sharded_index trainer_state checkpoint_dir)
+if [[ $# -gt 2 ]]; then targets=("${@:3}"); fi
 status=0
 printf '%-16s %10s %12s %8s %8s %8s  %s\n' target seconds executions exec/s cov features result
 for t in "${targets[@]}"; do
