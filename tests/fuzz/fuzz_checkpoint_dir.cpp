@@ -10,13 +10,10 @@
 void run_one(std::string_view bytes) {
   namespace io = causalqwen::io;
   const std::size_t split = std::min(bytes.find('\0'), bytes.size());
-  const auto config = cqfuzz::as_file(bytes.substr(0, split), "ckpt_config.json");
-  const auto weights = cqfuzz::as_file(split < bytes.size() ? bytes.substr(split + 1) : std::string_view{},
-                                       "ckpt_model.safetensors");
-  const auto dir = config.parent_path() / ("causalqwen_fuzz_" + std::to_string(::getpid()) + "_checkpoint");
+  const auto dir = cqfuzz::scratch("checkpoint");
   std::filesystem::create_directories(dir);
-  std::filesystem::rename(config, dir / "config.json");
-  std::filesystem::rename(weights, dir / "model.safetensors");
+  cqfuzz::write_file(dir / "config.json", bytes.substr(0, split));
+  cqfuzz::write_file(dir / "model.safetensors", split < bytes.size() ? bytes.substr(split + 1) : std::string_view{});
   cqfuzz::refused_or_ok([&] {
     if (io::estimated_parameter_count(io::read_config_json(dir / "config.json", 20).config) > 2e5) return;
     io::LoadOptions options;

@@ -14,8 +14,7 @@ namespace {
 const std::filesystem::path& shard_directory() {
   static const std::filesystem::path dir = [] {
     namespace io = causalqwen::io;
-    const auto d = std::filesystem::temp_directory_path() /
-                   ("causalqwen_fuzz_" + std::to_string(::getpid()) + "_sharded");
+    const auto d = cqfuzz::scratch("sharded");
     std::filesystem::create_directories(d);
     const std::vector<float> a = {1.0f, -2.0f, 0.5f, 3.0f, 0.0f, -0.25f};
     io::SafetensorsWriter first;
@@ -34,8 +33,7 @@ const std::filesystem::path& shard_directory() {
 void run_one(std::string_view bytes) {
   namespace io = causalqwen::io;
   const auto& dir = shard_directory();
-  std::ofstream(dir / "model.safetensors.index.json", std::ios::binary | std::ios::trunc)
-      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  cqfuzz::write_file(dir / "model.safetensors.index.json", bytes);
   cqfuzz::refused_or_ok([&] {
     const auto ckpt = io::SafetensorsCheckpoint::open(dir);
     for (const auto& name : ckpt.names()) (void)ckpt.file_of(name).read_vector<double>(name);

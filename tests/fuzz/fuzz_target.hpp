@@ -25,13 +25,19 @@ void refused_or_ok(Body&& body) {
   }
 }
 
-/// The bytes in a file of this process's own (readers that take a path get one).
-inline std::filesystem::path as_file(std::string_view bytes, const char* name) {
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("causalqwen_fuzz_" + std::to_string(::getpid()) + "_" + name);
+/// A path of this process's own in the temporary directory: causalqwen_fuzz_<pid>_<name>.
+inline std::filesystem::path scratch(const char* name) {
+  return std::filesystem::temp_directory_path() / ("causalqwen_fuzz_" + std::to_string(::getpid()) + "_" + name);
+}
+
+/// Writes `bytes` to `path` (replacing it) and returns the path.
+inline std::filesystem::path write_file(const std::filesystem::path& path, std::string_view bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   return path;
 }
+
+/// The bytes in a file of this process's own (readers that take a path get one).
+inline std::filesystem::path as_file(std::string_view bytes, const char* name) { return write_file(scratch(name), bytes); }
 
 }  // namespace cqfuzz
 
