@@ -11,6 +11,7 @@
 //       greedy with a KV cache and the tied lm_head over all 151,936 rows.
 // Run with OMP_WAIT_POLICY=PASSIVE (and OPENBLAS_CORETYPE=SkylakeX for both sides).
 // usage: bench_generate [THREADS=2] [DECODE_STEPS=24] [--no-torch]
+#include <causalqwen/core/process_usage.hpp>
 #include <causalqwen/model/causal_qwen.hpp>
 #include <causalqwen/generate/generator.hpp>
 
@@ -128,6 +129,7 @@ int main(int argc, char** argv) {
   nlohmann::json ours;
   for (std::size_t S : {128u, 512u}) {
     std::vector<double> times;
+    const auto usage_start = cq::ProcessUsage::now();
     for (int rep = 0; rep < 4; ++rep) {
       const double t = now();
       model->begin_inference(state, 1, S + 1);
@@ -135,14 +137,18 @@ int main(int argc, char** argv) {
       head_step(z.data + (S - 1) * H);
       times.push_back(now() - t);
     }
+    const auto usage = cq::ProcessUsage::now() - usage_start;
     times.erase(times.begin());  // warm-up
     ours["prefill"][std::to_string(S)] = median(times);
+    fmt::print("prefill S = {}: {:.0f} minor page faults per prefill (the first included), system time {:.1f} % of wall\n",
+               S, double(usage.minor_faults) / 4.0, 100.0 * usage.system_share());
   }
   {
     model->begin_inference(state, 1, 128 + decode_steps + 1);
     const auto z = model->forward_cached({ids.data(), {1, 128}}, {}, {}, {}, state);
     head_step(z.data + 127 * H);
     std::vector<double> times;
+    const auto usage_start = cq::ProcessUsage::now();
     for (std::size_t s = 0; s < decode_steps; ++s) {
       const double t = now();
       std::int64_t tok = decision[0].token;
@@ -150,8 +156,11 @@ int main(int argc, char** argv) {
       head_step(z1.data);
       times.push_back(now() - t);
     }
+    const auto usage = cq::ProcessUsage::now() - usage_start;
     times.erase(times.begin(), times.begin() + 2);
     ours["decode"] = median(times);
+    fmt::print("decode: {:.1f} minor page faults per token, system time {:.1f} % of wall\n",
+               double(usage.minor_faults) / double(decode_steps), 100.0 * usage.system_share());
     // the head alone (the fused vocabulary pass dominates it)
     std::vector<double> ht;
     for (int r = 0; r < 8; ++r) {

@@ -22,6 +22,7 @@
 //   OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE build-bench/bin/bench_train_step [small|qwen0.5b]
 #include "bench_ratio.hpp"
 
+#include <causalqwen/core/process_usage.hpp>
 #include <causalqwen/model/causal_qwen.hpp>
 #include <causalqwen/model/parameter_rules.hpp>
 #include <causalqwen/optim/adamw.hpp>
@@ -173,7 +174,11 @@ int main(int argc, char** argv) {
         reset_peak_rss();
         auto ts = std::make_unique<Step>(s);
         ts->step();  // warm-up: caches touched, moments allocated
+        const auto usage_start = cq::ProcessUsage::now();
         for (auto _ : st) benchmark::DoNotOptimize(ts->step());
+        const auto usage = cq::ProcessUsage::now() - usage_start;
+        st.counters["faults_per_step"] = double(usage.minor_faults) / double(st.iterations());
+        st.counters["sys_pct"] = 100.0 * usage.system_share();
         ours_peak[key] = status_bytes("VmHWM");
         st.counters["tokens_per_s"] = benchmark::Counter(tokens * double(st.iterations()), benchmark::Counter::kIsRate);
         st.counters["VmHWM_MB"] = ours_peak[key] / 1e6;

@@ -141,8 +141,12 @@ void run_demo(const DemoOptions& o) {
              o.steps, o.batch, o.seq, o.lr, o.alpha_start, o.alpha_end);
   cq::train::Trainer<float> trainer(learner, t);
   const auto summary = trainer.run();
-  fmt::print("   {:.1f} s, {:.0f} tokens/s; metrics -> {}, curves -> {}\n\n", summary.seconds, summary.tokens_per_s,
+  fmt::print("   {:.1f} s, {:.0f} tokens/s; metrics -> {}, curves -> {}\n", summary.seconds, summary.tokens_per_s,
              (out / "metrics.jsonl").string(), (out / "curves.svg").string());
+  const double run_steps = double(std::max<std::size_t>(1, summary.last_step - summary.first_step));
+  fmt::print("   kernel: {:.0f} minor page faults per step, system time {:.2f} s ({:.1f} % of wall)\n\n",
+             double(summary.usage.minor_faults) / run_steps, summary.usage.system_seconds,
+             100.0 * summary.usage.system_share());
 
   // 5. held-out report
   const auto score = score_held_out(model, tok, val, o.seq);

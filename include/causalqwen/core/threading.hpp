@@ -50,14 +50,20 @@ void parallel_chunks(std::size_t n, F&& f) {
   }
 }
 
-/// Sets the threads of both parallel back ends to `threads` (≥ 1; 0 counts as 1): OpenMP
-/// (parallel_for, Eigen's own GEMM) through omp_set_num_threads, and OpenBLAS (the GEMMs Eigen
-/// forwards to it) through openblas_set_num_threads when the program links OpenBLAS. Results
-/// are bit-reproducible for a given thread count.
+/// Sets the library's threads to `threads` (≥ 1; 0 counts as 1): OpenMP (parallel_for,
+/// oneDNN's and Eigen's GEMMs) through omp_set_num_threads, and OpenBLAS (the GEMMs Eigen
+/// forwards to it) through openblas_set_num_threads when the program links OpenBLAS. With
+/// oneDNN running the large products, OpenBLAS keeps one thread: its pthread workers would
+/// otherwise spin in sched_yield beside the OpenMP pool after every call. Results are
+/// bit-reproducible for a given thread count.
 inline void set_threads(std::size_t threads) {
   const int n = static_cast<int>(std::max<std::size_t>(threads, 1));
   omp_set_num_threads(n);
+#ifdef CAUSALQWEN_ONEDNN
+  if (openblas_set_num_threads != nullptr) openblas_set_num_threads(1);
+#else
   if (openblas_set_num_threads != nullptr) openblas_set_num_threads(n);
+#endif
 }
 
 /// Idle OpenMP threads spin by default and take the cores OpenBLAS needs for the next GEMM

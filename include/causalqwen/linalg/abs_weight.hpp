@@ -7,6 +7,7 @@
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/linalg/gemm.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -70,10 +71,18 @@ void abs_linear_backward_weight(TensorView<T, 2> dw, TensorView<const T, 2> dsca
   require_shape(w, {n, k}, "abs_linear_backward_weight", "W");
   require_shape(dw, {n, k}, "abs_linear_backward_weight", "dW");
   if (offer_to_weight_grad_sink<T>(sink, dw, dscale_out, scale, w)) return;
-  RowMatrix<T> g(ix(n), ix(k));
-  g.noalias() = mat(dscale_out.data, ix(m), ix(n)).transpose() * mat(scale.data, ix(m), ix(k));
-  auto W = mat(w.data, ix(n), ix(k));
-  mat(dw.data, ix(n), ix(k)).array() += W.array().sign() * g.array();
+  // Row tiles of dscale'ᵀ·scale, each masked into dW as it is made: a tile buffer of at most
+  // tile_elements, kept per thread, instead of an [N,K] product allocated at every call.
+  constexpr std::size_t tile_elements = std::size_t{1} << 20;
+  const std::size_t tile_rows = std::max<std::size_t>(1, std::min(n, tile_elements / std::max<std::size_t>(k, 1)));
+  thread_local std::vector<T> product;
+  if (product.size() < tile_rows * k) product.resize(tile_rows * k);
+  for (std::size_t r0 = 0; r0 < n; r0 += tile_rows) {
+    const std::size_t rows = std::min(tile_rows, n - r0);
+    matmul<T>(Op::transposed, Op::plain, rows, k, m, dscale_out.data + r0, n, scale.data, k, product.data(), k, false);
+    auto W = mat(w.data + r0 * k, ix(rows), ix(k));
+    mat(dw.data + r0 * k, ix(rows), ix(k)).array() += W.array().sign() * mat(product.data(), ix(rows), ix(k)).array();
+  }
 }
 
 }  // namespace causalqwen::linalg

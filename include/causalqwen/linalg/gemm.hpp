@@ -1,11 +1,11 @@
-/// GEMM wrappers over row-major `Eigen::Map`s with `noalias()`: the products of a linear
-/// layer and their backward. All shapes are checked; gradients accumulate (+=).
-/// Call these outside your own `omp parallel` regions: Eigen threads its GEMM itself there.
-/// Built with -DCAUSALQWEN_EIGEN_USE_BLAS=ON, Eigen forwards these products to OpenBLAS sgemm.
+/// The products of a linear layer and their backward, on `matmul` (matmul.hpp, which says
+/// which back end runs them). All shapes are checked; gradients accumulate (+=).
+/// Call these outside your own `omp parallel` regions: the back ends thread the product.
 #pragma once
 #include "causalqwen/core/eigen_map.hpp"
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/linalg/gemv.hpp"
+#include "causalqwen/linalg/matmul.hpp"
 #include "causalqwen/linalg/weight_grad_sink.hpp"
 
 #include <cstddef>
@@ -30,11 +30,10 @@ void linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, TensorView<con
   require_shape(y, {m, n}, "linear_forward", "Y");
   if constexpr (detail_gemv::simd_type<T>)
     if (m <= few_rows_max) return few_rows_linear_forward<T>(y, x, w, b);
-  auto Y = mat(y.data, ix(m), ix(n));
-  Y.noalias() = mat(x.data, ix(m), ix(k)) * mat(w.data, ix(n), ix(k)).transpose();
+  matmul<T>(Op::plain, Op::transposed, m, n, k, x.data, k, w.data, k, y.data, n, false);
   if (!b.empty()) {
     require_shape(b, {n}, "linear_forward", "b");
-    Y.rowwise() += ConstVecMap<T>(b.data, ix(n)).transpose();
+    mat(y.data, ix(m), ix(n)).rowwise() += ConstVecMap<T>(b.data, ix(n)).transpose();
   }
 }
 
@@ -42,12 +41,11 @@ void linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, TensorView<con
 template <class T>
 void linear_backward_input(TensorView<T, 2> dx, TensorView<const T, 2> dy,
                            TensorView<const T, 2> w) {
-  using detail_gemm::ix;
   const std::size_t m = dy.shape[0], n = dy.shape[1], k = w.shape[1];
   detail::require(w.shape[0] == n, "linear_backward_input", "W {} does not match dY {}",
                   shape_string(w.shape), shape_string(dy.shape));
   require_shape(dx, {m, k}, "linear_backward_input", "dX");
-  mat(dx.data, ix(m), ix(k)).noalias() += mat(dy.data, ix(m), ix(n)) * mat(w.data, ix(n), ix(k));
+  matmul<T>(Op::plain, Op::plain, m, k, n, dy.data, n, w.data, k, dx.data, k, true);
 }
 
 /// dW += dYᵀ·X:  dY [M,N], X [M,K], dW [N,K]. (Offered first to `sink` when given, which may
@@ -55,14 +53,12 @@ void linear_backward_input(TensorView<T, 2> dx, TensorView<const T, 2> dy,
 template <class T>
 void linear_backward_weight(TensorView<T, 2> dw, TensorView<const T, 2> dy,
                             TensorView<const T, 2> x, WeightGradSink<T>* sink = nullptr) {
-  using detail_gemm::ix;
   const std::size_t m = dy.shape[0], n = dy.shape[1], k = x.shape[1];
   detail::require(x.shape[0] == m, "linear_backward_weight", "X {} does not match dY {}",
                   shape_string(x.shape), shape_string(dy.shape));
   require_shape(dw, {n, k}, "linear_backward_weight", "dW");
   if (offer_to_weight_grad_sink<T>(sink, dw, dy, x)) return;
-  mat(dw.data, ix(n), ix(k)).noalias() +=
-      mat(dy.data, ix(m), ix(n)).transpose() * mat(x.data, ix(m), ix(k));
+  matmul<T>(Op::transposed, Op::plain, n, k, m, dy.data, n, x.data, k, dw.data, k, true);
 }
 
 /// db += colsum(dY):  dY [M,N], db [N]. Each column is summed row after row, in order: the

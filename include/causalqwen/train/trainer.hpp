@@ -21,6 +21,7 @@
 /// checkpoint write, after the files and before LATEST is committed; CAUSALQWEN_TRAIN_CRASH_IN_CHECKPOINT=k
 /// kills the process (SIGKILL) at that point of its k-th checkpoint write.
 #pragma once
+#include "causalqwen/core/process_usage.hpp"
 #include "causalqwen/model/parameter_rules.hpp"
 #include "causalqwen/optim/adamw.hpp"
 #include "causalqwen/optim/clip.hpp"
@@ -77,6 +78,7 @@ struct TrainSummary {
   model::HeadMetrics last_train;
   std::optional<model::HeadMetrics> first_val, last_val;
   double seconds = 0, tokens_per_s = 0;
+  ProcessUsage usage;  // what the run cost the kernel: minor page faults, system time
   std::optional<std::filesystem::path> checkpoint;
 };
 
@@ -128,6 +130,7 @@ class Trainer {
     Arena<T> grads;  // the whole gradient arena (AdamW only)
     if (adam_) grads = learner_.make_gradients();
     const auto run_start = clock::now();
+    const auto usage_start = ProcessUsage::now();
     double last_tps = 0;
     while (step < o_.steps) {
       const auto t0 = clock::now();
@@ -201,6 +204,7 @@ class Trainer {
     summary.last_step = step;
     summary.seconds = std::chrono::duration<double>(clock::now() - run_start).count();
     summary.tokens_per_s = last_tps;
+    summary.usage = ProcessUsage::now() - usage_start;
     return summary;
   }
 
