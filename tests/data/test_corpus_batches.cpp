@@ -55,6 +55,17 @@ void check_alignment(const Batch& b, text::TokenId num_id, bool packed) {
 
 }  // namespace
 
+TEST_CASE("the corpus's numbers are the values at its <NUM> ids, in order") {
+  tr::TokenCorpus c;
+  c.num_id = 9;
+  const std::vector<text::TokenId> a_ids{1, 9, 2, 9}, b_ids{9, 3};
+  const std::vector<double> a_values{0, 1.5, 0, -2}, b_values{1e30, 0};
+  c.add(a_ids, a_values);
+  c.add(b_ids, b_values);
+  CHECK(c.numbers() == std::vector<double>{1.5, -2, 1e30});
+  CHECK(tr::TokenCorpus{}.numbers().empty());
+}
+
 TEST_CASE("packed batches: labels are the next tokens, targets their values, each token predicted once per epoch") {
   const auto seed = cqtest::test_seed(31, "packed batches");
   const auto corpus = small_corpus(seed);

@@ -7,6 +7,7 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
 using namespace cqdata;
 using causalqwen::FormatError;
@@ -50,6 +51,23 @@ TEST_CASE("JSONL lines are read in order, with blank lines, CRLF and other field
   const auto q = temp_path("roundtrip.jsonl");
   tr::write_jsonl_texts(q, odd);
   CHECK(tr::read_jsonl_texts(q) == odd);
+}
+
+TEST_CASE("JSONL records keep each line's group; a group that is not a string names the file and line") {
+  const auto p = temp_path("groups.jsonl");
+  write_file(p, "{\"text\": \"a 1\", \"group\": \"en\"}\n{\"text\": \"b 2\"}\n\n{\"text\": \"c 3\", \"group\": \"zh\"}\n");
+  const auto r = tr::read_jsonl_records(p, "text", "group");
+  CHECK(r.texts == std::vector<std::string>{"a 1", "b 2", "c 3"});
+  CHECK(r.groups == std::vector<std::string>{"en", tr::JsonlRecords::no_group, "zh"});
+  // without a group field asked for, or with no line holding one: no groups
+  CHECK(tr::read_jsonl_records(p).groups.empty());
+  const auto q = temp_path("no_groups.jsonl");
+  write_file(q, "{\"text\": \"a 1\"}\n");
+  CHECK(tr::read_jsonl_records(q, "text", "group").groups.empty());
+  const auto bad = temp_path("bad_group.jsonl");
+  write_file(bad, "{\"text\": \"a 1\", \"group\": \"en\"}\n{\"text\": \"b 2\", \"group\": 3}\n");
+  CHECK(cqtest::error_message<FormatError>([&] { tr::read_jsonl_records(bad, "text", "group"); })
+            .find("bad_group.jsonl:2: \"group\" must be a string, got number") != std::string::npos);
 }
 
 TEST_CASE("the split by text hash cannot overlap, even with repeated lines") {

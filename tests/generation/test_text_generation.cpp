@@ -178,3 +178,35 @@ TEST_CASE("streamed deltas concatenate to the final text, with numbers and stop 
   MESSAGE("<NUM> streamed ", numbers, " times");
   CHECK(numbers > 0);  // numbers were rendered into the streamed text
 }
+
+TEST_CASE("mode_statistics: the sampling gap and the causal spread, counted by hand") {
+  namespace g = causalqwen::generate;
+  using Mode = g::GenerationMode;
+  const auto run = [](Mode mode, std::vector<std::int64_t> ids, double value0 = 0) {
+    g::ModeRun r;
+    r.mode = mode;
+    for (std::size_t i = 0; i < ids.size(); ++i) r.result.generation.tokens.push_back({ids[i], i == 0 ? value0 : 0.0});
+    return r;
+  };
+  // deterministic 1 2 3 4; sampling draws differ at steps {2} and {0, 1}, the second is shorter;
+  // causal draws: two equal, one other
+  const std::vector<g::ModeRun> runs = {run(Mode::deterministic, {1, 2, 3, 4}, 10.0), run(Mode::sampling, {1, 2, 9, 4}, 12.0),
+                                        run(Mode::sampling, {7, 8}, 6.0),          run(Mode::causal, {5, 6, 7}),
+                                        run(Mode::causal, {5, 6, 7}),               run(Mode::causal, {5, 9}),
+                                        run(Mode::compatible, {1, 2, 3, 4})};
+  const auto s = g::mode_statistics(runs);
+  CHECK(s.sampling_draws == 2);
+  CHECK(s.sampling_differ_share == doctest::Approx(3.0 / 6.0));    // 1 of 4 aligned steps, 2 of 2
+  CHECK(s.sampling_first_difference == doctest::Approx(1.0));      // steps 2 and 0
+  CHECK(s.sampling_step0_differ_share == doctest::Approx(0.5));
+  CHECK(s.sampling_step0_value_gap == doctest::Approx(3.0));       // |12 − 10| and |6 − 10|
+  CHECK(s.causal_draws == 3);
+  CHECK(s.causal_step0_distinct == 1);
+  CHECK(s.causal_mean_distinct == doctest::Approx((1.0 + 2.0 + 1.0) / 3.0));
+  CHECK(s.causal_distinct_continuations == 2);
+  // no sampling and no causal runs: zeros, nothing divided by zero
+  const auto alone = g::mode_statistics({run(Mode::deterministic, {1})});
+  CHECK(alone.sampling_draws == 0);
+  CHECK(alone.sampling_differ_share == 0.0);
+  CHECK(alone.causal_distinct_continuations == 0);
+}

@@ -6,7 +6,10 @@
 #include <causalqwen/autodiff/grad_check.hpp>
 #include <causalqwen/model/causal_head.hpp>
 
+#include <cmath>
+#include <limits>
 #include <random>
+#include <string>
 
 namespace cq = causalqwen;
 using cq::model::ActionMode;
@@ -108,12 +111,75 @@ TEST_CASE("CausalHead: gradients with α = 0.3 and with the ε-form BCE") {
   check_all_gradients(e, ActionMode::deterministic);
 }
 
+TEST_CASE("CausalHead: the scale floors hold and leave every gradient exact") {
+  HeadFixture f(cqtest::test_seed(37, "head scale floors"));
+  f.cfg.scale_U_floor = 0.3;
+  f.cfg.scale_Y_floor = 0.2;
+  check_all_gradients(f, ActionMode::deterministic);
+  check_all_gradients(f, ActionMode::sampling);
+  // softplus(−40) ≈ 4e-18 and w_reg = 0: scale_U and scale_Y sit on their floors, never below
+  namespace names = cq::model::names;
+  for (auto& v : f.params.slot_span(names::abd_scale_b)) v = -40;
+  for (auto& v : f.params.slot_span(names::abd_scale_w)) v = 0;
+  for (auto& v : f.params.slot_span(names::reg_w)) v = 0;
+  const auto run = [&](double floor_U, double floor_Y) {
+    f.cfg.scale_U_floor = floor_U;
+    f.cfg.scale_Y_floor = floor_Y;
+    cq::model::CausalHead<double> head(f.cfg, 3);
+    typename cq::model::CausalHead<double>::Cache cache;
+    const cq::Arena<double>& cp = f.params;
+    head.run(cq::model::HeadParams<const double>::bind(cp), 1, {f.z.data(), {f.M, 4}}, f.head_targets(),
+             ActionMode::deterministic, {}, cache);
+    return cache;
+  };
+  const auto floored = run(0.3, 0.2), bare = run(0.0, 0.0);
+  for (std::size_t i = 0; i < floored.abduction.scale_U.size(); ++i) {
+    CHECK(floored.abduction.scale_U[i] == doctest::Approx(0.3).epsilon(1e-15));
+    CHECK(bare.abduction.scale_U[i] < 1e-17);
+  }
+  for (std::size_t m = 0; m < f.M; ++m) {
+    CHECK(floored.regression.scale_Y[m] == 0.2);
+    CHECK(bare.regression.scale_Y[m] == 0.0);
+    CHECK(std::isfinite(floored.regression.nll[m]));
+  }
+  // a negative or infinite floor is refused, naming the field
+  f.cfg.scale_U_floor = -1;
+  CHECK(cqtest::error_message<cq::DomainError>([&] { cq::model::CausalHead<double> head(f.cfg, 3); })
+            .find("scale_U_floor must be finite and >= 0, got -1") != std::string::npos);
+  f.cfg.scale_U_floor = 0;
+  f.cfg.scale_Y_floor = std::numeric_limits<double>::infinity();
+  CHECK(cqtest::error_message<cq::DomainError>([&] { cq::model::CausalHead<double> head(f.cfg, 3); })
+            .find("scale_Y_floor must be finite and >= 0, got inf") != std::string::npos);
+}
+
 TEST_CASE("CausalHead: the chunk size does not change the result") {
   HeadFixture f(cqtest::test_seed(35, "head chunks"));
   const double one = f.loss(ActionMode::deterministic, 7), three = f.loss(ActionMode::deterministic, 3),
                single = f.loss(ActionMode::deterministic, 1);
   CHECK(three == doctest::Approx(one).epsilon(1e-13));
   CHECK(single == doctest::Approx(one).epsilon(1e-13));
+}
+
+TEST_CASE("CausalHead: pred and max_prob are the argmax and the maximum of the full P table") {
+  HeadFixture f(cqtest::test_seed(36, "head max_prob"));
+  for (std::size_t chunk : {std::size_t(1), std::size_t(3), std::size_t(7)}) {
+    cq::model::CausalHead<double> head(f.cfg, chunk);
+    typename cq::model::CausalHead<double>::Cache cache;
+    const cq::Arena<double>& cp = f.params;
+    const auto p = cq::model::HeadParams<const double>::bind(cp);
+    head.run(p, 1, {f.z.data(), {f.M, 4}}, f.head_targets(), ActionMode::deterministic, {}, cache);
+    const auto full = head.full_vocabulary(p, cache);
+    const std::size_t K = f.cfg.num_classes;
+    REQUIRE(cache.ovr.max_prob.size() == f.M);
+    for (std::size_t m = 0; m < f.M; ++m) {
+      std::size_t best = 0;
+      for (std::size_t k = 1; k < K; ++k)
+        if (full.P[m * K + k] > full.P[m * K + best]) best = k;
+      INFO("chunk ", chunk, " position ", m);
+      CHECK(cache.ovr.pred[m] == static_cast<std::int64_t>(best));
+      CHECK(cqtest::close_rel(cache.ovr.max_prob[m], full.P[m * K + best], 1e-14, 0.0));
+    }
+  }
 }
 
 TEST_CASE("CausalHead: values by hand on one position") {
@@ -157,6 +223,7 @@ TEST_CASE("CausalHead: values by hand on one position") {
   CHECK(m.reg_mae == doctest::Approx(std::fabs(y - loc_Y)));
   CHECK(m.ovr_prob_sum == doctest::Approx(P0 + P1).epsilon(1e-14));
   CHECK(cache.ovr.pred[0] == 0);  // margin 0.77 beats −1.08
+  CHECK(cache.ovr.max_prob[0] == doctest::Approx(P0).epsilon(1e-14));  // P of the argmax class
   CHECK(m.accuracy == 0.0);
   CHECK(m.num_accuracy == 0.0);
   CHECK(m.units_mean_scale == doctest::Approx(3.0));

@@ -96,6 +96,25 @@ TEST_CASE("config.json: max_position_embeddings of the wrong type is refused") {
   CHECK(contains(format_error_of([&] { (void)io::read_config_json(path); }), "max_position_embeddings"));
 }
 
+TEST_CASE("config.json: the scale floors are read, written back, and refused when negative") {
+  json j = small_config();
+  j["scale_U_floor"] = 0.05;
+  j["scale_Y_floor"] = 0.5;
+  const auto path = write_temp("config_floors.json", j.dump());
+  const auto c = io::read_config_json(path).config;
+  CHECK(c.scale_U_floor == 0.05);
+  CHECK(c.scale_Y_floor == 0.5);
+  const auto back = io::config_to_json(c);
+  CHECK(back["scale_U_floor"] == 0.05);
+  CHECK(back["scale_Y_floor"] == 0.5);
+  CHECK(io::read_config_json(write_temp("config_no_floors.json", small_config().dump())).config.scale_Y_floor == 0.0);
+  j["scale_Y_floor"] = -0.5;
+  const auto bad = write_temp("config_bad_floor.json", j.dump());
+  const std::string message = format_error_of([&] { (void)io::read_config_json(bad); });
+  CHECK(contains(message, bad.string()));
+  CHECK(contains(message, "scale_Y_floor must be finite and >= 0, got -0.5"));
+}
+
 TEST_CASE("batch JSON: bad numbers, position ids and masks are refused with the field") {
   struct Case {
     const char* name;

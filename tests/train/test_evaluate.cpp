@@ -21,21 +21,11 @@ namespace ds = causalqwen::datasets;
 
 namespace {
 
-cq::model::CausalConfig tiny_config() {
-  cq::model::CausalConfig c;
-  c.backbone = {12, 8, 16, 1, 2, 1, 1e-6, 1e6};
-  c.causal_size = 8;
-  c.num_classes = 12;
-  c.num_token_id = 11;
-  c.ovr_threshold = {1.0};
-  return c;
-}
-
 }  // namespace
 
 TEST_CASE_TEMPLATE("evaluate: totals, the per-target callback and both overloads", T, float, double) {
   const auto seed = cqtest::test_seed(11, "evaluate totals");
-  cq::model::CausalQwen<T> model(tiny_config());
+  cq::model::CausalQwen<T> model(cqtest::tiny_config());
   model.init_random(seed);
   cqtest::CountingTokenSource<T> counting(3, 9, 11, 11);
   std::vector<cq::io::BatchData<T>> batches;

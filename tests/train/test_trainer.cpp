@@ -20,16 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-cq::model::CausalConfig tiny_config(double threshold = 10.0) {
-  cq::model::CausalConfig c;
-  c.backbone = {12, 8, 16, 1, 2, 1, 1e-6, 1e6};
-  c.causal_size = 8;
-  c.num_classes = 12;
-  c.num_token_id = 11;
-  c.ovr_threshold = {threshold};
-  return c;
-}
-
 fs::path fresh_dir(const std::string& name) {
   const auto dir = fs::temp_directory_path() / fmt::format("cq_trainer_{}_{}", name, ::getpid());
   fs::remove_all(dir);
@@ -77,7 +67,7 @@ ct::TrainerOptions base_options(const fs::path& out, std::size_t steps) {
 template <class T>
 void train_model(const fs::path& out, std::size_t steps, bool resume, std::size_t checkpoint_every, std::uint64_t seed,
                  bool streaming = false, cq::optim::MomentStorage moments = cq::optim::MomentStorage::full) {
-  const auto cfg = tiny_config();
+  const auto cfg = cqtest::tiny_config(10.0);
   cq::model::CausalQwen<T> model(cfg);
   model.init_random(seed);
   cqtest::CountingTokenSource<T> train(2, 9, 11, 11), val(2, 9, 11, 11, 1000);
@@ -98,7 +88,7 @@ void train_model(const fs::path& out, std::size_t steps, bool resume, std::size_
 
 TEST_CASE("synthetic-features mode: the heads learn <NUM> and its value within seconds") {
   const auto seed = cqtest::test_seed(5, "features learn");
-  auto cfg = tiny_config(1.0);
+  auto cfg = cqtest::tiny_config(1.0);
   cq::model::CausalConfig c = cfg;
   cqtest::LinearFeatureSource<float> train(64, 8, 11, seed), val(256, 8, 11, seed + 7919);
   ct::HeadLearner<float> learner(c, train, &val, seed, 0.3);
@@ -191,7 +181,7 @@ TEST_CASE("resume in the synthetic-features mode, with accumulation") {
   const auto seed = cqtest::test_seed(9, "resume features");
   auto run = [&](const fs::path& out, std::size_t steps, bool resume) {
     cqtest::LinearFeatureSource<float> train(16, 8, 11, seed), val(32, 8, 11, seed + 1);
-    ct::HeadLearner<float> learner(tiny_config(1.0), train, &val, seed, 0.3);
+    ct::HeadLearner<float> learner(cqtest::tiny_config(1.0), train, &val, seed, 0.3);
     auto o = base_options(out, steps);
     o.accumulation = 3;
     o.checkpoint_every = 5;
@@ -221,7 +211,7 @@ TEST_CASE("accumulating A copies of one micro-batch gives the same step as one")
       nlohmann::json state() const override { return {}; }
       void restore(const nlohmann::json&) override {}
     } source(seed);
-    ct::HeadLearner<double> learner(tiny_config(1.0), source, nullptr, seed, 0.3);
+    ct::HeadLearner<double> learner(cqtest::tiny_config(1.0), source, nullptr, seed, 0.3);
     auto o = base_options({}, 3);
     o.accumulation = accumulation;
     ct::Trainer<double> t(learner, o);
@@ -241,7 +231,7 @@ TEST_CASE("a crash inside a checkpoint write keeps the previous checkpoint as LA
   const auto seed = cqtest::test_seed(2, "checkpoint crash");
   const auto out = fresh_dir("crash");
   cqtest::LinearFeatureSource<float> train(8, 8, 11, seed);
-  ct::HeadLearner<float> learner(tiny_config(1.0), train, nullptr, seed);
+  ct::HeadLearner<float> learner(cqtest::tiny_config(1.0), train, nullptr, seed);
   cq::optim::AdamW<float> adam(learner.params().shared_layout());
   ct::TrainerState st;
   st.step = 5;
@@ -292,7 +282,7 @@ TEST_CASE("the trainer tells its observer the start, every step, every validatio
   const auto out = fresh_dir("observer");
   std::vector<std::string> events;
   auto observe = [&](std::size_t steps, bool resume) {
-    cq::model::CausalQwen<float> model(tiny_config());
+    cq::model::CausalQwen<float> model(cqtest::tiny_config(10.0));
     model.init_random(seed);
     cqtest::CountingTokenSource<float> train(2, 9, 11, 11), val(2, 9, 11, 11, 1000);
     ct::ModelLearner<float> learner(model, train, &val);

@@ -1,14 +1,28 @@
-// Tiny batch sources for the trainer tests (the real data sets live in train/ beside the trainer).
+// Tiny batch sources for the trainer tests (the real data sets live in train/ beside the trainer),
+// and the tiny model they feed.
+//   tiny_config: H 12, F 16, 1 layer, 2 heads, 1 KV head, C 8, 12 classes, <NUM> = 11
 //   CountingTokenSource: [B,S] sequences "a b <NUM> c" whose number is 2× the previous one,
 //                        from a counter (state = the counter)
 //   LinearFeatureSource: z ~ N(0,1)^H from a seeded stream; label = <NUM> when z₀ > 0, else
 //                        1 + (index mod 3); value = 3·z₁ + 1 at <NUM> (state = the batch index)
 #pragma once
+#include <causalqwen/model/config.hpp>
 #include <causalqwen/train/batch_source.hpp>
 
 #include <random>
 
 namespace cqtest {
+
+/// The tiny model of the trainer tests, with OvR threshold `threshold`.
+inline causalqwen::model::CausalConfig tiny_config(double threshold = 1.0) {
+  causalqwen::model::CausalConfig c;
+  c.backbone = {12, 8, 16, 1, 2, 1, 1e-6, 1e6};
+  c.causal_size = 8;
+  c.num_classes = 12;
+  c.num_token_id = 11;
+  c.ovr_threshold = {threshold};
+  return c;
+}
 
 template <class T>
 class CountingTokenSource final : public causalqwen::train::TokenBatchSource<T> {

@@ -123,7 +123,7 @@ class NextTokenHead {
     if (noisy) require_shape(noise.action, {R, C}, "NextTokenHead::step", "action uniforms");
     const bool pick = s.mode == GenerationMode::compatible && s.temperature > 0;
     if (pick) require_shape(noise.pick, {R}, "NextTokenHead::step", "token-pick uniforms");
-    const auto U = model::Abduction<T>::forward(p.abduction, z, abduction_);  // independent [R,C]
+    const auto U = model::Abduction<T>::forward(p.abduction, z, abduction_, static_cast<T>(cfg_.scale_U_floor));  // independent [R,C]
     const model::SamplingNoise<T> location{static_cast<T>(s.temperature), noise.action};
     const auto A = Action<T>::noise(p.action, U, s.mode == GenerationMode::sampling ? model::ActionMode::sampling
                                                                                   : model::ActionMode::deterministic,
@@ -182,7 +182,7 @@ class NextTokenHead {
       d.score = static_cast<double>(need_scale || (s.mode == GenerationMode::causal && s.subtract_threshold)
                                         ? margin_[static_cast<std::size_t>(d.token)]
                                         : ls[d.token]);
-      const auto Y = Action<T>::value(p.action, la, sa);
+      const auto Y = model::value_with_floor(Action<T>::value(p.action, la, sa), cfg_);
       d.value = static_cast<double>(Y.loc);
       d.scale = static_cast<double>(Y.scale);
     }

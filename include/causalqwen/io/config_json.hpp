@@ -8,7 +8,8 @@
 /// CausalQwen keys (all optional in a base checkpoint): num_token_id, causal_size (= hidden),
 ///   num_classes (K; default num_token_id + 1), gamma_init (10), ovr_threshold (a number or a
 ///   list of K numbers; 10), reg_loss_weight (1), alpha_gate (0), b_noise_init (0.1),
-///   reg_init_gain (0.01), reg_bias_init (0), bce_form ("stable" or "epsilon").
+///   reg_init_gain (0.01), reg_bias_init (0), scale_U_floor and scale_Y_floor (0: none; lower
+///   bounds added to scale_U and scale_Y), bce_form ("stable" or "epsilon").
 /// max_position_embeddings (optional): the longest sequence the model was trained for; the
 ///   generate command refuses or cuts longer prompts by it.
 /// Sizes above ModelSizeLimits, or a model whose parameters would not fit the memory available,
@@ -23,6 +24,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -136,6 +138,8 @@ inline ConfigFile read_config_fields(ConfigFile out, const std::filesystem::path
   c.b_noise_init = get_number(j, file, "b_noise_init", 0.1);
   c.reg_init_gain = get_number(j, file, "reg_init_gain", 0.01);
   c.reg_bias_init = get_number(j, file, "reg_bias_init", 0.0);
+  c.scale_U_floor = get_number(j, file, "scale_U_floor", 0.0);
+  c.scale_Y_floor = get_number(j, file, "scale_Y_floor", 0.0);
   if (j.contains("bce_form")) {
     if (j["bce_form"] == "stable") c.bce_form = model::BceForm::stable;
     else if (j["bce_form"] == "epsilon") c.bce_form = model::BceForm::epsilon;
@@ -163,6 +167,11 @@ inline ConfigFile read_config_json(const std::filesystem::path& file,
   return json::guarded(file.string(), [&] { return read_config_fields(std::move(out), file, num_token_id_fallback); });
 }
 
+/// The CausalQwen keys of config.json (the others are Qwen2's).
+inline constexpr std::array<const char*, 13> causal_qwen_keys = {
+    "num_token_id",  "causal_size",   "num_classes",   "gamma_init",    "ovr_threshold", "reg_loss_weight", "alpha_gate",
+    "b_noise_init",  "reg_init_gain", "reg_bias_init", "scale_U_floor", "scale_Y_floor", "bce_form"};
+
 /// The JSON of a configuration: `base` (keys kept as they were) updated with every key above.
 inline nlohmann::json config_to_json(const model::CausalConfig& c, nlohmann::json base = nlohmann::json::object()) {
   const auto& b = c.backbone;
@@ -189,6 +198,8 @@ inline nlohmann::json config_to_json(const model::CausalConfig& c, nlohmann::jso
   base["b_noise_init"] = c.b_noise_init;
   base["reg_init_gain"] = c.reg_init_gain;
   base["reg_bias_init"] = c.reg_bias_init;
+  base["scale_U_floor"] = c.scale_U_floor;
+  base["scale_Y_floor"] = c.scale_Y_floor;
   base["bce_form"] = c.bce_form == model::BceForm::stable ? "stable" : "epsilon";
   return base;
 }

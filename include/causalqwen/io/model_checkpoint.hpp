@@ -6,7 +6,9 @@
 /// b_scale = softplus⁻¹(γ_init), W_cls = the base lm_head's first K rows (the tied embedding
 /// when tie_word_embeddings), b_cls = 0, w_reg Xavier(gain 0.01), b_reg = reg_bias_init,
 /// b_noise = b_noise_init, thresholds from config, and the numeric direction a random unit
-/// vector. `causal.ovr_threshold`, when present, is authoritative. An untied base's
+/// vector; LoadOptions::conversion overrides config.json's head settings for a conversion (a
+/// fine-tuning recipe: threshold, α, regression gain and bias). `causal.ovr_threshold`, when
+/// present, is authoritative. An untied base's
 /// `lm_head.weight` is carried along unchanged and written back on save.
 /// save_model writes config.json and model.safetensors atomically (an untied model created
 /// here, with no base lm_head to carry, writes its embed_tokens as lm_head.weight).
@@ -38,8 +40,28 @@ struct LoadedModel {
   std::vector<std::size_t> lm_head_shape;
 };
 
+/// Head settings that replace config.json's when a base checkpoint is converted (none: the file's,
+/// or the defaults). A CausalQwen checkpoint's heads are trained already: they do not apply there.
+struct ConversionSettings {
+  std::optional<std::vector<double>> ovr_threshold;  // one value, or K
+  std::optional<double> alpha_gate, reg_init_gain, reg_bias_init, gamma_init, b_noise_init;
+
+  bool any() const {
+    return ovr_threshold || alpha_gate || reg_init_gain || reg_bias_init || gamma_init || b_noise_init;
+  }
+  void apply(model::CausalConfig& c) const {
+    if (ovr_threshold) c.ovr_threshold = *ovr_threshold;
+    if (alpha_gate) c.alpha_gate = *alpha_gate;
+    if (reg_init_gain) c.reg_init_gain = *reg_init_gain;
+    if (reg_bias_init) c.reg_bias_init = *reg_bias_init;
+    if (gamma_init) c.gamma_init = *gamma_init;
+    if (b_noise_init) c.b_noise_init = *b_noise_init;
+  }
+};
+
 struct LoadOptions {
   std::optional<std::int64_t> num_token_id;  // <NUM>'s id when config.json has none
+  ConversionSettings conversion;             // applied only when a base checkpoint is converted
   std::uint64_t seed = 20261121;             // for the conversion's random inits
   std::size_t class_chunk = 2048;
 };
@@ -56,13 +78,21 @@ LoadedModel<T> load_model(const std::filesystem::path& dir, const LoadOptions& o
   LoadedModel<T> out;
   out.config_json = cfg_file.json;
   out.max_position_embeddings = cfg_file.max_position_embeddings;
-  out.model = std::make_unique<model::CausalQwen<T>>(cfg_file.config, options.class_chunk);
-  auto& m = *out.model;
-  const auto& cfg = m.config();
   const auto ckpt = SafetensorsCheckpoint::open(dir);
   bool any_causal = false;
   for (const auto& name : ckpt.names()) any_causal |= detail_checkpoint::is_causal(name);
   out.converted = !any_causal;
+  if (out.converted && options.conversion.any()) {
+    options.conversion.apply(cfg_file.config);
+    try {
+      cfg_file.config.validate("conversion");
+    } catch (const DomainError& e) {
+      throw DomainError(fmt::format("{}: converting with the given head settings: {}", dir.string(), e.what()));
+    }
+  }
+  out.model = std::make_unique<model::CausalQwen<T>>(cfg_file.config, options.class_chunk);
+  auto& m = *out.model;
+  const auto& cfg = m.config();
 
   // what the file must hold: every backbone tensor; every causal one unless converting
   // (causal.ovr_threshold optional); lm_head.weight only when untied
@@ -125,11 +155,17 @@ LoadedModel<T> load_model(const std::filesystem::path& dir, const LoadOptions& o
   return out;
 }
 
+/// Which tensors and config.json keys save_model writes.
+enum class SavedModel {
+  causal_qwen,  // everything: a CausalQwen checkpoint
+  base_qwen2    // the backbone alone and the Qwen2 keys: a base Qwen2 checkpoint, as published ones are
+};
+
 /// Writes `dir`/config.json and `dir`/model.safetensors (F32) atomically; creates `dir`.
 template <class T>
 void save_model(const std::filesystem::path& dir, const model::CausalQwen<T>& m,
                 const nlohmann::json& config_base = nlohmann::json::object(),
-                std::span<const float> lm_head = {}) {
+                std::span<const float> lm_head = {}, SavedModel part = SavedModel::causal_qwen) {
   std::filesystem::create_directories(dir);
   const auto& params = m.params();
   std::deque<std::vector<float>> converted;  // float copies (a deque: the writer keeps views)
@@ -137,6 +173,7 @@ void save_model(const std::filesystem::path& dir, const model::CausalQwen<T>& m,
   writer.set_metadata("format", "pt");
   writer.set_metadata("producer", "causalqwen");
   for (const auto& slot : m.layout().slots()) {
+    if (part == SavedModel::base_qwen2 && detail_checkpoint::is_causal(slot.name)) continue;
     const T* data = params.data() + slot.offset;
     if constexpr (std::is_same_v<T, float>) {
       writer.add(slot.name, slot.shape, std::span<const float>(data, slot.size));
@@ -156,7 +193,11 @@ void save_model(const std::filesystem::path& dir, const model::CausalQwen<T>& m,
     }
   }
   writer.write(dir / "model.safetensors");
-  write_config_json(dir / "config.json", m.config(), config_base);
+  if (part == SavedModel::causal_qwen) return write_config_json(dir / "config.json", m.config(), config_base);
+  auto json = config_to_json(m.config(), config_base);
+  for (const char* key : causal_qwen_keys) json.erase(key);
+  const std::string text = json.dump(2) + "\n";
+  write_file_atomically(dir / "config.json", [&](AtomicFile& f) { f.write(std::string_view(text)); });
 }
 
 }  // namespace causalqwen::io

@@ -1,7 +1,8 @@
 /// The abduction network: from the backbone's output z, the distribution of each position's
 /// individual U, C independent Cauchy components:
 ///   loc_U   = z·W_locᵀ + b_loc                       [M,C]
-///   scale_U = softplus(z·W_scaleᵀ + b_scale)          [M,C]   (> 0 by construction)
+///   scale_U = floor + softplus(z·W_scaleᵀ + b_scale)  [M,C]   (> floor ≥ 0 by construction;
+///                                                              the floor is config's scale_U_floor)
 /// Parameters `causal.abduction.{loc,scale}.{weight,bias}`, W [C,H], b [C]; initialised with
 /// W_loc = I (so C = H), b_loc = 0, W_scale = 0, b_scale = softplus⁻¹(γ_init): at the start
 /// U = Cauchy(z, γ_init).
@@ -59,14 +60,16 @@ struct Abduction {
     std::fill(p.scale_bias.begin(), p.scale_bias.end(), static_cast<T>(inv_softplus(gamma_init)));
   }
 
-  /// U = (z·W_locᵀ + b_loc, softplus(z·W_scaleᵀ + b_scale)) for z [M,H]; U views `c`.
-  static Individuals<const T> forward(const Params& p, TensorView<const T, 2> z, Cache& c) {
+  /// U = (z·W_locᵀ + b_loc, floor + softplus(z·W_scaleᵀ + b_scale)) for z [M,H]; U views `c`.
+  static Individuals<const T> forward(const Params& p, TensorView<const T, 2> z, Cache& c, T scale_floor = T(0)) {
     const std::size_t M = z.shape[0], C = p.loc_weight.shape[0];
     for (auto* v : {&c.loc_U, &c.pre_scale, &c.scale_U}) v->resize(M * C);
     const TensorView<T, 2> loc(c.loc_U.data(), {M, C}), pre(c.pre_scale.data(), {M, C}), scale(c.scale_U.data(), {M, C});
     linalg::linear_forward<T>(loc, z, p.loc_weight, p.loc_bias);
     linalg::linear_forward<T>(pre, z, p.scale_weight, p.scale_bias);
     autodiff::eval(scale, autodiff::softplus(autodiff::constant(TensorView<const T, 2>(pre))));
+    if (scale_floor != T(0))
+      for (auto& s : c.scale_U) s += scale_floor;
     return {TensorView<const T, 2>(loc), TensorView<const T, 2>(scale)};
   }
 

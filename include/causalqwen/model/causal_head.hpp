@@ -80,7 +80,7 @@ class CausalHead {
     typename Abduction<T>::Cache abduction;        // loc_U, pre_scale, scale_U [M,C]
     typename Action<T>::Cache action;              // loc_A, scale_A (epsilon) [M,C]
     typename RegressionLoss<T>::Rows regression;   // loc_Y, scale_Y, nll, P_num, gate, L_reg_gated [M]
-    typename OvrLoss<T>::Rows ovr;                 // L_cls, prob_sum, pred [M]
+    typename OvrLoss<T>::Rows ovr;                 // L_cls, prob_sum, pred, max_prob [M]
     std::vector<std::uint8_t> valid, num, token;   // [M] has a label, the label is <NUM>, is a token
     std::vector<T> d_loc_A, d_scale_A;             // [M,C] backward
     HeadMetrics metrics;
@@ -98,6 +98,13 @@ class CausalHead {
     cfg_.alpha_gate = alpha;
   }
 
+  /// Changes λ, the weight of the regression loss in L_total = L_cls_mean + λ·L_reg_eff.
+  void set_reg_loss_weight(double lambda) {
+    detail::require(lambda >= 0 && std::isfinite(lambda), "CausalHead::set_reg_loss_weight",
+                    "lambda must be finite and >= 0, got {}", lambda);
+    cfg_.reg_loss_weight = lambda;
+  }
+
   /// Forward over z [M,H]; with `grads` also backward: grads += ∂L_total/∂θ for the head's
   /// parameters and dz [M,H] += ∂L_total/∂z (weight products offered to `sink` first).
   /// Returns the metrics (also in cache.metrics).
@@ -108,7 +115,7 @@ class CausalHead {
     const std::size_t M = z.shape[0], C = cfg_.causal_size;
     check_inputs(p, z, targets, mode, noise, grads, dz);
     mark_rows(c, M, targets);
-    const auto U = Abduction<T>::forward(p.abduction, z, c.abduction);    // independent [M,C]
+    const auto U = Abduction<T>::forward(p.abduction, z, c.abduction, static_cast<T>(cfg_.scale_U_floor));    // independent [M,C]
     const auto A = Action<T>::noise(p.action, U, mode, noise, c.action);  // independent [M,C]
     CauchyViewGrad<T, 2> dA{};
     if (grads) {

@@ -110,6 +110,11 @@ class CausalQwen<T, RuntimeConfig> {
     head_.set_alpha_gate(alpha);
     cfg_.alpha_gate = alpha;
   }
+  /// Changes λ of the regression loss for the next steps (see CausalHead::set_reg_loss_weight).
+  void set_reg_loss_weight(double lambda) {
+    head_.set_reg_loss_weight(lambda);
+    cfg_.reg_loss_weight = lambda;
+  }
   Arena<T>& params() { return params_; }
   const Arena<T>& params() const { return params_; }
   const Layout& layout() const { return params_.layout(); }

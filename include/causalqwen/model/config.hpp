@@ -5,6 +5,7 @@
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/nn/config.hpp"
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -28,6 +29,8 @@ struct CausalConfig {
   double b_noise_init = 0.1;
   double reg_init_gain = 0.01;  // Xavier gain of the regression weight
   double reg_bias_init = 0.0;
+  double scale_U_floor = 0.0;   // scale_U = floor + softplus(z·W_scaleᵀ + b_scale) ≥ floor (0: none)
+  double scale_Y_floor = 0.0;   // scale_Y = floor + |w_reg|·scale_A ≥ floor (0: none)
   BceForm bce_form = BceForm::stable;
   double bce_epsilon = 1e-7;
 
@@ -52,6 +55,10 @@ struct CausalConfig {
     require(alpha_gate >= 0 && alpha_gate <= 1, fn, "alpha_gate must lie in [0, 1], got {}",
             alpha_gate);
     require(bce_epsilon > 0, fn, "bce_epsilon must be > 0, got {}", bce_epsilon);
+    require(scale_U_floor >= 0 && std::isfinite(scale_U_floor), fn, "scale_U_floor must be finite and >= 0, got {}",
+            scale_U_floor);
+    require(scale_Y_floor >= 0 && std::isfinite(scale_Y_floor), fn, "scale_Y_floor must be finite and >= 0, got {}",
+            scale_Y_floor);
   }
 
   /// The threshold of class k (a single value applies to every class).

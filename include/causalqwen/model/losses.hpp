@@ -39,6 +39,14 @@ T ovr_probability(CauchyParams<T> s, T threshold) {
   return raw::ovr_prob(s.loc, s.scale, threshold);
 }
 
+/// Y with its scale raised by config's floor: scale_Y = scale_Y_floor + |w_reg|·scale_A (∂scale_Y
+/// is unchanged, so the gradients need nothing more).
+template <class T>
+CauchyParams<T> value_with_floor(CauchyParams<T> Y, const CausalConfig& cfg) {
+  Y.scale += static_cast<T>(cfg.scale_Y_floor);
+  return Y;
+}
+
 /// The gated regression loss and P_<NUM>, position by position, with their gradients.
 template <class T>
 struct RegressionLoss {
@@ -64,7 +72,7 @@ struct RegressionLoss {
     for (std::size_t m = 0; m < M; ++m) {
       const T* la = A.loc.data + m * C;
       const T* sa = A.scale.data + m * C;
-      const CauchyParams<T> Y = Action<T>::value(p, la, sa), S_num = Action<T>::class_score(p, k_num, la, sa);
+      const CauchyParams<T> Y = value_with_floor(Action<T>::value(p, la, sa), cfg), S_num = Action<T>::class_score(p, k_num, la, sa);
       const T y = targets.empty() ? T(0) : targets[m];
       const auto nll = raw::nll_grad(y, Y.loc, Y.scale);
       const auto P = raw::ovr_prob_grad(S_num.loc, S_num.scale, p.threshold[k_num]);
@@ -102,13 +110,15 @@ class OvrLoss {
   struct Rows {
     std::vector<T> L_cls, prob_sum;    // [M] Σ_k BCE, Σ_k P_k
     std::vector<std::int64_t> pred;    // [M] argmax_k P_k; −1 where not evaluated
+    std::vector<T> max_prob;           // [M] max_k P_k = P of the class `pred`; 0 where not evaluated
   };
 
   explicit OvrLoss(std::size_t class_chunk = 2048) : chunk_(class_chunk) {
     detail::require(chunk_ > 0, "OvrLoss", "class_chunk must be > 0");
   }
 
-  /// Evaluates the rows `rows` (positions with a label or a token): L_cls, Σ_k P_k, argmax_k P_k.
+  /// Evaluates the rows `rows` (positions with a label or a token): L_cls, Σ_k P_k, argmax_k P_k
+  /// and max_k P_k = ½ + atan(z*)/π from the row's largest margin z* (P rises with the margin).
   /// `valid[m]`: position m has a label, whose BCE enters the mean over n_valid positions. With
   /// `g`: dA += ∂L_cls_mean/∂A, and the gradients of W_cls, b_cls and the thresholds. |W_cls| is
   /// formed chunk by chunk when training (it changes after every update), else cached per
@@ -121,6 +131,7 @@ class OvrLoss {
     out.L_cls.assign(M, T(0));
     out.prob_sum.assign(M, T(0));
     out.pred.assign(M, -1);
+    out.max_prob.assign(M, T(0));
     if (R == 0) return;
     const T weight = T(1) / static_cast<T>(std::max<std::size_t>(n_valid, 1));
     // gather the evaluated rows: A_r [R,C]
@@ -187,6 +198,7 @@ class OvrLoss {
       out.L_cls[m] = loss_r_[r];
       out.prob_sum[m] = stats_[r].prob_sum;
       out.pred[m] = stats_[r].best_index;
+      if (stats_[r].best_index >= 0) out.max_prob[m] = raw::cdf(stats_[r].best_margin, T(0), T(1));
       if (g)
         for (std::size_t j = 0; j < C; ++j) {
           dA.d_loc.data[m * C + j] += d_loc_r_[r * C + j];

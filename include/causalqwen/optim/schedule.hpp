@@ -4,11 +4,12 @@
 ///                   warmup_cosine:  lr(s) = peak·(s+1)/W for s < W, then
 ///                                   lr(s) = min + (peak − min)·½(1 + cos(π·p)),  p = (s − W)/max(1, N − W)
 ///                                   (N = total steps, min = peak·min_ratio; p is capped at 1)
-///   AlphaSchedule   the regression gate's α (the gated loss is (α + (1 − α)·P(<NUM>))·nll: a large α
-///                   gives the regression a floor of gradient while P(<NUM>) is still small, then
-///                   anneals to full gating):
-///                   α(s) = end + (start − end)·f(min(1, s/A)),  f(q) = 1 − q (linear) or ½(1 + cos(πq)) (cosine);
-///                   A = anneal steps; A = 0 means α = start throughout.
+///   AnnealSchedule  a value annealed from start to end, used for the regression gate's α (the gated
+///                   loss is (α + (1 − α)·P(<NUM>))·nll: a large α gives the regression a floor of
+///                   gradient while P(<NUM>) is still small, then anneals to full gating) and for λ,
+///                   the regression loss's weight (a large λ first feeds a starved regression):
+///                   v(s) = end + (start − end)·f(min(1, s/A)),  f(q) = 1 − q (linear) or ½(1 + cos(πq)) (cosine);
+///                   A = anneal steps; A = 0 means v = start throughout.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -48,13 +49,13 @@ inline bool parse_lr_shape(std::string_view text, LrShape& out) {
 
 enum class AnnealShape { linear, cosine };
 
-struct AlphaSchedule {
+struct AnnealSchedule {
   double start = 0.0;
   double end = 0.0;
   std::size_t anneal_steps = 0;
   AnnealShape shape = AnnealShape::linear;
 
-  /// α of step s (see the file comment); always in [min(start,end), max(start,end)].
+  /// The value of step s (see the file comment); always in [min(start,end), max(start,end)].
   double at(std::size_t s) const {
     if (anneal_steps == 0) return start;
     const double q = std::min(1.0, static_cast<double>(s) / static_cast<double>(anneal_steps));
@@ -62,5 +63,8 @@ struct AlphaSchedule {
     return end + (start - end) * f;
   }
 };
+
+/// The regression gate's α over the steps.
+using AlphaSchedule = AnnealSchedule;
 
 }  // namespace causalqwen::optim

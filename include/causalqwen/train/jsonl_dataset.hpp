@@ -1,6 +1,7 @@
-/// A JSONL text data set: one JSON object per line, `{"text": "…"}` (other fields ignored;
-/// blank lines skipped). Errors name the file and the 1-based line: malformed JSON, a line
-/// that is not an object, a missing or non-string "text", invalid UTF-8, an empty file.
+/// A JSONL text data set: one JSON object per line, `{"text": "…"}` (other fields ignored, but
+/// for an optional string "group" that read_jsonl_records can keep; blank lines skipped). Errors
+/// name the file and the 1-based line: malformed JSON, a line that is not an object, a missing
+/// or non-string "text", invalid UTF-8, a group that is not a string, an empty file.
 ///
 /// load_jsonl_dataset splits the lines by SplitRule (a hash of the text: a text, and every
 /// repetition of it, lands on one side only, so train and validation cannot overlap);
@@ -22,17 +23,29 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace causalqwen::train {
 
-/// The "text" strings of a JSONL file, in order (see the top of this file for the errors).
-inline std::vector<std::string> read_jsonl_texts(const std::filesystem::path& file,
-                                                 const std::string& field = "text") {
+/// The lines of a JSONL file for evaluation: each line's text and its group.
+struct JsonlRecords {
+  std::vector<std::string> texts;
+  std::vector<std::string> groups;  // [texts] when some line has a group (the others: no_group); else empty
+  static constexpr const char* no_group = "(none)";
+};
+
+/// The `field` string of every line of a JSONL file, in order, and, when `group_field` is not
+/// empty, each line's optional string `group_field` (see the top of this file for the errors;
+/// a group that is not a string is one more, naming the file and line).
+inline JsonlRecords read_jsonl_records(const std::filesystem::path& file, const std::string& field = "text",
+                                       const std::string& group_field = "") {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw FormatError(fmt::format("{}: cannot open the JSONL file", file.string()));
-  std::vector<std::string> texts;
+  JsonlRecords records;
+  std::vector<std::optional<std::string>> groups;
+  bool any_group = false;
   std::string line;
   std::size_t number = 0;
   while (std::getline(in, line)) {
@@ -49,11 +62,28 @@ inline std::vector<std::string> read_jsonl_texts(const std::filesystem::path& fi
     std::string t = j[field].get<std::string>();
     if (const std::size_t bad = text::find_invalid_utf8(t); bad != std::string::npos)
       throw at(fmt::format("\"{}\" is not valid UTF-8 (byte {})", field, bad));
-    texts.push_back(std::move(t));
+    records.texts.push_back(std::move(t));
+    if (group_field.empty()) continue;
+    if (!j.contains(group_field)) {
+      groups.emplace_back();
+      continue;
+    }
+    const auto& g = j[group_field];
+    if (!g.is_string()) throw at(fmt::format("\"{}\" must be a string, got {}", group_field, g.type_name()));
+    groups.push_back(g.get<std::string>());
+    any_group = true;
   }
-  if (texts.empty())
+  if (records.texts.empty())
     throw FormatError(fmt::format("{}: the file holds no line {{\"{}\": \"…\"}} (empty data set)", file.string(), field));
-  return texts;
+  if (any_group)
+    for (auto& g : groups) records.groups.push_back(g.value_or(JsonlRecords::no_group));
+  return records;
+}
+
+/// The "text" strings of a JSONL file, in order (see the top of this file for the errors).
+inline std::vector<std::string> read_jsonl_texts(const std::filesystem::path& file,
+                                                 const std::string& field = "text") {
+  return read_jsonl_records(file, field).texts;
 }
 
 /// Writes texts as JSONL, one {"text": …} per line.

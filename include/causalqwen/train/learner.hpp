@@ -54,6 +54,8 @@ class Learner {
   virtual void set_alpha_gate(double alpha) = 0;
   /// λ of L_total = L_cls_mean + λ·L_reg_eff.
   virtual double reg_loss_weight() const = 0;
+  /// Sets λ for the following batches.
+  virtual void set_reg_loss_weight(double lambda) = 0;
   /// Draws the next training batch; grads += ∂L_total/∂θ on it. Sampling noise, if any, comes
   /// from `rng` (uniforms in (0,1), row-major [M,C]).
   virtual MicroBatchResult train_micro_batch(linalg::GradientTarget<T> grads, const TrainNoise& noise, std::mt19937_64& rng) = 0;
@@ -118,6 +120,7 @@ class ModelLearner final : public Learner<T> {
   Arena<T> make_gradients() const override { return model_.make_gradients(); }
   void set_alpha_gate(double alpha) override { model_.set_alpha_gate(alpha); }
   double reg_loss_weight() const override { return model_.config().reg_loss_weight; }
+  void set_reg_loss_weight(double lambda) override { model_.set_reg_loss_weight(lambda); }
 
   MicroBatchResult train_micro_batch(linalg::GradientTarget<T> grads, const TrainNoise& noise, std::mt19937_64& rng) override {
     batch_ = train_.next();
@@ -199,6 +202,10 @@ class HeadLearner final : public Learner<T> {
   Arena<T> make_gradients() const override { return Arena<T>(layout_); }
   void set_alpha_gate(double alpha) override { head_.set_alpha_gate(alpha); }
   double reg_loss_weight() const override { return cfg_.reg_loss_weight; }
+  void set_reg_loss_weight(double lambda) override {
+    head_.set_reg_loss_weight(lambda);
+    cfg_.reg_loss_weight = lambda;
+  }
 
   MicroBatchResult train_micro_batch(linalg::GradientTarget<T> grads, const TrainNoise& noise, std::mt19937_64& rng) override {
     batch_ = train_.next();

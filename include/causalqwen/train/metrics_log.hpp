@@ -1,7 +1,7 @@
 /// The training log: one JSON object per line (JSONL), written and flushed line by line.
 ///   {"split": "train", "step": s, "L_total": …, "L_cls_mean": …, "L_reg_eff": …, "reg_mae": …,
 ///    "units_mean_loc": …, "units_mean_scale": …, "ovr_prob_sum": …, "accuracy": …,
-///    "num_accuracy": …, "mean_P_num": …, "valid_count": …, "num_count": …, "lr": …, "alpha": …,
+///    "num_accuracy": …, "mean_P_num": …, "valid_count": …, "num_count": …, "lr": …, "alpha": …, "lambda": …,
 ///    "grad_norm": …, "tokens": …, "tokens_per_s": …, "seconds": …}
 ///   {"split": "val", "step": s, the same metrics (no lr/grad_norm/timing)}
 /// `step` counts optimiser updates (1 = after the first). Numbers are written with round-trip

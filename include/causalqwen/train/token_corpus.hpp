@@ -46,6 +46,13 @@ struct TokenCorpus {
     values.insert(values.end(), seq_values.begin(), seq_values.end());
     offsets.push_back(ids.size());
   }
+  /// The numbers of the corpus: values[i] at every i with ids[i] = num_id, in order.
+  std::vector<double> numbers() const {
+    std::vector<double> out;
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] == num_id) out.push_back(values[i]);
+    return out;
+  }
   /// A hash of the content (ids, values, boundaries): checkpoints store it so that a data
   /// position is never restored onto other data.
   std::uint64_t fingerprint() const {

@@ -1,5 +1,5 @@
 /// The training loop. Each step s = 0 … steps−1:
-///   α ← alpha.at(s) (set on the learner);  grads ← 0
+///   α ← alpha.at(s), and λ ← lambda.at(s) when a λ schedule is given (set on the learner);  grads ← 0
 ///   for each of A micro-batches: grads += ∂L/∂θ (Learner::train_micro_batch)
 ///   grads ← grads / A;  ‖g‖ ← global_grad_norm(grads);  AdamW step with lr.at(s) on
 ///   grads·clip_factor(‖g‖, clip);  scale clamp
@@ -55,6 +55,7 @@ struct TrainerOptions {
   double clip = 1.0;                 // global-norm clip (≤ 0: none)
   optim::LrSchedule lr;              // lr.total is set to `steps` when left at 0
   optim::AlphaSchedule alpha;
+  std::optional<optim::AnnealSchedule> lambda;  // λ of each step (none: the model's own, unchanged)
   optim::AdamWConfig adam;
   bool streaming = false;            // optim::StreamingAdamW instead of AdamW + a gradient arena
   optim::MomentStorage moments = optim::MomentStorage::full;  // StreamingAdamW's moments
@@ -136,6 +137,7 @@ class Trainer {
       const auto t0 = clock::now();
       const double alpha = o_.alpha.at(step), lr = o_.lr.at(step);
       learner_.set_alpha_gate(alpha);
+      if (o_.lambda) learner_.set_reg_loss_weight(o_.lambda->at(step));
       if (adam_) grads.zero();
       MetricsMean mean;
       std::size_t tokens = 0;
@@ -168,6 +170,7 @@ class Trainer {
       rec["step"] = step;
       rec["lr"] = lr;
       rec["alpha"] = alpha;
+      rec["lambda"] = learner_.reg_loss_weight();
       rec["grad_norm"] = norm;
       rec["tokens"] = tokens;
       rec["tokens_per_s"] = last_tps;
