@@ -5,13 +5,18 @@
 // small CausalQwen from scratch (progress bar, metrics JSONL, curves SVG), then reports on
 // held-out sentences — <NUM> accuracy and regression MAE next to the baseline that always
 // predicts the training targets' median, and a few sentences with their predicted numbers and
-// Cauchy uncertainty — and ends by generating from held-out prompts in all four modes. The last
-// line is machine-readable: DEMO_RESULT {"num_accuracy": …, "reg_mae": …, …}.
+// Cauchy uncertainty, with the coverage of its 90% intervals — and ends by generating from
+// held-out prompts in all four modes. The held-out sentences are written as OUT/held_out.jsonl
+// (with their template family as "group"), so `causalqwen eval` can score the saved model on
+// them. The last line is machine-readable, DEMO_RESULT {"num_accuracy": …, "reg_mae": …, …}, and
+// the same object is written to OUT/result.json.
+#include "calibration_print.hpp"
 #include "command.hpp"
 #include "mode_comparison_print.hpp"
 #include "train_display.hpp"
 
 #include <causalqwen/version.hpp>
+#include <causalqwen/io/atomic_file.hpp>
 #include <causalqwen/text/bpe_trainer.hpp>
 #include <causalqwen/train/evaluate.hpp>
 #include <causalqwen/datasets/synthetic_text_source.hpp>
@@ -47,25 +52,28 @@ struct DemoOptions {
   bool plain = false;
 };
 
-/// Teacher-forced predictions on the held-out sentences (train::evaluate: <NUM> accuracy and
-/// MAE over every <NUM> target) and, per sentence, its numbers' loc_Y and scale_Y in order.
+/// Teacher-forced predictions on the held-out sentences (train::evaluate: <NUM> accuracy, and the
+/// calibration report with the MAE, its ratio to the `baseline` prediction and the interval
+/// coverage) and, per sentence, its numbers' loc_Y and scale_Y in order.
 struct HeldOutScore {
   cq::train::Evaluation evaluation;
   std::vector<std::vector<double>> values, scales;  // per sentence, per number
 };
 
 HeldOutScore score_held_out(cq::model::CausalQwen<float>& model, const cq::text::Tokenizer& tok,
-                            const std::vector<cq::datasets::SyntheticSentence>& val, std::size_t seq) {
+                            const std::vector<cq::datasets::SyntheticSentence>& val, std::size_t seq, double baseline) {
   constexpr std::size_t batch_size = 16;
   HeldOutScore s;
   s.values.resize(val.size());
   s.scales.resize(val.size());
   const auto batches = cq::datasets::synthetic_validation_batches<float>(tok, val, batch_size, seq);
+  cq::train::EvaluationOptions options;
+  options.baseline_value = baseline;
   s.evaluation = cq::train::evaluate(model, batches, [&](const cq::train::NumberPrediction& p) {
     const std::size_t sentence = p.batch * batch_size + p.row;  // row r of batch k: sentence k·B + r
     s.values[sentence].push_back(p.loc);
     s.scales[sentence].push_back(p.scale);
-  });
+  }, options);
   return s;
 }
 
@@ -149,14 +157,17 @@ void run_demo(const DemoOptions& o) {
              100.0 * summary.usage.system_share());
 
   // 5. held-out report
-  const auto score = score_held_out(model, tok, val, o.seq);
+  const auto score = score_held_out(model, tok, val, o.seq, ideal.train_median);
+  const auto& numbers = score.evaluation.calibration.overall.numbers;
   const double num_accuracy = score.evaluation.num_accuracy();
-  const double reg_mae = score.evaluation.mae();
+  const double reg_mae = numbers.mae.value_or(0.0);
+  const auto* at90 = cqcli::interval_at(numbers, 0.9);
   fmt::print("5. held-out sentences ({} numbers, teacher-forced):\n", score.evaluation.numbers);
   fmt::print("   <NUM> accuracy (argmax_k P_k = <NUM> where a number comes)   {:.4f}\n", num_accuracy);
   fmt::print("   regression MAE (median loc_Y)                                {:.4g}   median baseline {:.4g} ({:.3f}x); "
              "an ideal model {:.4g}\n",
              reg_mae, ideal.median_baseline_mae, reg_mae / ideal.median_baseline_mae, ideal.ideal_mae);
+  fmt::print("   {}\n", cqcli::coverage_line(numbers, 0.9));
   const auto held = cq::datasets::encode_held_out(tok, val);
   {  // where the error comes from: per family of template, against an ideal model's error
     std::map<std::string, std::array<double, 3>> by_family;  // sum |err|, sum |ideal err|, count
@@ -198,21 +209,31 @@ void run_demo(const DemoOptions& o) {
   cqcli::print_mode_showcase(stdout, model, tok, prompts, g);
 
   cq::io::save_model(out / "model", model);
+  {  // the held-out sentences for `causalqwen eval`, grouped by template family
+    std::string lines;
+    for (const auto& sentence : val)
+      lines += nlohmann::json{{"text", sentence.text}, {"group", cq::datasets::family_name(sentence.family)}}.dump() + "\n";
+    cq::io::write_file_atomically(out / "held_out.jsonl", [&](cq::io::AtomicFile& f) { f.write(lines); });
+  }
   std::filesystem::copy_file(out / "tokenizer.json", out / "model" / "tokenizer.json", fs::copy_options::overwrite_existing);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const bool learned = summary.first_val && summary.last_val && summary.last_val->L_total < summary.first_val->L_total;
-  fmt::print("the trained model is in {} (try: causalqwen generate --model {} --prompt \"...\")\n",
-             (out / "model").string(), (out / "model").string());
+  fmt::print("the trained model is in {} (try: causalqwen generate --model {} --prompt \"...\"; or score it: causalqwen "
+             "eval --model {} --data {} --seq-len {})\n",
+             (out / "model").string(), (out / "model").string(), (out / "model").string(),
+             (out / "held_out.jsonl").string(), o.seq);
   fmt::print("{}: validation loss {} ({:.4g} -> {:.4g}), <NUM> accuracy {:.3f} (>= 0.95), MAE {:.3f}x the median baseline (<= 0.2)\n",
              learned && num_accuracy >= 0.95 && reg_mae <= 0.2 * ideal.median_baseline_mae ? "LEARNED" : "NOT LEARNED ENOUGH",
              learned ? "fell" : "did not fall", summary.first_val ? summary.first_val->L_total : 0.0,
              summary.last_val ? summary.last_val->L_total : 0.0, num_accuracy, reg_mae / ideal.median_baseline_mae);
   const nlohmann::json result = {{"num_accuracy", num_accuracy},
                                  {"reg_mae", reg_mae},
+                                 {"coverage_90", at90 && at90->coverage ? nlohmann::json(*at90->coverage) : nlohmann::json()},
                                  {"median_baseline_mae", ideal.median_baseline_mae},
                                  {"val_loss_first", summary.first_val ? summary.first_val->L_total : 0.0},
                                  {"val_loss_last", summary.last_val ? summary.last_val->L_total : 0.0},
                                  {"seconds", seconds}};
+  cq::io::write_file_atomically(out / "result.json", [&](cq::io::AtomicFile& f) { f.write(result.dump(2) + "\n"); });
   fmt::print("DEMO_RESULT {}\n", result.dump());
 }
 

@@ -1,5 +1,8 @@
 // causalqwen report --model DIR --inputs FILE.json
+// causalqwen report --model DIR --text "..." [--tokenizer FILE]
 //
+// --text builds the batch from a sentence: its ids with every number as <NUM> and its value,
+// <|endoftext|> at the end, and the next-token labels (one sequence, teacher-forced).
 // The debug report of one forward pass: each stage's shapes and statistics,
 // the losses and their parts, P(<NUM>) and the gate at every <NUM> target with the gate's
 // effect on the regression signal, the metrics, and warnings for known pathologies.
@@ -7,6 +10,8 @@
 #include "model_loading.hpp"
 
 #include <causalqwen/io/batch_json.hpp>
+#include <causalqwen/train/corpus_batch_source.hpp>
+#include <causalqwen/train/token_corpus.hpp>
 
 #include <fmt/core.h>
 
@@ -46,7 +51,25 @@ void stage(const char* name, const char* shape, const V& v, const char* note = "
              s.mean, s.max, s.std, note);
 }
 
-void run_report(const cqcli::ModelOptions& mo, const std::string& inputs, std::optional<double> threshold) {
+/// The batch of one sentence: its ids (numbers as <NUM> with their values, <|endoftext|> at the
+/// end) as inputs, and the next ids as labels.
+cq::io::BatchData<double> batch_of_text(const cqcli::ModelOptions& mo, const std::string& text,
+                                        const cq::model::CausalConfig& cfg) {
+  const auto tok_path = mo.tokenizer_path();
+  if (!tok_path) throw cq::FormatError("report --text needs a tokenizer: --tokenizer FILE or DIR/tokenizer.json");
+  const auto tok = cq::text::Tokenizer::from_file(tok_path->string());
+  cqcli::require_matching(tok, *tok_path, cfg, mo.model_dir);
+  const std::vector<std::string> texts{text};
+  const auto corpus = cq::train::encode_corpus(tok, texts);
+  if (corpus.length(0) < 2) throw cq::DomainError("report: --text gives fewer than 2 tokens: nothing to predict");
+  std::string shown;
+  for (auto id : corpus.ids_of(0)) shown += id == corpus.num_id ? " <NUM>" : fmt::format(" {}", id);
+  fmt::print("text: {} tokens, {} numbers:{}\n", corpus.length(0), corpus.numbers().size(), shown);
+  return cq::train::evaluation_batches<double>(corpus, 1, corpus.length(0) - 1)[0];
+}
+
+void run_report(const cqcli::ModelOptions& mo, const std::string& inputs, const std::string& text,
+                std::optional<double> threshold) {
   auto loaded = mo.load<double>();
   auto& model = *loaded.model;
   if (threshold) {  // what-if: every class's OvR threshold set to one value
@@ -54,7 +77,7 @@ void run_report(const cqcli::ModelOptions& mo, const std::string& inputs, std::o
     model.params().touch();
   }
   const auto& cfg = model.config();
-  const auto data = cq::io::read_batch_json<double>(inputs, cfg.causal_size);
+  const auto data = text.empty() ? cq::io::read_batch_json<double>(inputs, cfg.causal_size) : batch_of_text(mo, text, cfg);
   const std::size_t B = data.batch, S = data.seq, M = B * S, H = cfg.hidden_size(), K = cfg.num_classes;
   typename cq::model::CausalQwen<double>::Cache cache;
   const auto m = model.evaluate(data.view(), cache);
@@ -146,12 +169,15 @@ const cqcli::Registration reg{"report", [](CLI::App& app) {
   auto* sub = app.add_subcommand("report", "Print the debug report of one forward pass (stages, losses, gate, metrics)");
   auto mo = std::make_shared<cqcli::ModelOptions>();
   auto inputs = std::make_shared<std::string>();
+  auto text = std::make_shared<std::string>();
   auto threshold = std::make_shared<double>(0.0);
   mo->add_to(sub);
-  sub->add_option("--inputs", *inputs, "batch JSON")->required()->check(CLI::ExistingFile);
+  auto* in = sub->add_option("--inputs", *inputs, "batch JSON")->check(CLI::ExistingFile);
+  auto* tx = sub->add_option("--text", *text, "a sentence to diagnose instead (needs the model's tokenizer)")->excludes(in);
   auto* thr = sub->add_option("--threshold", *threshold, "what-if: set every class's OvR threshold to this value");
-  sub->callback([mo, inputs, threshold, thr] {
-    run_report(*mo, *inputs, thr->count() ? std::optional<double>(*threshold) : std::nullopt);
+  sub->callback([mo, inputs, text, threshold, thr, in, tx] {
+    if (in->count() + tx->count() != 1) throw cq::DomainError("report: give exactly one of --inputs FILE.json, --text \"...\"");
+    run_report(*mo, *inputs, *text, thr->count() ? std::optional<double>(*threshold) : std::nullopt);
   });
 }};
 

@@ -8,6 +8,11 @@
 //            --synthetic N (N synthetic sentences with numbers, a disjoint validation set) |
 //            --features (the synthetic-features mode: heads alone on generated z)
 //   run      --out DIR --steps N [--metrics FILE.jsonl] [--resume] and the options of --help
+//   recipe   the heads of a model made here (a base converted, --config, --preset): --threshold,
+//            --reg-init-gain, --reg-bias median|VALUE (median: of the training data's numbers);
+//            --alpha (its schedule: --alpha-end, --alpha-steps), --lambda (--lambda-final,
+//            --lambda-steps), --freeze backbone for a first stage; --lr defaults to 3e-3 from
+//            scratch, 1e-4 from a checkpoint and 1e-3 from a checkpoint with --freeze backbone
 #include "command.hpp"
 #include "model_loading.hpp"
 #include "train_display.hpp"
@@ -23,6 +28,7 @@
 
 #include <fmt/core.h>
 
+#include <cmath>
 #include <memory>
 #include <optional>
 
@@ -39,12 +45,63 @@ struct TrainArgs {
   std::size_t synthetic = 0, steps = 200, batch = 8, seq = 64, warmup = 20, accumulation = 1, eval_every = 50,
               eval_batches = 4, checkpoint_every = 100, threads = 2, alpha_steps = 0, hidden = 64, classes = 16;
   bool features = false, resume = false, learn_threshold = false;
-  double lr = 3e-3, min_lr_ratio = 0.1, weight_decay = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, clip = 1.0;
+  std::optional<double> lr, lambda, lambda_final, reg_init_gain;
+  std::string reg_bias;
+  std::size_t lambda_steps = 0;
+  double min_lr_ratio = 0.1, weight_decay = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, clip = 1.0;
   double alpha_start = -1, alpha_end = 0, min_scale = 0, max_scale = 0, temperature = 1.0, baseline_mae = -1;
   double val_fraction = 0.1;
   std::vector<double> threshold;
   std::uint64_t seed = 1;
 };
+
+/// --lr, or its default: 3e-3 for a model made from scratch, 1e-4 for fine-tuning a checkpoint
+/// (a base converted, or a CausalQwen one), 1e-3 for its heads alone (--freeze backbone).
+double learning_rate(const TrainArgs& a) {
+  if (a.lr) return *a.lr;
+  if (a.model.model_dir.empty()) return 3e-3;
+  return a.freeze == "backbone" ? 1e-3 : 1e-4;
+}
+
+/// Checks the recipe's flags among themselves (before anything is loaded).
+void check_recipe(const TrainArgs& a) {
+  if ((a.lambda_final || a.lambda_steps > 0) && !a.lambda)
+    throw cq::DomainError("train: --lambda-final and --lambda-steps anneal --lambda: give --lambda too");
+  if (a.lambda && (!(*a.lambda >= 0) || !std::isfinite(*a.lambda)))
+    throw cq::DomainError(fmt::format("train: --lambda must be finite and >= 0, got {}", *a.lambda));
+  if (a.lambda_final && (!(*a.lambda_final >= 0) || !std::isfinite(*a.lambda_final)))
+    throw cq::DomainError(fmt::format("train: --lambda-final must be finite and >= 0, got {}", *a.lambda_final));
+  if (!a.reg_bias.empty() && a.reg_bias != "median") {
+    std::size_t used = 0;
+    double value = 0;
+    try {
+      value = std::stod(a.reg_bias, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != a.reg_bias.size() || !std::isfinite(value))
+      throw cq::DomainError(fmt::format("train: --reg-bias must be median or a number, got '{}'", a.reg_bias));
+  }
+}
+
+/// The head settings of a model made here, from the recipe's flags; --reg-bias median is the
+/// median of `train_numbers` (refused when there are none).
+cq::io::ConversionSettings head_settings(const TrainArgs& a, const std::vector<double>& train_numbers) {
+  cq::io::ConversionSettings s;
+  if (!a.threshold.empty()) s.ovr_threshold = a.threshold;
+  if (a.alpha_start >= 0) s.alpha_gate = a.alpha_start;
+  s.reg_init_gain = a.reg_init_gain;
+  if (a.reg_bias == "median") {
+    const auto median = ct::median(train_numbers);
+    if (!median)
+      throw cq::DomainError(fmt::format("train: --reg-bias median needs numbers in the training data, but {} holds none",
+                                        a.data.empty() ? std::string("the synthetic set") : a.data));
+    s.reg_bias_init = *median;
+  } else if (!a.reg_bias.empty()) {
+    s.reg_bias_init = std::stod(a.reg_bias);
+  }
+  return s;
+}
 
 ct::TrainerOptions trainer_options(const TrainArgs& a) {
   ct::TrainerOptions o;
@@ -54,7 +111,8 @@ ct::TrainerOptions trainer_options(const TrainArgs& a) {
   cq::optim::LrShape shape{};
   if (!cq::optim::parse_lr_shape(a.schedule, shape))
     throw cq::DomainError(fmt::format("train: --schedule must be constant or cosine, got '{}'", a.schedule));
-  o.lr = {shape, a.lr, a.warmup, a.steps, a.min_lr_ratio};
+  o.lr = {shape, learning_rate(a), a.warmup, a.steps, a.min_lr_ratio};
+  if (a.lambda) o.lambda = cq::optim::AnnealSchedule{*a.lambda, a.lambda_final.value_or(*a.lambda), a.lambda_steps};
   o.adam = {a.beta1, a.beta2, a.eps, a.weight_decay};
   if (a.optimizer != "adamw" && a.optimizer != "streaming")
     throw cq::DomainError(fmt::format("train: --optimizer must be adamw or streaming, got '{}'", a.optimizer));
@@ -83,7 +141,7 @@ ct::TrainerOptions trainer_options(const TrainArgs& a) {
   o.observer = cqcli::train_display(display);
   o.resume = a.resume;
   o.seed = a.seed;
-  o.run_settings = {{"lr", a.lr}, {"schedule", a.schedule}, {"steps", a.steps}, {"batch", a.batch}, {"seq", a.seq},
+  o.run_settings = {{"lr", learning_rate(a)}, {"schedule", a.schedule}, {"steps", a.steps}, {"batch", a.batch}, {"seq", a.seq},
                     {"accumulation", a.accumulation}, {"seed", a.seed}, {"threads", a.threads},
                     {"optimizer", a.optimizer}, {"moments", a.moments}};
   return o;
@@ -100,6 +158,8 @@ void report(const ct::TrainSummary& s, const std::string& out) {
 }
 
 void run_features(const TrainArgs& a) {
+  if (!a.reg_bias.empty() || a.reg_init_gain)
+    throw cq::DomainError("train: --reg-bias and --reg-init-gain set a token model's heads; --features makes its own");
   cq::model::CausalConfig c;
   const auto K = a.classes, H = a.hidden;
   c.backbone = {K, H, 2 * H, 1, 2, 1, 1e-6, 1e6};
@@ -125,13 +185,48 @@ void run_features(const TrainArgs& a) {
 }
 
 void run_tokens(const TrainArgs& a) {
+  std::optional<cq::text::Tokenizer> tokenizer;
+  if (auto path = a.model.tokenizer_path()) tokenizer = cq::text::Tokenizer::from_file(path->string());
+  if (!tokenizer) throw cq::DomainError("train: --data and --synthetic need a tokenizer (--tokenizer FILE)");
+
+  // the data first: --reg-bias median needs the training targets before the model is made
+  ct::CorpusBatchOptions bo;
+  bo.batch_size = a.batch, bo.seq_len = a.seq, bo.layout = cq::train::parse_layout(a.layout), bo.seed = a.seed;
+  std::unique_ptr<ct::TokenBatchSource<float>> train;
+  std::vector<cq::io::BatchData<float>> val_batches;
+  std::vector<double> train_numbers;
+  if (!a.data.empty()) {
+    const auto ds = ct::load_jsonl_dataset(a.data, {a.val_fraction, "causalqwen"});
+    auto source = ds.train_source<float>(*tokenizer, bo);
+    train_numbers = source->corpus().numbers();
+    train = std::move(source);
+    if (!ds.validation.empty()) val_batches = ds.validation_batches<float>(*tokenizer, a.batch, a.seq);
+  } else {
+    const auto tr = ds::synthetic_sentences(ct::DataSplit::train, a.synthetic, a.seed);
+    const auto va = ds::synthetic_sentences(ct::DataSplit::validation, std::max<std::size_t>(64, a.synthetic / 10), a.seed);
+    auto source = ds::make_synthetic_text_source<float>(*tokenizer, tr, bo);
+    train_numbers = source->corpus().numbers();
+    train = std::move(source);
+    val_batches = ds::synthetic_validation_batches<float>(*tokenizer, va, a.batch, a.seq);
+  }
+  const auto settings = head_settings(a, train_numbers);
+
   std::unique_ptr<cq::model::CausalQwen<float>> model;
   nlohmann::json config_base = nlohmann::json::object();
   std::vector<float> lm_head;
-  std::optional<cq::text::Tokenizer> tokenizer;
-  if (auto path = a.model.tokenizer_path()) tokenizer = cq::text::Tokenizer::from_file(path->string());
   if (!a.model.model_dir.empty()) {
-    auto loaded = a.model.load<float>();
+    auto options = a.model.load_options();
+    options.conversion = settings;
+    auto loaded = cq::io::load_model<float>(a.model.model_dir, options);
+    const bool sets_heads = settings.ovr_threshold || settings.reg_init_gain || settings.reg_bias_init;
+    if (!loaded.converted && sets_heads)
+      throw cq::DomainError(fmt::format("train: --threshold, --reg-init-gain and --reg-bias set the heads of a model made "
+                                        "here, but {} is a CausalQwen checkpoint whose heads are trained already",
+                                        a.model.model_dir));
+    if (loaded.converted)
+      fmt::print("converted the base checkpoint {}: threshold {}, alpha {}, regression gain {}, regression bias {:.6g}\n",
+                 a.model.model_dir, loaded.model->config().threshold(0), loaded.model->config().alpha_gate,
+                 loaded.model->config().reg_init_gain, loaded.model->config().reg_bias_init);
     model = std::move(loaded.model);
     config_base = loaded.config_json;
     lm_head = std::move(loaded.lm_head);
@@ -140,31 +235,16 @@ void run_tokens(const TrainArgs& a) {
     if (!a.config.empty()) {
       c = cq::io::read_config_json(a.config).config;
     } else {
-      if (!tokenizer) throw cq::DomainError("train: --preset needs --tokenizer (the vocabulary sets V and <NUM>)");
       c = cq::model::preset_config(a.preset, tokenizer->num_token_id());
     }
-    if (!a.threshold.empty()) c.ovr_threshold = a.threshold;
+    settings.apply(c);
+    c.validate("train");
     model = std::make_unique<cq::model::CausalQwen<float>>(c);
     model->init_random(a.seed);
   }
-  if (!tokenizer) throw cq::DomainError("train: --data and --synthetic need a tokenizer (--tokenizer FILE)");
   if (tokenizer->num_token_id() != model->config().num_token_id)
     throw cq::DomainError(fmt::format("train: the tokenizer's <NUM> id {} differs from the model's {}",
                                       tokenizer->num_token_id(), model->config().num_token_id));
-  ct::CorpusBatchOptions bo;
-  bo.batch_size = a.batch, bo.seq_len = a.seq, bo.layout = cq::train::parse_layout(a.layout), bo.seed = a.seed;
-  std::unique_ptr<ct::TokenBatchSource<float>> train;
-  std::vector<cq::io::BatchData<float>> val_batches;
-  if (!a.data.empty()) {
-    const auto ds = ct::load_jsonl_dataset(a.data, {a.val_fraction, "causalqwen"});
-    train = ds.train_source<float>(*tokenizer, bo);
-    if (!ds.validation.empty()) val_batches = ds.validation_batches<float>(*tokenizer, a.batch, a.seq);
-  } else {
-    const auto tr = ds::synthetic_sentences(ct::DataSplit::train, a.synthetic, a.seed);
-    const auto va = ds::synthetic_sentences(ct::DataSplit::validation, std::max<std::size_t>(64, a.synthetic / 10), a.seed);
-    train = ds::make_synthetic_text_source<float>(*tokenizer, tr, bo);
-    val_batches = ds::synthetic_validation_batches<float>(*tokenizer, va, a.batch, a.seq);
-  }
   std::unique_ptr<ct::BatchListSource<float>> val;
   if (!val_batches.empty()) val = std::make_unique<ct::BatchListSource<float>>(std::move(val_batches));
   if (a.alpha_start >= 0) model->set_alpha_gate(a.alpha_start);
@@ -173,6 +253,7 @@ void run_tokens(const TrainArgs& a) {
   auto o = trainer_options(a);
   o.alpha = {alpha0, a.alpha_end, a.alpha_steps};
   if (val) o.eval_batches = std::min(o.eval_batches, val->size());
+  fmt::print("training with lr {:.3g}{}\n", learning_rate(a), a.lr ? "" : " (the default for this start)");
   ct::Trainer<float> trainer(learner, o);
   report(trainer.run(), a.out);
 }
@@ -202,7 +283,8 @@ const cqcli::Registration reg{"train", [](CLI::App& app) {
   sub->add_option("--seq-len", a->seq, "Tokens per sequence")->capture_default_str();
   sub->add_option("--layout", a->layout, "Batches: packed or padded")->capture_default_str();
   sub->add_option("--accumulation", a->accumulation, "Micro-batches per optimiser step")->capture_default_str();
-  sub->add_option("--lr", a->lr, "Peak learning rate")->capture_default_str();
+  sub->add_option("--lr", a->lr, "Peak learning rate (default: 3e-3 from scratch, 1e-4 from --model, 1e-3 from --model "
+                                 "with --freeze backbone)");
   sub->add_option("--schedule", a->schedule, "constant, or cosine (linear warm-up then cosine)")->capture_default_str();
   sub->add_option("--warmup", a->warmup, "Warm-up steps")->capture_default_str();
   sub->add_option("--min-lr-ratio", a->min_lr_ratio, "Cosine floor as a fraction of --lr")->capture_default_str();
@@ -219,8 +301,15 @@ const cqcli::Registration reg{"train", [](CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--freeze", a->freeze, "none (train everything), backbone (train only the causal.* heads) or heads (train only the backbone)")->capture_default_str();
   sub->add_flag("--learn-threshold", a->learn_threshold, "Also train causal.ovr_threshold (fixed by default)");
-  sub->add_option("--threshold", a->threshold, "OvR threshold C (one value, or K values) for a model made here");
-  sub->add_option("--alpha-start", a->alpha_start, "Gate alpha at step 0 (default: the model's alpha_gate)");
+  sub->add_option("--threshold", a->threshold, "OvR threshold C (one value, or K values) for a model made here "
+                                               "(a base converted, --config, --preset)");
+  sub->add_option("--reg-init-gain", a->reg_init_gain, "Xavier gain of the regression weight, for a model made here");
+  sub->add_option("--reg-bias", a->reg_bias, "The regression bias of a model made here: median (of the training "
+                                              "data's numbers) or a number");
+  sub->add_option("--alpha-start,--alpha", a->alpha_start, "Gate alpha at step 0 (default: the model's alpha_gate)");
+  sub->add_option("--lambda", a->lambda, "Weight lambda of the regression loss at step 0 (default: the model's reg_loss_weight)");
+  sub->add_option("--lambda-final", a->lambda_final, "lambda after --lambda-steps (default: --lambda)");
+  sub->add_option("--lambda-steps", a->lambda_steps, "Steps of the linear lambda anneal (0: constant lambda)")->capture_default_str();
   sub->add_option("--alpha-end", a->alpha_end, "Gate alpha after --alpha-steps")->capture_default_str();
   sub->add_option("--alpha-steps", a->alpha_steps, "Steps of the linear alpha anneal (0: constant alpha)")->capture_default_str();
   sub->add_option("--min-scale", a->min_scale, "Lower clamp of softplus(b_scale) (0: none)");
@@ -238,6 +327,7 @@ const cqcli::Registration reg{"train", [](CLI::App& app) {
     cq::set_threads(a->threads);
     const int sources = (!a->data.empty()) + (a->synthetic > 0) + a->features;
     if (sources != 1) throw cq::DomainError("train: give exactly one of --data, --synthetic N, --features");
+    check_recipe(*a);
     if (a->features) return run_features(*a);
     const int models = !a->model.model_dir.empty() + !a->config.empty() + !a->preset.empty();
     if (models != 1) throw cq::DomainError("train: give exactly one of --model, --config, --preset");

@@ -1,8 +1,11 @@
 // Shared by the causalqwen subcommands that read a checkpoint: <NUM>'s id for a base model
-// (from --num-token-id, or from a tokenizer.json), then io::load_model.
+// (from --num-token-id, or from a tokenizer.json), then io::load_model; and the check that a
+// tokenizer is the model's.
 #pragma once
 #include <causalqwen/io/model_checkpoint.hpp>
 #include <causalqwen/text/tokenizer.hpp>
+
+#include <fmt/format.h>
 
 #include <filesystem>
 #include <optional>
@@ -48,5 +51,18 @@ struct ModelOptions {
     return causalqwen::io::load_model<T>(model_dir, load_options());
   }
 };
+
+/// The tokenizer must be the model's: the same <NUM> id, and no id beyond the model's rows.
+inline void require_matching(const causalqwen::text::Tokenizer& tok, const std::filesystem::path& tok_path,
+                             const causalqwen::model::CausalConfig& c, const std::string& model_dir) {
+  if (tok.num_token_id() != c.num_token_id)
+    throw causalqwen::FormatError(fmt::format("{}: <NUM> has the id {} in this tokenizer but {} in the model {} "
+                                              "(config.json num_token_id): the tokenizer is not the model's",
+                                              tok_path.string(), tok.num_token_id(), c.num_token_id, model_dir));
+  if (static_cast<std::size_t>(tok.size()) > c.backbone.vocab_size)
+    throw causalqwen::FormatError(fmt::format("{}: the tokenizer has {} ids but the model {} has {} embedding rows "
+                                              "(config.json vocab_size): the tokenizer is not the model's",
+                                              tok_path.string(), tok.size(), model_dir, c.backbone.vocab_size));
+}
 
 }  // namespace cqcli

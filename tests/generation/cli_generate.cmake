@@ -116,7 +116,8 @@ string(JSON text GET "${last_output}" text)
 run(${CLI} compare-modes --model ${MODEL} --tokenizer ${TOKENIZER} --prompt "${prompt}" --samples 2 --max-new-tokens 6)
 set(out "${last_output}")
 foreach(expect "prompt: ${prompt}\n" "\n  deterministic  ${text}\n" "\n  sampling #1  " "\n  sampling #2  "
-               "\n  causal #1    " "\n  causal #2    " "\n  compatible   " "per step: token | P(<NUM>) | number ± scale")
+               "\n  causal #1    " "\n  causal #2    " "\n  compatible   " "per step: token | P(<NUM>) | number ± scale"
+               "\nsampling vs deterministic (2 draws at T = 1): tokens differ at " "\ncausal (2 draws): ")
   string(FIND "${out}" "${expect}" at)
   if(at EQUAL -1)
     fail("compare-modes output lacks '${expect}':\n${out}")

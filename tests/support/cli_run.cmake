@@ -1,10 +1,30 @@
 # Shared by the ctest scripts that drive the causalqwen program (cmake -P): run(COMMAND ARGS…)
 # executes a command, stops the script with its output when it fails, and leaves its standard
-# output in `last_output`.
+# output in `last_output`; expect_refusal(NAME REGEX COMMAND ARGS…) checks that a command is
+# refused with one line on standard error and adds a line to `failures` when it is not.
 function(run)
   execute_process(COMMAND ${ARGV} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "failed (${rc}): ${ARGV}\n${out}\n${err}")
   endif()
   set(last_output "${out}" PARENT_SCOPE)
+endfunction()
+
+# expect_refusal(NAME REGEX COMMAND ARGS…): exit 1 or 2, one line on stderr matching REGEX.
+function(expect_refusal name regex)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+  string(STRIP "${err}" line)
+  set(problem "")
+  if(NOT rc STREQUAL "1" AND NOT rc STREQUAL "2")
+    set(problem "exit status '${rc}' (expected 1 or 2)")
+  elseif(line MATCHES "\n")
+    set(problem "more than one line on stderr")
+  elseif(NOT line MATCHES "${regex}")
+    set(problem "stderr does not match '${regex}'")
+  endif()
+  if(problem)
+    set(failures "${failures}\n  ${name}: ${problem}\n    stderr: ${err}" PARENT_SCOPE)
+  else()
+    message(STATUS "${name}: exit ${rc}: ${line}")
+  endif()
 endfunction()

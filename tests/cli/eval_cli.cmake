@@ -1,0 +1,56 @@
+# causalqwen eval on the model the demo smoke test trained (-DDEMO=its output directory): on the
+# demo's held-out sentences (held_out.jsonl, grouped by template family) it must report the very
+# MAE the demo reported (result.json), print the coverage table and the per-group lines, and
+# write its JSON report and SVG picture; bad input is refused with one line naming the file (and
+# line). Run by ctest with -DCLI= -DDEMO= -DTOKENIZER= (a tokenizer that is not the model's)
+# -DWORK= (a scratch directory).
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+set(failures "")
+include(${CMAKE_CURRENT_LIST_DIR}/../support/cli_run.cmake)
+set(eval ${CLI} eval --model ${DEMO}/model --seq-len 64 --batch-size 16 --plain)
+
+run(${eval} --data ${DEMO}/held_out.jsonl --out ${WORK}/report.json --plot ${WORK}/calibration.svg --baseline 7)
+message(STATUS "${last_output}")
+foreach(expected "central interval  coverage" "90%" "PIT F_Y\\(y\\) in 10 bins" "expected calibration error"
+                 "by group:" "copy" "baseline: always 7 has MAE" "report -> " "calibration picture -> ")
+  if(NOT last_output MATCHES "${expected}")
+    string(APPEND failures "\n  eval output lacks '${expected}'")
+  endif()
+endforeach()
+file(READ ${DEMO}/result.json demo_result)
+file(READ ${WORK}/report.json report)
+string(JSON demo_mae GET "${demo_result}" reg_mae)
+string(JSON eval_mae GET "${report}" calibration overall numbers mae)
+if(NOT demo_mae STREQUAL eval_mae)
+  string(APPEND failures "\n  the demo's held-out MAE ${demo_mae} differs from eval's ${eval_mae}")
+else()
+  message(STATUS "held-out MAE: demo ${demo_mae}, eval ${eval_mae}")
+endif()
+string(JSON demo_coverage GET "${demo_result}" coverage_90)
+string(JSON eval_coverage GET "${report}" calibration overall numbers intervals 2 coverage)
+if(NOT demo_coverage STREQUAL eval_coverage)
+  string(APPEND failures "\n  the demo's 90% coverage ${demo_coverage} differs from eval's ${eval_coverage}")
+endif()
+file(READ ${WORK}/calibration.svg svg LIMIT 200)
+if(NOT svg MATCHES "^<svg")
+  string(APPEND failures "\n  calibration.svg does not start with <svg")
+endif()
+
+# --- bad input ----------------------------------------------------------------------------------
+file(WRITE ${WORK}/empty.jsonl "\n")
+expect_refusal(eval_empty "empty.jsonl: the file holds no line" ${eval} --data ${WORK}/empty.jsonl)
+file(WRITE ${WORK}/no_numbers.jsonl "{\"text\": \"no digits here\"}\n{\"text\": \"none here either\"}\n")
+expect_refusal(eval_no_numbers "no_numbers.jsonl: none of its 2 lines holds a number" ${eval} --data ${WORK}/no_numbers.jsonl)
+file(WRITE ${WORK}/bad_group.jsonl "{\"text\": \"a 1\", \"group\": \"x\"}\n{\"text\": \"b 2\", \"group\": 7}\n")
+expect_refusal(eval_group_not_string "bad_group.jsonl:2: \"group\" must be a string, got number"
+               ${eval} --data ${WORK}/bad_group.jsonl)
+expect_refusal(eval_tokenizer_mismatch "tiny_tokenizer.json: <NUM> has the id [0-9]+ in this tokenizer but [0-9]+ in the model"
+               ${eval} --data ${DEMO}/held_out.jsonl --tokenizer ${TOKENIZER})
+expect_refusal(eval_baseline_no_numbers "no_numbers.jsonl: no line holds a number, so it gives no median"
+               ${eval} --data ${DEMO}/held_out.jsonl --baseline-data ${WORK}/no_numbers.jsonl)
+
+if(failures)
+  message(FATAL_ERROR "eval:${failures}")
+endif()
+message(STATUS "EVAL_CLI_OK")
