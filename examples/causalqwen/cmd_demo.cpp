@@ -17,6 +17,7 @@
 
 #include <causalqwen/version.hpp>
 #include <causalqwen/io/atomic_file.hpp>
+#include <causalqwen/train/jsonl_dataset.hpp>
 #include <causalqwen/text/bpe_trainer.hpp>
 #include <causalqwen/train/evaluate.hpp>
 #include <causalqwen/datasets/synthetic_text_source.hpp>
@@ -47,6 +48,7 @@ struct DemoOptions {
   std::size_t vocab = 1024, hidden = 64, layers = 2, heads = 4, kv_heads = 2, ffn = 128;
   std::size_t batch = 16, seq = 64;
   double lr = 7.5e-4, threshold = 10.0, gamma = 10.0, alpha_start = 1.0, alpha_end = 1.0, reg_weight = 1.0, min_scale = 0.0, reg_gain = 1.0, b_noise = 0.1;
+  double scale_U_floor = 0.0, scale_Y_floor = 0.0;
   std::uint64_t seed = 20261121;
   std::size_t show = 6, prompts = 3;
   bool plain = false;
@@ -113,6 +115,8 @@ void run_demo(const DemoOptions& o) {
   cfg.reg_loss_weight = o.reg_weight;
   cfg.reg_init_gain = o.reg_gain;
   cfg.b_noise_init = o.b_noise;
+  cfg.scale_U_floor = o.scale_U_floor;
+  cfg.scale_Y_floor = o.scale_Y_floor;
   cfg.tie_word_embeddings = true;
   cfg.reg_bias_init = ideal.train_median;  // the regression head's bias starts at the training targets' median
   cq::model::CausalQwen<float> model(cfg);
@@ -210,10 +214,9 @@ void run_demo(const DemoOptions& o) {
 
   cq::io::save_model(out / "model", model);
   {  // the held-out sentences for `causalqwen eval`, grouped by template family
-    std::string lines;
-    for (const auto& sentence : val)
-      lines += nlohmann::json{{"text", sentence.text}, {"group", cq::datasets::family_name(sentence.family)}}.dump() + "\n";
-    cq::io::write_file_atomically(out / "held_out.jsonl", [&](cq::io::AtomicFile& f) { f.write(lines); });
+    cq::train::JsonlRecords records{cq::datasets::texts_of(val), {}};
+    for (const auto& sentence : val) records.groups.push_back(cq::datasets::family_name(sentence.family));
+    cq::train::write_jsonl_records(out / "held_out.jsonl", records);
   }
   std::filesystem::copy_file(out / "tokenizer.json", out / "model" / "tokenizer.json", fs::copy_options::overwrite_existing);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -257,6 +260,8 @@ const cqcli::Registration reg{"demo", [](CLI::App& app) {
   sub->add_option("--threshold", o->threshold, "OvR threshold C")->capture_default_str();
   sub->add_option("--gamma", o->gamma, "gamma_init: scale_U at initialisation")->capture_default_str();
   sub->add_option("--min-scale", o->min_scale, "lower clamp of softplus(b_scale), the abduction scale's bias part (0: none)")->capture_default_str();
+  sub->add_option("--scale-U-floor", o->scale_U_floor, "lower bound added to scale_U (config scale_U_floor; 0: none)")->capture_default_str();
+  sub->add_option("--scale-Y-floor", o->scale_Y_floor, "lower bound added to scale_Y (config scale_Y_floor; 0: none)")->capture_default_str();
   sub->add_option("--b-noise", o->b_noise, "b_noise_init: the action network's exogenous noise scale")->capture_default_str();
   sub->add_option("--reg-gain", o->reg_gain, "Xavier gain of the regression weight at initialisation")->capture_default_str();
   sub->add_option("--reg-weight", o->reg_weight, "lambda, the weight of the regression loss")->capture_default_str();

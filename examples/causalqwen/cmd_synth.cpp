@@ -1,6 +1,7 @@
 // causalqwen synth --out FILE.jsonl [--count N] [--seed S] [--split train|val] [--mix demo|full]
 //
-// Writes the synthetic corpus (train/synthetic_text.hpp) as JSONL, one {"text": …} per line:
+// Writes the synthetic corpus (datasets/synthetic_text.hpp) as JSONL, one {"text": …, "group":
+// template family} per line (the group is what `causalqwen eval` reports by):
 // `count` sentences of one side of the split (no validation text ever appears in training).
 //   causalqwen synth --out train.jsonl --count 20000 --seed 1
 //   causalqwen synth --out val.jsonl --count 500 --seed 1 --split val
@@ -29,7 +30,9 @@ void run_synth(const SynthArgs& a) {
   if (a.mix == "full") options.mix = ds::SyntheticMix::full();
   const auto side = tr::parse_split(a.split);
   const auto sentences = ds::synthetic_sentences(side, a.count, a.seed, options);
-  tr::write_jsonl_texts(a.out, ds::texts_of(sentences));
+  tr::JsonlRecords records{ds::texts_of(sentences), {}};
+  for (const auto& s : sentences) records.groups.push_back(ds::family_name(s.family));
+  tr::write_jsonl_records(a.out, records);
   std::size_t numbers = 0;
   for (const auto& s : sentences) numbers += s.numbers.size();
   fmt::print("wrote {} {} sentences ({} numbers, mix {}, seed {}) to {}\n", sentences.size(),
@@ -37,7 +40,7 @@ void run_synth(const SynthArgs& a) {
 }
 
 const cqcli::Registration reg{"synth", [](CLI::App& app) {
-  auto* sub = app.add_subcommand("synth", "Write the synthetic text-with-numbers corpus as JSONL ({\"text\": ...} per line)");
+  auto* sub = app.add_subcommand("synth", "Write the synthetic text-with-numbers corpus as JSONL ({\"text\": ..., \"group\": family} per line)");
   auto a = std::make_shared<SynthArgs>();
   sub->add_option("--out", a->out, "Output JSONL file")->required();
   sub->add_option("--count", a->count, "Number of sentences")->capture_default_str()->check(CLI::PositiveNumber);

@@ -59,6 +59,12 @@ TEST_CASE("JSONL records keep each line's group; a group that is not a string na
   const auto r = tr::read_jsonl_records(p, "text", "group");
   CHECK(r.texts == std::vector<std::string>{"a 1", "b 2", "c 3"});
   CHECK(r.groups == std::vector<std::string>{"en", tr::JsonlRecords::no_group, "zh"});
+  // written back and read again: the same records
+  const auto again = temp_path("groups_again.jsonl");
+  tr::write_jsonl_records(again, r);
+  const auto back = tr::read_jsonl_records(again, "text", "group");
+  CHECK(back.texts == r.texts);
+  CHECK(back.groups == r.groups);
   // without a group field asked for, or with no line holding one: no groups
   CHECK(tr::read_jsonl_records(p).groups.empty());
   const auto q = temp_path("no_groups.jsonl");

@@ -61,7 +61,7 @@ struct ConversionSettings {
 
 struct LoadOptions {
   std::optional<std::int64_t> num_token_id;  // <NUM>'s id when config.json has none
-  ConversionSettings conversion;             // applied only when a base checkpoint is converted
+  ConversionSettings conversion{};           // applied only when a base checkpoint is converted
   std::uint64_t seed = 20261121;             // for the conversion's random inits
   std::size_t class_chunk = 2048;
 };

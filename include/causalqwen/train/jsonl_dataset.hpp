@@ -86,13 +86,26 @@ inline std::vector<std::string> read_jsonl_texts(const std::filesystem::path& fi
   return read_jsonl_records(file, field).texts;
 }
 
-/// Writes texts as JSONL, one {"text": …} per line.
-inline void write_jsonl_texts(const std::filesystem::path& file, const std::vector<std::string>& texts) {
+/// Writes records as JSONL, one {"text": …} per line, with "group": … when it has groups
+/// (read_jsonl_records reads them back).
+inline void write_jsonl_records(const std::filesystem::path& file, const JsonlRecords& records) {
+  if (!records.groups.empty() && records.groups.size() != records.texts.size())
+    throw DomainError(fmt::format("causalqwen::train::write_jsonl_records: {} texts but {} groups", records.texts.size(),
+                                  records.groups.size()));
   std::ofstream out(file, std::ios::binary | std::ios::trunc);
   if (!out) throw FormatError(fmt::format("{}: cannot open the file for writing", file.string()));
-  for (const auto& t : texts) out << nlohmann::json{{"text", t}}.dump() << '\n';
+  for (std::size_t i = 0; i < records.texts.size(); ++i) {
+    nlohmann::json line{{"text", records.texts[i]}};
+    if (!records.groups.empty()) line["group"] = records.groups[i];
+    out << line.dump() << '\n';
+  }
   out.flush();
   if (!out) throw FormatError(fmt::format("{}: write failed", file.string()));
+}
+
+/// Writes texts as JSONL, one {"text": …} per line.
+inline void write_jsonl_texts(const std::filesystem::path& file, const std::vector<std::string>& texts) {
+  write_jsonl_records(file, {texts, {}});
 }
 
 /// A JSONL file's texts, split into train and validation.
