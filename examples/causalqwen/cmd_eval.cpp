@@ -102,13 +102,18 @@ void run_eval(const EvalOptions& o) {
   if (!records.groups.empty()) options.group_of = ct::group_by_sequence(records.groups);
   cqcli::Progress progress(batches.size(), 0, stdout, o.plain ? cqcli::Progress::Style::lines : cqcli::Progress::Style::automatic);
   progress.set_label("batch");
+  const auto start = std::chrono::steady_clock::now();  // the model is loaded and the data tokenized
   options.on_batch = [&](std::size_t done, std::size_t) {
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    progress.show(done, fmt::format("{:.0f} tok/s", double(done * o.batch * o.seq) / std::max(seconds, 1e-9)));
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::size_t slots = 0;  // positions run so far, padding included
+    for (std::size_t k = 0; k < done; ++k) slots += batches[k].batch * batches[k].seq;
+    progress.show(done, fmt::format("{:.0f} positions/s", double(slots) / std::max(seconds, 1e-9)));
   };
   const auto e = ct::evaluate(model, batches, {}, options);
   progress.finish();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto now = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(now - start).count(),
+               preparing = std::chrono::duration<double>(start - t0).count();
 
   const auto& m = e.metrics;
   fmt::print("\nloss terms (mean over batches, as in training): L_total {:.4f} = L_cls {:.4f} + L_reg {:.4f}\n",
@@ -130,7 +135,11 @@ void run_eval(const EvalOptions& o) {
                  at90 && at90->verdict ? cq::train::verdict_name(*at90->verdict) : "-");
     }
   }
-  fmt::print("{:.1f} s\n", seconds);
+  std::size_t slots = 0;
+  for (const auto& b : batches) slots += b.batch * b.seq;
+  fmt::print("evaluated {} batches in {:.1f} s ({:.0f} positions/s, padding included), after {:.1f} s loading the model "
+             "and the data\n",
+             e.batches, seconds, double(slots) / std::max(seconds, 1e-9), preparing);
 
   if (!o.out.empty()) {
     nlohmann::json j = {{"model", o.model.model_dir}, {"tokenizer", tok_path->string()}, {"data", o.data},

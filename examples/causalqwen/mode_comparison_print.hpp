@@ -28,11 +28,14 @@ void print_mode_comparison(std::FILE* out, causalqwen::model::CausalQwen<T>& mod
   for (const auto& r : runs) fmt::print(out, "  {:<{}}  {}\n", r.label, width, r.result.text);
   if (!per_step) return;
   const auto st = cqg::mode_statistics(runs);
-  fmt::print(out, "\nsampling vs deterministic ({} draws at T = {}): tokens differ at {:.0f}% of the aligned steps, first at "
-                  "step {:.1f} on average; at step 0 (same context) {:.0f}% of the draws choose another token, and the "
-                  "head's number moves by {} on average\n",
-             st.sampling_draws, o.temperature, 100 * st.sampling_differ_share, st.sampling_first_difference,
-             100 * st.sampling_step0_differ_share, causalqwen::text::format_number(st.sampling_step0_value_gap, {4}));
+  const std::string where = st.sampling_differ_share > 0
+                                ? fmt::format("tokens differ at {:.0f}% of the aligned steps, first at step {:.1f} on average",
+                                              100 * st.sampling_differ_share, st.sampling_first_difference)
+                                : std::string("tokens never differ over the aligned steps");
+  fmt::print(out, "\nsampling vs deterministic ({} draws at T = {}): {}; at step 0 (same context) {:.0f}% of the draws choose "
+                  "another token, and the head's number moves by {} on average\n",
+             st.sampling_draws, o.temperature, where, 100 * st.sampling_step0_differ_share,
+             causalqwen::text::format_number(st.sampling_step0_value_gap, {4}));
   fmt::print(out, "causal ({} draws): {} distinct tokens at step 0, {:.2f} per step on average, {} distinct continuations\n",
              st.causal_draws, st.causal_step0_distinct, st.causal_mean_distinct, st.causal_distinct_continuations);
   fmt::print(out, "\nper step: token | P(<NUM>) | number ± scale\n{:>4}", "step");

@@ -100,10 +100,11 @@ struct Progress {
 
 /// Adds one batch (index `k` of the evaluation) to `e`: totals and callback, then the
 /// calibration tallies of each row (overall, and the row's group when `options.group_of` is set).
+/// `cache` is kept across the batches, so its buffers are allocated once.
 template <class T>
 void add_batch(model::CausalQwen<T>& model, const io::BatchData<T>& b, std::size_t k, Evaluation& e, Progress& progress,
-               const NumberCallback& on_number, const EvaluationOptions& options) {
-  typename model::CausalQwen<T>::Cache cache;
+               typename model::CausalQwen<T>::Cache& cache, const NumberCallback& on_number,
+               const EvaluationOptions& options) {
   progress.mean.add(model.evaluate(b.view(), cache));
   ++e.batches;
   const auto& h = cache.head;
@@ -154,8 +155,9 @@ Evaluation evaluate(model::CausalQwen<T>& model, std::type_identity_t<std::span<
                     const NumberCallback& on_number = {}, const EvaluationOptions& options = {}) {
   Evaluation e;
   detail_evaluate::Progress progress{{}, {model.config().num_token_id, options.baseline_value}, 0};
+  typename model::CausalQwen<T>::Cache cache;
   for (std::size_t k = 0; k < batches.size(); ++k) {
-    detail_evaluate::add_batch(model, batches[k], k, e, progress, on_number, options);
+    detail_evaluate::add_batch(model, batches[k], k, e, progress, cache, on_number, options);
     if (options.on_batch) options.on_batch(k + 1, batches.size());
   }
   detail_evaluate::finish(e, progress);
@@ -169,8 +171,9 @@ Evaluation evaluate(model::CausalQwen<T>& model, TokenBatchSource<T>& source, st
                     const NumberCallback& on_number = {}, const EvaluationOptions& options = {}) {
   Evaluation e;
   detail_evaluate::Progress progress{{}, {model.config().num_token_id, options.baseline_value}, 0};
+  typename model::CausalQwen<T>::Cache cache;
   for (std::size_t k = 0; k < count; ++k) {
-    detail_evaluate::add_batch(model, source.next(), k, e, progress, on_number, options);
+    detail_evaluate::add_batch(model, source.next(), k, e, progress, cache, on_number, options);
     if (options.on_batch) options.on_batch(k + 1, count);
   }
   detail_evaluate::finish(e, progress);
