@@ -6,7 +6,9 @@
 // SVG picture, and empty or invalid input.
 #include <causalqwen/train/calibration.hpp>
 #include <causalqwen/train/calibration_svg.hpp>
+#include <causalqwen/train/corpus_batch_source.hpp>
 #include <causalqwen/train/evaluate.hpp>
+#include <causalqwen/train/token_corpus.hpp>
 #include <doctest/doctest.h>
 #include <fmt/ranges.h>
 
@@ -320,6 +322,59 @@ TEST_CASE("number statistics of true Cauchy draws: calibrated; halved scales ove
   CHECK(*halved.mean_nll > *truth.mean_nll);
   CHECK(*doubled.mean_nll > *truth.mean_nll);
   CHECK(halved.mae == truth.mae);  // the scale does not move the point prediction
+}
+
+TEST_CASE("evaluate through a model whose head predicts the true Cauchy: calibrated; with its scale halved, over-confident") {
+  // w_reg = 0 makes loc_Y = b_reg and scale_Y = scale_Y_floor at every position, whatever the
+  // backbone computes: the model's head then predicts Cauchy(b_reg, floor) for every number.
+  // The targets are drawn from Cauchy(3, 2); the fixed seed is one where all four levels of the
+  // true head are within 2 standard errors (each is with probability ≈ 0.95).
+  const auto seed = cqtest::test_seed(20261124, "model head at the true Cauchy");
+  constexpr double true_loc = 3.0, true_scale = 2.0;
+  constexpr std::size_t rows = 320, seq = 64;
+  const auto cfg = cqtest::tiny_config();
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u01(0.0, 1.0);
+  ct::TokenCorpus corpus;
+  corpus.num_id = cfg.num_token_id;
+  for (std::size_t r = 0; r < rows; ++r) {  // every token a <NUM>: every label a number
+    const std::vector<cq::text::TokenId> ids(seq + 1, static_cast<cq::text::TokenId>(cfg.num_token_id));
+    std::vector<double> values;
+    for (std::size_t i = 0; i <= seq; ++i) {
+      double u = 0;
+      while (u == 0.0) u = u01(rng);
+      values.push_back(cq::raw::sample(u, true_loc, true_scale));
+    }
+    corpus.add(ids, values);
+  }
+  const auto batches = ct::evaluation_batches<double>(corpus, 32, seq);
+  const auto report_with = [&](double scale) {
+    auto c = cfg;
+    c.scale_Y_floor = scale;
+    cq::model::CausalQwen<double> model(c);
+    model.init_random(seed);
+    for (auto& w : model.params().slot_span(cq::model::names::reg_w)) w = 0;
+    model.params().slot_span(cq::model::names::reg_b)[0] = true_loc;
+    model.params().touch();
+    const auto e = ct::evaluate(model, batches);
+    CHECK(e.non_finite == 0);
+    return e.calibration.overall.numbers;
+  };
+  const auto truth = report_with(true_scale);
+  REQUIRE(truth.numbers == rows * seq);
+  for (const auto& c : truth.intervals) {
+    INFO("level ", c.nominal, " coverage ", *c.coverage);
+    CHECK(c.verdict == ct::CoverageVerdict::calibrated);
+    CHECK(*c.median_width == doctest::Approx(2 * true_scale * std::tan(std::numbers::pi * c.nominal / 2)));
+  }
+  INFO("PIT counts of the true head: ", fmt::format("{}", fmt::join(truth.pit_counts, " ")));
+  CHECK(*truth.pit_chi_square < 27.88);  // the 0.999 quantile of χ² with 9 degrees of freedom
+  const auto halved = report_with(true_scale / 2);
+  for (const auto& c : halved.intervals) {
+    INFO("level ", c.nominal, " coverage ", *c.coverage);
+    CHECK(c.verdict == ct::CoverageVerdict::over_confident);
+  }
+  CHECK(*halved.mean_nll > *truth.mean_nll);
 }
 
 TEST_CASE("the coverage verdict at the 2-standard-error boundaries") {
