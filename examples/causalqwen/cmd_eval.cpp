@@ -103,10 +103,10 @@ void run_eval(const EvalOptions& o) {
   cqcli::Progress progress(batches.size(), 0, stdout, o.plain ? cqcli::Progress::Style::lines : cqcli::Progress::Style::automatic);
   progress.set_label("batch");
   const auto start = std::chrono::steady_clock::now();  // the model is loaded and the data tokenized
+  std::size_t slots = 0;  // positions run so far, padding included
   options.on_batch = [&](std::size_t done, std::size_t) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::size_t slots = 0;  // positions run so far, padding included
-    for (std::size_t k = 0; k < done; ++k) slots += batches[k].batch * batches[k].seq;
+    slots += batches[done - 1].batch * batches[done - 1].seq;
     progress.show(done, fmt::format("{:.0f} positions/s", double(slots) / std::max(seconds, 1e-9)));
   };
   const auto e = ct::evaluate(model, batches, {}, options);
@@ -135,8 +135,6 @@ void run_eval(const EvalOptions& o) {
                  at90 && at90->verdict ? cq::train::verdict_name(*at90->verdict) : "-");
     }
   }
-  std::size_t slots = 0;
-  for (const auto& b : batches) slots += b.batch * b.seq;
   fmt::print("evaluated {} batches in {:.1f} s ({:.0f} positions/s, padding included), after {:.1f} s loading the model "
              "and the data\n",
              e.batches, seconds, double(slots) / std::max(seconds, 1e-9), preparing);
