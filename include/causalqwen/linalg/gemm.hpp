@@ -63,12 +63,14 @@ void linear_backward_weight(TensorView<T, 2> dw, TensorView<const T, 2> dy,
 
 /// db += colsum(dY):  dY [M,N], db [N]. Each column is summed row after row, in order: the
 /// result does not depend on where the buffers sit in memory (Eigen's colwise().sum() chooses
-/// its summation order by the pointer's alignment, which broke bit-exact resumes).
+/// its summation order by the pointer's alignment, which broke bit-exact resumes). The column
+/// sums live in a per-thread buffer that only grows.
 template <class T>
 void bias_backward(TensorView<T, 1> db, TensorView<const T, 2> dy) {
   const std::size_t m = dy.shape[0], n = dy.shape[1];
   require_shape(db, {n}, "bias_backward", "db");
-  std::vector<T> sum(n, T(0));
+  thread_local std::vector<T> sum;
+  sum.assign(n, T(0));
   for (std::size_t r = 0; r < m; ++r) {
     const T* row = dy.data + r * n;
     for (std::size_t j = 0; j < n; ++j) sum[j] += row[j];

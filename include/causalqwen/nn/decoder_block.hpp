@@ -111,22 +111,30 @@ struct DecoderBlock {
     layout.add(prefix + "u", {M, F});
     layout.add(prefix + "a", {M, F});
   }
+  /// Views of the activations laid out by add_activations under `prefix` for B×S tokens; a
+  /// layout made for more rows serves too (each view keeps its first B·S rows).
   Cache bind_cache(Arena<T>& acts, const std::string& prefix, std::size_t batch,
                    std::size_t seq) const {
+    const std::size_t M = batch * seq;
+    const auto rows = [&](TensorView<T, 2> v) {
+      detail::require(v.shape[0] >= M, "DecoderBlock::bind_cache", "the activations hold {} rows, {} needed", v.shape[0], M);
+      return TensorView<T, 2>(v.data, {M, v.shape[1]});
+    };
+    const auto first = [&](TensorView<T, 1> v) { return TensorView<T, 1>(v.data, {M}); };
     Cache c;
     c.batch = batch;
     c.seq = seq;
-    c.norm1.inv_rms = acts.template view<1>(prefix + "inv_rms1");
-    c.h1 = acts.template view<2>(prefix + "h1");
-    c.qkv = acts.template view<2>(prefix + "qkv");
+    c.norm1.inv_rms = first(acts.template view<1>(prefix + "inv_rms1"));
+    c.h1 = rows(acts.template view<2>(prefix + "h1"));
+    c.qkv = rows(acts.template view<2>(prefix + "qkv"));
     if (acts.layout().contains(prefix + "probs")) c.attn.probs = acts.template view<5>(prefix + "probs");
-    c.attn_out = acts.template view<2>(prefix + "attn");
-    c.x2 = acts.template view<2>(prefix + "x2");
-    c.norm2.inv_rms = acts.template view<1>(prefix + "inv_rms2");
-    c.h2 = acts.template view<2>(prefix + "h2");
-    c.mlp.g = acts.template view<2>(prefix + "g");
-    c.mlp.u = acts.template view<2>(prefix + "u");
-    c.mlp.a = acts.template view<2>(prefix + "a");
+    c.attn_out = rows(acts.template view<2>(prefix + "attn"));
+    c.x2 = rows(acts.template view<2>(prefix + "x2"));
+    c.norm2.inv_rms = first(acts.template view<1>(prefix + "inv_rms2"));
+    c.h2 = rows(acts.template view<2>(prefix + "h2"));
+    c.mlp.g = rows(acts.template view<2>(prefix + "g"));
+    c.mlp.u = rows(acts.template view<2>(prefix + "u"));
+    c.mlp.a = rows(acts.template view<2>(prefix + "a"));
     return c;
   }
   /// Adds the backward scratch (for B×S tokens) to `layout`.

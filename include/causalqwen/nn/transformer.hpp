@@ -46,6 +46,16 @@ void init_random(Arena<T>& params, std::uint64_t seed, double std = 0.02, const 
 template <class T>
 class Transformer {
  public:
+  /// Views of every layer's slots and of the final norm in one arena (parameters or gradients),
+  /// made once and kept: binding by name builds the slot names anew (string allocations on
+  /// every step). Rebound when the arena moves or is laid out anew.
+  struct BoundArena {
+    const T* data = nullptr;
+    std::shared_ptr<const Layout> layout;  // kept alive, so that its address names this layout
+    std::vector<typename DecoderBlock<T>::Params> layers;
+    TensorView<T, 1> final_norm;  // [H]
+  };
+
   /// Everything forward keeps for backward: the activation arena (reallocated only when a
   /// larger B·S arrives), the mask and positions, the RoPE table, per-layer caches.
   struct Cache {
@@ -58,6 +68,7 @@ class Transformer {
     std::vector<typename DecoderBlock<T>::Cache> blocks;
     typename DecoderBlock<T>::Workspace block_ws;
     typename RMSNorm<T>::Cache final_norm;
+    BoundArena bound_params, bound_grads;
     TensorView<const T, 2> input;             // [M,H] the embeddings of the last forward
     TensorView<T, 2> z;                       // [M,H] final output
     std::vector<TensorView<T, 2>> layer_out;  // [M,H] output of each block
@@ -73,6 +84,7 @@ class Transformer {
     typename RotaryEmbedding<T>::Table rope;
     std::vector<T> hidden_a, hidden_b, z, inv_rms;  // [M,H] ×3, [M]
     std::vector<std::int64_t> positions;            // [M]
+    BoundArena bound_params;
   };
 
   explicit Transformer(TransformerConfig config) : config_(validated(config)), block_(config_) {}
@@ -110,17 +122,15 @@ class Transformer {
       cache.positions[m] = position_ids.empty() ? static_cast<std::int64_t>(m % S) : position_ids[m];
     block_.rope().build(TensorView<const std::int64_t, 1>(cache.positions.data(), {M}), cache.rope);
     cache.input = e.flat2d();
-    auto& p = const_cast<Arena<T>&>(params);
+    const auto& p = bind(params, cache.bound_params);
     const TensorView<const std::int64_t, 2> mask =
         cache.has_mask ? TensorView<const std::int64_t, 2>(cache.mask.data(), {B, S}) : TensorView<const std::int64_t, 2>{};
     TensorView<const T, 2> in = cache.input;
     for (std::size_t i = 0; i < config_.num_layers; ++i) {
-      block_.forward(block_.bind_params(p, layer_prefix(i)), in, cache.layer_out[i], mask, cache.rope, cache.blocks[i],
-                     cache.block_ws);
+      block_.forward(p.layers[i], in, cache.layer_out[i], mask, cache.rope, cache.blocks[i], cache.block_ws);
       in = cache.layer_out[i];
     }
-    RMSNorm<T>::forward({p.template view<1>("model.norm.weight")}, static_cast<T>(config_.rms_norm_eps), in, cache.z,
-                        cache.final_norm);
+    RMSNorm<T>::forward({p.final_norm}, static_cast<T>(config_.rms_norm_eps), in, cache.z, cache.final_norm);
     return TensorView<const T, 3>(cache.z.data, {B, S, config_.hidden_size});
   }
 
@@ -132,18 +142,16 @@ class Transformer {
     require_shape(dz, {cache.batch, cache.seq, config_.hidden_size}, "Transformer::backward", "dz");
     detail::require(grads.arena.size() == params.size(), "Transformer::backward",
                     "the gradient arena does not have the parameters' layout (make it with make_gradients())");
-    auto& p = const_cast<Arena<T>&>(params);
-    auto& g = grads.arena;
+    const auto& p = bind(params, cache.bound_params);
+    const auto& g = bind(grads.arena, cache.bound_grads);
     // the final norm writes ∂L/∂(last layer's output) into dres_a; layer i writes ∂L/∂(its input) into the other
     auto a = cache.workspace.template view<2>("ws.dres_a"), b = cache.workspace.template view<2>("ws.dres_b");
     std::fill(a.begin(), a.end(), T(0));
-    RMSNorm<T>::backward({p.template view<1>("model.norm.weight")}, {g.template view<1>("model.norm.weight")},
-                         cache.final_norm, dz.flat2d(), a);
+    RMSNorm<T>::backward({p.final_norm}, {g.final_norm}, cache.final_norm, dz.flat2d(), a);
     for (std::size_t k = 0; k < config_.num_layers; ++k) {
       const std::size_t i = config_.num_layers - 1 - k;
       std::fill(b.begin(), b.end(), T(0));
-      block_.backward(block_.bind_params(p, layer_prefix(i)), block_.bind_params(g, layer_prefix(i)), cache.blocks[i], a,
-                      b, cache.block_ws, grads.sink);
+      block_.backward(p.layers[i], g.layers[i], cache.blocks[i], a, b, cache.block_ws, grads.sink);
       std::swap(a, b);
     }
     return a;
@@ -185,19 +193,19 @@ class Transformer {
       }
     prepare_inference(state, B, S);
     block_.rope().build(TensorView<const std::int64_t, 1>(state.positions.data(), {M}), state.rope);
-    auto& p = const_cast<Arena<T>&>(params);
+    const auto& p = bind(params, state.bound_params);
     const T* in = e.data;
     T* out = state.hidden_a.data();
     for (std::size_t i = 0; i < config_.num_layers; ++i) {
-      block_.forward(block_.bind_params(p, layer_prefix(i)), TensorView<const T, 2>(in, {M, H}), TensorView<T, 2>(out, {M, H}),
-                     {}, state.rope, state.block, state.block_ws, &kv, i);
+      block_.forward(p.layers[i], TensorView<const T, 2>(in, {M, H}), TensorView<T, 2>(out, {M, H}), {}, state.rope,
+                     state.block, state.block_ws, &kv, i);
       in = out;
       out = out == state.hidden_a.data() ? state.hidden_b.data() : state.hidden_a.data();
     }
     kv.length = L + S;
     typename RMSNorm<T>::Cache norm{{}, {state.inv_rms.data(), {M}}};
-    RMSNorm<T>::forward({p.template view<1>("model.norm.weight")}, static_cast<T>(config_.rms_norm_eps),
-                        TensorView<const T, 2>(in, {M, H}), TensorView<T, 2>(state.z.data(), {M, H}), norm);
+    RMSNorm<T>::forward({p.final_norm}, static_cast<T>(config_.rms_norm_eps), TensorView<const T, 2>(in, {M, H}),
+                        TensorView<T, 2>(state.z.data(), {M, H}), norm);
     return TensorView<const T, 3>(state.z.data(), {B, S, H});
   }
 
@@ -249,20 +257,35 @@ class Transformer {
     block_.bind_workspace(c.workspace, c.block_ws);
   }
 
-  /// Lays the decoding scratch out for B×S new tokens (no allocation when M is unchanged).
+  /// The views of `arena`'s layers, rebuilt in `bound` only when the arena moved or was laid
+  /// out anew since the last call.
+  const BoundArena& bind(const Arena<T>& arena, BoundArena& bound) const {
+    if (bound.data == arena.data() && bound.layout.get() == &arena.layout() && bound.layers.size() == config_.num_layers)
+      return bound;
+    auto& a = const_cast<Arena<T>&>(arena);
+    bound.layers.clear();
+    for (std::size_t i = 0; i < config_.num_layers; ++i) bound.layers.push_back(block_.bind_params(a, layer_prefix(i)));
+    bound.final_norm = a.template view<1>("model.norm.weight");
+    bound.data = arena.data();
+    bound.layout = arena.shared_layout();
+    return bound;
+  }
+
+  /// Lays the decoding scratch out for B×S new tokens: grown when M = B·S exceeds every
+  /// earlier step's (a prefill, then one-row decoding steps, share one layout), views re-made
+  /// only when B or S changes. No allocation in steady state.
   void prepare_inference(InferenceState& st, std::size_t B, std::size_t S) const {
     const std::size_t M = B * S, H = config_.hidden_size;
-    if (st.rows != M || st.block.batch != B) {
+    if (M > st.rows) {
       auto layout = std::make_shared<Layout>();
-      block_.add_activations(*layout, "", B, S, /*with_probs=*/false);
+      block_.add_activations(*layout, "", 1, M, /*with_probs=*/false);  // every slot [M,·]
       st.scratch.reset(layout);
-      st.block = block_.bind_cache(st.scratch, "", B, S);
       st.rows = M;
       for (auto* v : {&st.hidden_a, &st.hidden_b, &st.z}) v->resize(M * H);
       st.inv_rms.resize(M);
+      st.block.batch = 0;  // re-bind below
     }
-    st.block.batch = B;
-    st.block.seq = S;
+    if (st.block.batch != B || st.block.seq != S) st.block = block_.bind_cache(st.scratch, "", B, S);
   }
 
   TransformerConfig config_;

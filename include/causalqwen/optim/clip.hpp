@@ -15,12 +15,15 @@ namespace causalqwen::optim {
 
 /// total += Σ x² over n elements, in double: fixed blocks of 4096 elements, each summed in eight
 /// interleaved lanes (vectorisable), the block sums added to `total` in order — the result does
-/// not depend on the number of threads.
+/// not depend on the number of threads. The block sums live in a per-thread buffer that only
+/// grows (no allocation in steady state).
 template <class T>
 void add_sum_of_squares(const T* x, std::size_t n, double& total) {
   constexpr std::size_t block = 4096;
   const std::size_t nb = (n + block - 1) / block;
-  std::vector<double> partial(nb, 0.0);
+  thread_local std::vector<double> partial_buffer;
+  if (partial_buffer.size() < nb) partial_buffer.resize(nb);
+  double* partial = partial_buffer.data();
   parallel_for(nb, n, [&](std::size_t b) {
     const std::size_t begin = b * block, end = std::min(n, begin + block);
     double lane[8] = {};
@@ -30,7 +33,7 @@ void add_sum_of_squares(const T* x, std::size_t n, double& total) {
     for (; i < end; ++i) lane[(i - begin) & 7] += static_cast<double>(x[i]) * static_cast<double>(x[i]);
     partial[b] = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
   });
-  for (double p : partial) total += p;
+  for (std::size_t b = 0; b < nb; ++b) total += partial[b];
 }
 
 /// √(Σ g²) over the slots that `rules` trains (double accumulation, thread-count independent).
