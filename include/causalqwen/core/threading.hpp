@@ -1,5 +1,5 @@
-/// Threading helpers over OpenMP. Elementwise work runs in `parallel_for`; GEMMs must be
-/// called outside any `omp parallel` region (Eigen threads its GEMM itself only there).
+/// Threading helpers over OpenMP. Elementwise work runs in `parallel_for`; GEMMs are best
+/// called outside any `omp parallel` region (linalg::matmul threads them itself only there).
 /// A program sets its thread count once with `set_threads`, and may call
 /// `restart_with_passive_omp_wait` first thing in main.
 #pragma once
@@ -50,20 +50,16 @@ void parallel_chunks(std::size_t n, F&& f) {
   }
 }
 
-/// Sets the library's threads to `threads` (≥ 1; 0 counts as 1): OpenMP (parallel_for,
-/// oneDNN's and Eigen's GEMMs) through omp_set_num_threads, and OpenBLAS (the GEMMs Eigen
-/// forwards to it) through openblas_set_num_threads when the program links OpenBLAS. With
-/// oneDNN running the large products, OpenBLAS keeps one thread: its pthread workers would
-/// otherwise spin in sched_yield beside the OpenMP pool after every call. Results are
-/// bit-reproducible for a given thread count.
+/// Sets the library's threads to `threads` (≥ 1; 0 counts as 1) through omp_set_num_threads:
+/// parallel_for, the GEMMs (linalg::matmul splits them over the OpenMP threads itself), oneDNN
+/// and Eigen. OpenBLAS is told to keep one thread (openblas_set_num_threads, when the program
+/// links it): every BLAS call is one block of a product already split, and a pthread build's
+/// workers would otherwise spin beside the OpenMP pool. With the BLAS back end, results do not
+/// depend on `threads`.
 inline void set_threads(std::size_t threads) {
   const int n = static_cast<int>(std::max<std::size_t>(threads, 1));
   omp_set_num_threads(n);
-#ifdef CAUSALQWEN_ONEDNN
   if (openblas_set_num_threads != nullptr) openblas_set_num_threads(1);
-#else
-  if (openblas_set_num_threads != nullptr) openblas_set_num_threads(n);
-#endif
 }
 
 /// Idle OpenMP threads spin by default and take the cores OpenBLAS needs for the next GEMM

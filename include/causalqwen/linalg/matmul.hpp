@@ -4,9 +4,14 @@
 ///   run time by CPUID (AVX-512, AVX512-BF16, AMX), threaded by the same OpenMP pool as the
 ///   rest of the library, so no second thread pool spins beside ours. Each shape's primitive is
 ///   made once and cached per thread; a call in steady state makes no large allocation.
-/// - the linked BLAS (sgemm_/dgemm_, when EIGEN_USE_BLAS): it keeps its buffers between calls.
+/// - the linked BLAS (sgemm_/dgemm_, when EIGEN_USE_BLAS), threaded by this file: the product
+///   is cut into blocks of C whose width depends on the shape alone, and the blocks run on the
+///   OpenMP threads, one single-threaded BLAS call each. Every element is then the same sum in
+///   the same order whatever the number of threads (OpenBLAS's own threaded driver rounds
+///   differently for another split and allocates a job table on every call).
 /// - Eigen's product otherwise.
-/// Call outside your own `omp parallel` regions: the back ends thread the product themselves.
+/// Call outside your own `omp parallel` regions: the back ends thread the product themselves
+/// (inside one, the product runs on the calling thread).
 #pragma once
 #include "causalqwen/core/eigen_map.hpp"
 #include "causalqwen/core/error.hpp"
@@ -121,6 +126,48 @@ void gemm(Op op_a, Op op_b, std::size_t m, std::size_t n, std::size_t k, const T
   else
     dgemm_(&tb, &ta, &rows, &cols, &depth, &one, b, &lb, a, &la, &beta, c, &lc);
 }
+
+/// Products with fewer multiply-adds than this run on the calling thread (the BLAS also keeps
+/// them on one thread).
+inline constexpr double parallel_multiply_adds = 64.0 * 64.0 * 64.0;
+
+/// The width of the blocks an extent of C is cut into: the extent split into the smallest
+/// power-of-two count (≥ 2) of blocks of at most 1024, rounded up to 16. A function of the
+/// shape alone, and the counts balance on 2, 4, 8 threads.
+inline std::size_t block_width(std::size_t extent) {
+  std::size_t blocks = 2;
+  while ((extent + blocks - 1) / blocks > 1024) blocks *= 2;
+  const std::size_t width = (extent + blocks - 1) / blocks;
+  return std::max<std::size_t>(16, (width + 15) / 16 * 16);
+}
+
+/// C = op(A)·op(B) (+ C) in blocks of C's columns (or of its rows, when C has more rows than
+/// columns), each a single-threaded BLAS call; the blocks run in parallel when the product is
+/// large enough. Inside a parallel region (team of ≥ 2) the BLAS stays on one thread; a
+/// product of one block also runs in a region, so that the BLAS never threads it itself.
+template <class T>
+void gemm_blocks(Op op_a, Op op_b, std::size_t m, std::size_t n, std::size_t k, const T* a, std::size_t lda,
+                 const T* b, std::size_t ldb, T* c, std::size_t ldc, bool accumulate) {
+  const bool by_columns = n >= m;
+  const std::size_t extent = by_columns ? n : m, width = block_width(extent);
+  const auto blocks = static_cast<std::int64_t>((extent + width - 1) / width);
+  const auto run = [&](std::int64_t i) {
+    const std::size_t first = static_cast<std::size_t>(i) * width, count = std::min(width, extent - first);
+    if (by_columns)  // columns [first, first + count) of C come from the same columns of op(B)
+      gemm<T>(op_a, op_b, m, count, k, a, lda, op_b == Op::plain ? b + first : b + first * ldb, ldb, c + first, ldc,
+              accumulate);
+    else  // rows of C from the same rows of op(A)
+      gemm<T>(op_a, op_b, count, n, k, op_a == Op::plain ? a + first * lda : a + first, lda, b, ldb, c + first * ldc,
+              ldc, accumulate);
+  };
+  const double multiply_adds = double(m) * double(n) * double(k);
+  if (multiply_adds < parallel_multiply_adds || omp_in_parallel() || omp_get_max_threads() == 1) {
+    for (std::int64_t i = 0; i < blocks; ++i) run(i);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < blocks; ++i) run(i);
+}
 }  // namespace detail_blas
 #endif
 
@@ -142,7 +189,7 @@ void matmul(Op op_a, Op op_b, std::size_t m, std::size_t n, std::size_t k, const
     return detail_onednn::matmul(op_a, op_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
 #endif
 #ifdef EIGEN_USE_BLAS
-  return detail_blas::gemm<T>(op_a, op_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+  return detail_blas::gemm_blocks<T>(op_a, op_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
 #else
   using Stride = Eigen::OuterStride<>;
   using P = std::ptrdiff_t;

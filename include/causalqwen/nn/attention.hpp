@@ -11,13 +11,14 @@
 /// [S·G, D] matrix (row i·G + g' = token i, head g'), meet the group's K and V in a few large
 /// GEMMs per (batch, KV head), computed block-triangularly (query rows of 64 tokens against the
 /// keys j < block end), so GEMMs run outside any `omp parallel` region and are threaded by
-/// Eigen / OpenBLAS; the softmax rows run in parallel with OpenMP. dK and dV of a group come
+/// linalg::matmul; the softmax rows run in parallel with OpenMP. dK and dV of a group come
 /// out of one product each (dK = dSᵀ·Q sums over the group's heads), so there are no races.
 #pragma once
 #include "causalqwen/core/eigen_map.hpp"
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/core/threading.hpp"
+#include "causalqwen/linalg/matmul.hpp"
 #include "causalqwen/nn/kv_cache.hpp"
 
 #include <algorithm>
@@ -30,6 +31,7 @@ namespace causalqwen::nn {
 
 template <class T>
 struct CausalSelfAttention {
+  using Op = linalg::Op;
   std::size_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
   static constexpr std::ptrdiff_t block = 64;  // query tokens per triangular block
 
@@ -70,15 +72,12 @@ struct CausalSelfAttention {
     if (!mask.empty()) require_shape(mask, {batch, seq}, "CausalSelfAttention::forward", "attention_mask");
     c.qkv = qkv;
     c.mask = mask;
-    const auto S = static_cast<std::ptrdiff_t>(seq), D = static_cast<std::ptrdiff_t>(head_dim);
-    const auto stride = static_cast<std::ptrdiff_t>(qkv_width());
     for (std::size_t b = 0; b < batch; ++b)
       for (std::size_t g = 0; g < num_kv_heads; ++g) {
         const T* base = qkv.data + b * seq * qkv_width();
         T* P = c.probs.data + (b * num_kv_heads + g) * seq * group() * seq;
-        attend(base, g, seq, 0, strided_mat(base + q_width() + g * head_dim, S, D, stride),
-               strided_mat(base + q_width() + kv_width() + g * head_dim, S, D, stride),
-               mask.empty() ? nullptr : mask.data + b * seq, P, out.data + b * seq * q_width(), w);
+        attend(base, g, seq, 0, base + q_width() + g * head_dim, base + q_width() + kv_width() + g * head_dim,
+               qkv_width(), mask.empty() ? nullptr : mask.data + b * seq, P, out.data + b * seq * q_width(), w);
       }
   }
 
@@ -100,13 +99,11 @@ struct CausalSelfAttention {
           std::copy_n(row + v0 + g * D, D, V + (L + s) * D);
         }
       }
-    w.dp.resize(seq * group() * total);
-    const auto n = static_cast<std::ptrdiff_t>(total), d = static_cast<std::ptrdiff_t>(D);
+    if (w.dp.size() < seq * group() * total) w.dp.resize(seq * group() * total);
     for (std::size_t b = 0; b < batch; ++b)
       for (std::size_t g = 0; g < num_kv_heads; ++g)
-        attend(qkv + b * seq * qkv_width(), g, seq, L, mat(static_cast<const T*>(kv.key_block(layer, b, g)), n, d),
-               mat(static_cast<const T*>(kv.value_block(layer, b, g)), n, d), kv.mask.data() + b * kv.capacity,
-               w.dp.data(), out + b * seq * q_width(), w);
+        attend(qkv + b * seq * qkv_width(), g, seq, L, kv.key_block(layer, b, g), kv.value_block(layer, b, g), D,
+               kv.mask.data() + b * kv.capacity, w.dp.data(), out + b * seq * q_width(), w);
   }
 
   /// From dout [B,S,nh·D]: dqkv [B,S,(nh+2nkv)·D] += (dq | dk | dv) w.r.t. the rotated q, k, v.
@@ -128,19 +125,21 @@ struct CausalSelfAttention {
         T* dbase = dqkv.data + b * seq * qkv_width();
         mat(w.q.data(), S, G * D) = strided_mat(base + g * group() * head_dim, S, G * D, stride);
         mat(w.o.data(), S, G * D) = strided_mat(dout.data + b * seq * q_width() + g * group() * head_dim, S, G * D, ostride);
-        auto Qg = mat(static_cast<const T*>(w.q.data()), S * G, D);
-        auto dOg = mat(static_cast<const T*>(w.o.data()), S * G, D);
-        auto dQg = mat(w.dq.data(), S * G, D);
-        auto K = strided_mat(base + q_width() + g * head_dim, S, D, stride);
-        auto V = strided_mat(base + q_width() + kv_width() + g * head_dim, S, D, stride);
-        auto dK = strided_mat(dbase + q_width() + g * head_dim, S, D, stride);
-        auto dV = strided_mat(dbase + q_width() + kv_width() + g * head_dim, S, D, stride);
+        // row-major operands: Qg, dOg, dQg [S·G, D] (ld D); K, V, dK, dV [S, D] (ld = qkv width);
+        // P, dP [S·G, S] (ld S)
+        const T *Qg = w.q.data(), *dOg = w.o.data();
+        T* dQg = w.dq.data();
+        const T* K = base + q_width() + g * head_dim;
+        const T* V = K + kv_width();
+        T* dK = dbase + q_width() + g * head_dim;
+        T* dV = dK + kv_width();
         const T* P = c.probs.data + (b * num_kv_heads + g) * seq * group() * seq;
-        auto Pm = mat(P, S * G, S);
-        auto dPm = mat(w.dp.data(), S * G, S);
+        T* dP = w.dp.data();
+        const std::size_t ld = qkv_width(), Gs = group(), Ds = head_dim;
         for (std::ptrdiff_t i0 = 0; i0 < S; i0 += block) {
           const std::ptrdiff_t rows = std::min(block, S - i0), cols = i0 + rows;
-          dPm.block(G * i0, 0, G * rows, cols).noalias() = dOg.middleRows(G * i0, G * rows) * V.topRows(cols).transpose();
+          const std::size_t r0 = Gs * std::size_t(i0), nr = Gs * std::size_t(rows), nc = std::size_t(cols);
+          linalg::matmul<T>(Op::plain, Op::transposed, nr, nc, Ds, dOg + r0 * Ds, Ds, V, ld, dP + r0 * seq, seq, false);
         }
         // dS in place of dP, row by row (row r = token r / G): entries j ≤ i, zero beyond
         const std::size_t rows_total = seq * group();
@@ -154,12 +153,12 @@ struct CausalSelfAttention {
           for (std::size_t j = 0; j <= i; ++j) d[j] = p[j] * (d[j] - dot) * scale;
           for (std::size_t j = i + 1; j < end; ++j) d[j] = T(0);
         });
-        for (std::ptrdiff_t i0 = 0; i0 < S; i0 += block) {
+        for (std::ptrdiff_t i0 = 0; i0 < S; i0 += block) {  // dS in dP's place
           const std::ptrdiff_t rows = std::min(block, S - i0), cols = i0 + rows;
-          auto dS = dPm.block(G * i0, 0, G * rows, cols);
-          dQg.middleRows(G * i0, G * rows).noalias() = dS * K.topRows(cols);
-          dK.topRows(cols).noalias() += dS.transpose() * Qg.middleRows(G * i0, G * rows);
-          dV.topRows(cols).noalias() += Pm.block(G * i0, 0, G * rows, cols).transpose() * dOg.middleRows(G * i0, G * rows);
+          const std::size_t r0 = Gs * std::size_t(i0), nr = Gs * std::size_t(rows), nc = std::size_t(cols);
+          linalg::matmul<T>(Op::plain, Op::plain, nr, Ds, nc, dP + r0 * seq, seq, K, ld, dQg + r0 * Ds, Ds, false);
+          linalg::matmul<T>(Op::transposed, Op::plain, nc, Ds, nr, dP + r0 * seq, seq, Qg + r0 * Ds, Ds, dK, ld, true);
+          linalg::matmul<T>(Op::transposed, Op::plain, nc, Ds, nr, P + r0 * seq, seq, dOg + r0 * Ds, Ds, dV, ld, true);
         }
         strided_mat(dbase + g * group() * head_dim, S, G * D, stride) += mat(static_cast<const T*>(w.dq.data()), S, G * D);
       }
@@ -168,30 +167,32 @@ struct CausalSelfAttention {
  private:
   /// One KV group g of one row: its G query heads, gathered from `base` (the row's q|k|v
   /// [S, (nh+2nkv)·D]) as a [S·G, D] matrix (row i·G + g' = token i, head g'), meet the keys
-  /// K [L+S, D] and values V [L+S, D] in block-triangular GEMMs (64 query tokens per block, each
-  /// against the keys j < L + block end):
+  /// K [L+S, D] and values V [L+S, D] (row-major, leading dimension `kv_ld`) in block-triangular
+  /// GEMMs (64 query tokens per block, each against the keys j < L + block end):
   ///   P [S·G, L+S] = softmax over the visible keys of (Q·Kᵀ/√D);  O = P·V → out (row stride nh·D)
-  template <class KMat, class VMat>
-  void attend(const T* base, std::size_t g, std::size_t seq, std::size_t L, const KMat& K, const VMat& V,
+  void attend(const T* base, std::size_t g, std::size_t seq, std::size_t L, const T* K, const T* V, std::size_t kv_ld,
               const std::int64_t* keep, T* P, T* out, Workspace& w) const {
     const auto S = static_cast<std::ptrdiff_t>(seq), D = static_cast<std::ptrdiff_t>(head_dim),
-               G = static_cast<std::ptrdiff_t>(group()), Lp = static_cast<std::ptrdiff_t>(L);
+               G = static_cast<std::ptrdiff_t>(group());
     const auto stride = static_cast<std::ptrdiff_t>(qkv_width()), ostride = static_cast<std::ptrdiff_t>(q_width());
     const T scale = T(1) / std::sqrt(T(head_dim));
+    const std::size_t total = L + seq, Gs = group(), Ds = head_dim;
     w.q.resize(seq * group() * head_dim);
     w.o.resize(seq * group() * head_dim);
     mat(w.q.data(), S, G * D) = strided_mat(base + g * group() * head_dim, S, G * D, stride);
-    auto Qg = mat(static_cast<const T*>(w.q.data()), S * G, D);
-    auto Pm = mat(P, S * G, Lp + S);
-    auto Og = mat(w.o.data(), S * G, D);
-    for (std::ptrdiff_t i0 = 0; i0 < S; i0 += block) {
-      const std::ptrdiff_t rows = std::min(block, S - i0), cols = Lp + i0 + rows;
-      Pm.block(G * i0, 0, G * rows, cols).noalias() = (Qg.middleRows(G * i0, G * rows) * K.topRows(cols).transpose()) * scale;
+    for (std::ptrdiff_t i0 = 0; i0 < S; i0 += block) {  // scores, then ·1/√D in place
+      const std::size_t r0 = Gs * std::size_t(i0), nr = Gs * std::size_t(std::min(block, S - i0)),
+                        nc = L + std::size_t(i0) + nr / Gs;
+      linalg::matmul<T>(Op::plain, Op::transposed, nr, nc, Ds, w.q.data() + r0 * Ds, Ds, K, kv_ld, P + r0 * total, total,
+                        false);
+      for (std::size_t r = r0; r < r0 + nr; ++r)
+        for (T *x = P + r * total, *end = x + nc; x != end; ++x) *x *= scale;
     }
     softmax_rows(P, seq, L, keep);
     for (std::ptrdiff_t i0 = 0; i0 < S; i0 += block) {
-      const std::ptrdiff_t rows = std::min(block, S - i0), cols = Lp + i0 + rows;
-      Og.middleRows(G * i0, G * rows).noalias() = Pm.block(G * i0, 0, G * rows, cols) * V.topRows(cols);
+      const std::size_t r0 = Gs * std::size_t(i0), nr = Gs * std::size_t(std::min(block, S - i0)),
+                        nc = L + std::size_t(i0) + nr / Gs;
+      linalg::matmul<T>(Op::plain, Op::plain, nr, Ds, nc, P + r0 * total, total, V, kv_ld, w.o.data() + r0 * Ds, Ds, false);
     }
     strided_mat(out + g * group() * head_dim, S, G * D, ostride) = mat(static_cast<const T*>(w.o.data()), S, G * D);
   }
