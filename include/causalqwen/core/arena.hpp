@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
@@ -79,9 +80,10 @@ class Layout {
 /// How an arena's memory is obtained.
 ///   filled      aligned_alloc, every element written with 0 (resident at once)
 ///   on_demand   anonymous mmap: a page becomes resident only when first written, and zero()
-///               returns the pages to the kernel (madvise DONTNEED), so an arena of which only
-///               a few slots are ever written costs only those slots' memory (the gradient
-///               arena of optim::StreamingAdamW, whose large weight gradients never land in it)
+///               writes 0 over the resident pages only (mincore), keeping them: an arena of
+///               which only a few slots are ever written costs only those slots' memory (the
+///               gradient arena of optim::StreamingAdamW, whose large weight gradients never
+///               land in it), and zeroing it costs no page fault at the next write
 enum class ArenaMemory { filled, on_demand };
 
 /// One zero-initialised, 64-byte-aligned allocation laid out by a Layout.
@@ -118,18 +120,20 @@ class Arena {
 
   ArenaMemory memory() const { return memory_; }
 
-  /// True when no page overlapping elements [offset, offset + count) has been written since
-  /// the last zero() of an on_demand arena, so they are all 0 without being read (mincore);
-  /// always false for a filled arena.
+  /// True when no page overlapping elements [offset, offset + count) of an on_demand arena has
+  /// been written since it was mapped, so they are all 0 without being read (mincore); always
+  /// false for a filled arena.
   bool untouched(std::size_t offset, std::size_t count) const {
     if (memory_ != ArenaMemory::on_demand || count == 0) return memory_ == ArenaMemory::on_demand;
     const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
     const auto base = reinterpret_cast<std::uintptr_t>(data());
     const std::uintptr_t first = (base + offset * sizeof(T)) / page * page;
     const std::uintptr_t last = base + (offset + count) * sizeof(T);
-    std::vector<unsigned char> resident((last - first + page - 1) / page);
+    thread_local std::vector<unsigned char> resident;  // grows only
+    const std::size_t pages = (last - first + page - 1) / page;
+    if (resident.size() < pages) resident.resize(pages);
     if (mincore(reinterpret_cast<void*>(first), last - first, resident.data()) != 0) return false;
-    return std::none_of(resident.begin(), resident.end(), [](unsigned char r) { return r & 1; });
+    return std::none_of(resident.begin(), resident.begin() + pages, [](unsigned char r) { return r & 1; });
   }
 
   const Layout& layout() const { return *layout_; }
@@ -142,8 +146,7 @@ class Arena {
   std::span<const T> span() const { return {data(), size()}; }
   void zero() {
     if (memory_ == ArenaMemory::on_demand && buffer_) {
-      detail::require(madvise(buffer_.get(), buffer_.get_deleter().bytes, MADV_DONTNEED) == 0, "Arena::zero",
-                      "madvise(DONTNEED) failed on a {}-byte arena", buffer_.get_deleter().bytes);
+      zero_resident_pages();
       return;
     }
     std::fill(data(), data() + size(), T(0));
@@ -184,6 +187,24 @@ class Arena {
   };
   ArenaMemory memory_ = ArenaMemory::filled;
   std::shared_ptr<const Layout> layout_;
+  /// 0 over every resident page of an on_demand buffer that holds something else (a page only
+  /// read is the kernel's shared zero page: writing it would give it memory of its own).
+  void zero_resident_pages() {
+    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE)), bytes = buffer_.get_deleter().bytes;
+    const std::size_t pages = bytes / page;
+    thread_local std::vector<unsigned char> resident;  // grows only
+    if (resident.size() < pages) resident.resize(pages);
+    auto* base = reinterpret_cast<unsigned char*>(buffer_.get());
+    detail::require(mincore(base, bytes, resident.data()) == 0, "Arena::zero", "mincore failed on a {}-byte arena", bytes);
+    for (std::size_t p = 0; p < pages; ++p) {
+      if (!(resident[p] & 1)) continue;
+      unsigned char* start = base + p * page;
+      unsigned char any = 0;
+      for (std::size_t b = 0; b < page; ++b) any |= start[b];
+      if (any != 0) std::memset(start, 0, page);
+    }
+  }
+
   std::unique_ptr<T, Free> buffer_;
   std::size_t capacity_ = 0;
   std::uint64_t version_ = 0;

@@ -29,6 +29,7 @@
 #include "causalqwen/core/param_rules.hpp"
 #include "causalqwen/core/random.hpp"
 #include "causalqwen/core/threading.hpp"
+#include "causalqwen/linalg/matmul.hpp"
 #include "causalqwen/linalg/weight_grad_sink.hpp"
 #include "causalqwen/optim/adamw.hpp"
 #include "causalqwen/optim/clip.hpp"
@@ -116,7 +117,7 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
   }
 
   /// One AdamW update of `params` from the captured gradient times `grad_scale` (the clipping
-  /// factor), then forgets the factors and releases the gradient arena's pages.
+  /// factor), then forgets the factors and zeroes the gradient arena (keeping its pages).
   void step(Arena<T>& params, double lr, double grad_scale = 1.0) {
     detail::require(params.size() == grads_.size(), "StreamingAdamW::step",
                     "the parameter arena ({} elements) does not have the optimiser's layout ({})", params.size(),
@@ -125,7 +126,7 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
     ++t_;
     auto k = AdamWCoefficients<T>::at(cfg_, t_, lr, grad_scale);
     const auto& slots = grads_.layout().slots();
-    std::vector<T> tile, tile_abs;
+    auto &tile = tile_, &tile_abs = tile_abs_;
     for (std::size_t s = 0; s < slots.size(); ++s) {
       const auto& slot = slots[s];
       if (!rules_.trained(slot.name)) continue;
@@ -148,10 +149,12 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
     clear();
   }
 
-  /// Forgets the captured factors and zeroes the gradient arena (without a step).
+  /// Forgets the captured factors and zeroes the gradient arena (without a step). The factors'
+  /// buffers and the arena's pages are kept for the next step.
   void clear() {
     for (auto& p : products_) p.clear();
     factors_.clear();
+    pool_used_ = 0;
     grads_.zero();
   }
 
@@ -194,7 +197,8 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
     const std::size_t begin = static_cast<std::size_t>(dw.data - base), K = dw.shape[1], N = dw.shape[0];
     const auto& slots = grads_.layout().slots();
     // the slots covered by dw's rows must each be whole rows of length K
-    std::vector<std::pair<std::size_t, std::size_t>> pieces;  // (slot, first row of dw in it)
+    auto& pieces = pieces_;  // (slot, first row of dw in it)
+    pieces.clear();
     for (std::size_t r = 0; r < N;) {
       const std::size_t off = begin + r * K;
       const auto it = std::upper_bound(slots.begin(), slots.end(), off,
@@ -219,16 +223,20 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
     return true;
   }
 
-  /// A kept copy of n values at `data`; X factors equal to a recently kept one are shared.
+  /// A kept copy of n values at `data`; X factors equal to a recently kept one are shared. The
+  /// copies go to buffers kept from step to step (a step's factors come in the same order and
+  /// sizes every step, so none is allocated in steady state).
   Factor keep_factor(const T* data, std::size_t n, bool share) {
     if (share)
       for (std::size_t back = 0; back < std::min<std::size_t>(6, factors_.size()); ++back) {
         const auto& f = factors_[factors_.size() - 1 - back];
         if (f->size() == n && std::memcmp(f->data(), data, n * sizeof(T)) == 0) return f;
       }
-    auto f = std::make_shared<const std::vector<T>>(data, data + n);
-    factors_.push_back(f);
-    return f;
+    if (pool_used_ == pool_.size()) pool_.push_back(std::make_shared<std::vector<T>>());
+    auto& buffer = pool_[pool_used_++];
+    buffer->assign(data, data + n);
+    factors_.push_back(buffer);
+    return factors_.back();
   }
 
   /// Rows [r0, r0 + nr) of slot s's gradient: tile = D + Σ plain products, tile_abs = Σ |W|
@@ -247,9 +255,9 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
       if (p.abs && !any_abs) tile_abs.assign(nr * K, T(0)), any_abs = true;
       auto out = mat((p.abs ? tile_abs.data() : tile.data()) + (a - r0) * K, static_cast<std::ptrdiff_t>(b - a),
                      static_cast<std::ptrdiff_t>(K));
-      const ConstStridedMatMap<T> dy(p.dy->data() + p.col0 + (a - p.row0), static_cast<std::ptrdiff_t>(p.m),
-                                     static_cast<std::ptrdiff_t>(b - a), Eigen::OuterStride<>(static_cast<std::ptrdiff_t>(p.dy_ld)));
-      out.noalias() += dy.transpose() * mat(p.x->data(), static_cast<std::ptrdiff_t>(p.m), static_cast<std::ptrdiff_t>(K));
+      // out [b−a, K] += dy[:, rows a…b of dW]ᵀ [b−a, m] · x [m, K]
+      linalg::matmul<T>(linalg::Op::transposed, linalg::Op::plain, b - a, K, p.m, p.dy->data() + p.col0 + (a - p.row0),
+                        p.dy_ld, p.x->data(), K, out.data(), K, true);
     }
     return any_abs;
   }
@@ -263,7 +271,7 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
     if (!has_direct && gram_possible(products)) return gram_norm2(products);
     const std::size_t K = row_length(slot), rows = slot.size / K;
     const std::size_t tile_rows = std::max<std::size_t>(1, tile_elements / K);
-    std::vector<T> tile, tile_abs;
+    auto &tile = tile_, &tile_abs = tile_abs_;
     double total = 0;
     for (std::size_t r0 = 0; r0 < rows; r0 += tile_rows) {
       const std::size_t nr = std::min(tile_rows, rows - r0);
@@ -287,32 +295,41 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
     return true;
   }
 
-  /// Σ over row blocks of ‖Σ_r dY_rᵀX_r‖² = Σ_ij (Σ_r dY_r·dY_sᵀ)(X_r·X_sᵀ), in double.
-  static double gram_norm2(const std::vector<Product>& products) {
+  /// Σ over row blocks of ‖Σ_r dY_rᵀX_r‖² = Σ_ij (Σ_r dY_r·dY_sᵀ)(X_r·X_sᵀ), in double (the
+  /// stacked factors and their Gram matrices in scratch kept between steps).
+  double gram_norm2(const std::vector<Product>& products) const {
     double total = 0;
-    std::vector<bool> done(products.size(), false);
+    auto& done = gram_done_;
+    done.assign(products.size(), 0);
     for (std::size_t i = 0; i < products.size(); ++i) {
       if (done[i]) continue;
-      std::vector<const Product*> block;
+      auto& block = gram_block_;
+      block.clear();
       for (std::size_t j = i; j < products.size(); ++j)
         if (!done[j] && products[j].row0 == products[i].row0 && products[j].rows == products[i].rows)
-          block.push_back(&products[j]), done[j] = true;
+          block.push_back(&products[j]), done[j] = 1;
       std::size_t M = 0;
       for (auto* p : block) M += p->m;
-      const auto n = static_cast<std::ptrdiff_t>(block.front()->rows);
-      const auto K = static_cast<std::ptrdiff_t>(block.front()->x->size() / block.front()->m);
-      RowMatrix<double> dy(static_cast<std::ptrdiff_t>(M), n), x(static_cast<std::ptrdiff_t>(M), K);
-      std::ptrdiff_t row = 0;
+      const std::size_t n = block.front()->rows, K = block.front()->x->size() / block.front()->m;
+      // dy [M,n], x [M,K] stacked in double; g_dy = dy·dyᵀ, g_x = x·xᵀ [M,M]
+      const std::size_t need = M * n + M * K + 2 * M * M;
+      if (gram_scratch_.size() < need) gram_scratch_.resize(need);
+      double *dy = gram_scratch_.data(), *x = dy + M * n, *g_dy = x + M * K, *g_x = g_dy + M * M;
+      std::size_t row = 0;
       for (auto* p : block) {
-        const auto m = static_cast<std::ptrdiff_t>(p->m);
-        dy.middleRows(row, m) = ConstStridedMatMap<T>(p->dy->data() + p->col0, m, n,
-                                                      Eigen::OuterStride<>(static_cast<std::ptrdiff_t>(p->dy_ld)))
-                                    .template cast<double>();
-        x.middleRows(row, m) = mat(p->x->data(), m, K).template cast<double>();
-        row += m;
+        for (std::size_t r = 0; r < p->m; ++r) {
+          const T* dy_row = p->dy->data() + r * p->dy_ld + p->col0;
+          const T* x_row = p->x->data() + r * K;
+          std::copy(dy_row, dy_row + n, dy + (row + r) * n);
+          std::copy(x_row, x_row + K, x + (row + r) * K);
+        }
+        row += p->m;
       }
-      const RowMatrix<double> g_dy = dy * dy.transpose(), g_x = x * x.transpose();
-      total += std::max(0.0, (g_dy.array() * g_x.array()).sum());
+      linalg::matmul<double>(linalg::Op::plain, linalg::Op::transposed, M, M, n, dy, n, dy, n, g_dy, M, false);
+      linalg::matmul<double>(linalg::Op::plain, linalg::Op::transposed, M, M, K, x, K, x, K, g_x, M, false);
+      double sum = 0;
+      for (std::size_t e = 0; e < M * M; ++e) sum += g_dy[e] * g_x[e];
+      total += std::max(0.0, sum);
     }
     return total;
   }
@@ -394,6 +411,14 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
   Arena<std::uint16_t> m16_, v16_;
   std::vector<std::vector<Product>> products_;  // per slot
   std::vector<Factor> factors_;
+  // scratch kept between steps, so that a step in steady state allocates nothing
+  std::vector<std::shared_ptr<std::vector<T>>> pool_;  // the factors' buffers; the first pool_used_ hold this step's
+  std::size_t pool_used_ = 0;
+  std::vector<std::pair<std::size_t, std::size_t>> pieces_;
+  mutable std::vector<T> tile_, tile_abs_;
+  mutable std::vector<double> gram_scratch_;
+  mutable std::vector<const Product*> gram_block_;
+  mutable std::vector<unsigned char> gram_done_;
   std::uint64_t t_ = 0;
 };
 
