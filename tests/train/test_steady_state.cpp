@@ -1,15 +1,14 @@
 // A step in steady state — a training step (forward, backward, clip, AdamW) and a prefill and a
-// decode step with the KV cache — touches no new page: every buffer it uses was mapped by the
-// steps before it (getrusage's minor page faults over five steps must be 0). This program also
-// replaces malloc & co. (glibc lets an executable interpose them) and prints how many
-// allocations the steps still make and how large the largest is: not yet zero (small buffers
-// of oneDNN's execution and of our own, served from glibc's free lists without a system call),
-// so that count is reported, not checked.
+// decode step with the KV cache — allocates nothing and touches no new page: every buffer it
+// uses was sized by the steps before it. This program replaces malloc & co. (glibc lets an
+// executable interpose them) to count the allocations made while the steps run (any size,
+// from any code, the BLAS's included) and reads getrusage's minor page faults; both must be 0.
 #include <causalqwen/model.hpp>
 #include <causalqwen/generate/next_token.hpp>
 #include <causalqwen/core/random.hpp>
 #include <causalqwen/optim/adamw.hpp>
 #include <causalqwen/optim/clip.hpp>
+#include <causalqwen/optim/streaming_adamw.hpp>
 #include <doctest/doctest.h>
 
 #include "../support/test_support.hpp"
@@ -119,42 +118,68 @@ void report(const char* what, int steps, const Usage& u) {
               static_cast<unsigned long long>(u.largest), static_cast<unsigned long long>(u.minor_faults));
 }
 
+/// A batch of B×S tokens with a <NUM> every 7th position and next-token labels and targets.
+struct StepBatch {
+  std::size_t B = 2, S = 48;
+  std::vector<std::int64_t> ids, labels;
+  std::vector<float> values, targets;
+  explicit StepBatch(std::uint64_t seed) : ids(B * S), labels(B * S, -100), values(B * S, 0.0f), targets(B * S, 0.0f) {
+    for (std::size_t i = 0; i < B * S; ++i) {
+      ids[i] = static_cast<std::int64_t>(cq::splitmix64(seed + i) % 63);
+      if (i % 7 == 3) ids[i] = 63, values[i] = static_cast<float>(i) * 0.25f;
+    }
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t t = 0; t + 1 < S; ++t)
+        labels[b * S + t] = ids[b * S + t + 1], targets[b * S + t] = values[b * S + t + 1];
+  }
+  cqm::Batch<float> view() const {
+    return {{ids.data(), {B, S}}, {values.data(), {B, S}}, {}, {labels.data(), {B, S}}, {targets.data(), {B, S}}, {}};
+  }
+};
+
+/// Three warm-up steps, then five measured ones, which must allocate nothing and fault no page.
+template <class Step>
+void check_steady(const char* what, Step&& step) {
+  for (int i = 0; i < 3; ++i) step();  // warm-up: arenas, caches, moments and scratch sized
+  const int steps = 5;
+  const Usage u = measure(steps, step);
+  report(what, steps, u);
+  CHECK(u.allocations == 0);
+  CHECK(u.minor_faults == 0);
+}
+
 }  // namespace
 
-TEST_CASE("steady state: a training step faults no page") {
+TEST_CASE("steady state: a training step allocates nothing and faults no page") {
   const auto seed = cqtest::test_seed(61, "steady-state training step");
   cqm::CausalQwen<float> model(config());
   model.init_random(seed);
   cqm::CausalQwen<float>::Cache cache;
-  auto grads = model.make_gradients();
-  cq::optim::AdamW<float> adam(model.params().shared_layout(), {}, cqm::parameter_rules(model.layout()));
+  const StepBatch data(seed);
+  const auto batch = data.view();
 
-  const std::size_t B = 2, S = 48;
-  std::vector<std::int64_t> ids(B * S), labels(B * S, -100);
-  std::vector<float> values(B * S, 0.0f), targets(B * S, 0.0f);
-  for (std::size_t i = 0; i < B * S; ++i) {
-    ids[i] = static_cast<std::int64_t>(cq::splitmix64(seed + i) % 63);
-    if (i % 7 == 3) ids[i] = 63, values[i] = static_cast<float>(i) * 0.25f;
+  SUBCASE("AdamW with a gradient arena") {
+    auto grads = model.make_gradients();
+    cq::optim::AdamW<float> adam(model.params().shared_layout(), {}, cqm::parameter_rules(model.layout()));
+    check_steady("training step (AdamW)", [&] {
+      grads.zero();
+      model.forward_backward(batch, cache, grads);
+      const double norm = cq::optim::global_grad_norm(grads, adam.rules());
+      adam.step(model.params(), grads, 1e-3, cq::optim::clip_factor(norm, 1.0));
+    });
   }
-  for (std::size_t b = 0; b < B; ++b)
-    for (std::size_t t = 0; t + 1 < S; ++t)
-      labels[b * S + t] = ids[b * S + t + 1], targets[b * S + t] = values[b * S + t + 1];
-  const cqm::Batch<float> batch{{ids.data(), {B, S}}, {values.data(), {B, S}}, {}, {labels.data(), {B, S}},
-                                {targets.data(), {B, S}}, {}};
-  auto step = [&] {
-    grads.zero();
-    model.forward_backward(batch, cache, grads);
-    const double norm = cq::optim::global_grad_norm(grads, adam.rules());
-    adam.step(model.params(), grads, 1e-3, cq::optim::clip_factor(norm, 1.0));
-  };
-  for (int i = 0; i < 3; ++i) step();  // warm-up: arenas, caches and moments sized
-  const int steps = 5;
-  const Usage u = measure(steps, step);
-  report("training step", steps, u);
-  CHECK(u.minor_faults == 0);
+  SUBCASE("StreamingAdamW (factors kept, bf16 moments)") {
+    cq::optim::StreamingAdamW<float> opt(model.params().shared_layout(), {}, cqm::parameter_rules(model.layout()),
+                                         cq::optim::MomentStorage::bf16);
+    check_steady("training step (StreamingAdamW)", [&] {
+      model.forward_backward(batch, cache, opt.target());
+      const double norm = opt.grad_norm(model.params());
+      opt.step(model.params(), 1e-3, cq::optim::clip_factor(norm, 1.0));
+    });
+  }
 }
 
-TEST_CASE("steady state: a prefill and decode steps fault no page") {
+TEST_CASE("steady state: a prefill and decode steps allocate nothing and fault no page") {
   const auto seed = cqtest::test_seed(62, "steady-state prefill and decode");
   const auto cfg = config();
   cqm::CausalQwen<float> model(cfg);
@@ -182,5 +207,6 @@ TEST_CASE("steady state: a prefill and decode steps fault no page") {
   const int runs = 3;
   const Usage u = measure(runs, generate);
   report("prefill + 6 decode steps", runs, u);
+  CHECK(u.allocations == 0);
   CHECK(u.minor_faults == 0);
 }
