@@ -2,9 +2,13 @@
 #include <causalqwen/core/arena.hpp>
 #include <causalqwen/linalg/abs_weight.hpp>
 #include <causalqwen/linalg/gemm.hpp>
+#include <causalqwen/linalg/matmul.hpp>
 #include <doctest/doctest.h>
 
+#include <omp.h>
+
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -144,4 +148,50 @@ TEST_CASE("arena: named slices, packed slots, zeroing, versions") {
                        cq::DomainError);
   arena.zero();
   CHECK(arena.view<2>("b")(1, 0) == 0.0f);
+}
+
+TEST_CASE_TEMPLATE("matmul gives the same bits on 1 and 2 threads and inside a parallel region", T, float, double) {
+  const std::uint64_t seed = 20261124;
+  MESSAGE("seed ", seed);
+  std::mt19937_64 rng(seed);
+  using cq::linalg::Op;
+  // shapes cut by columns and by rows, with ragged last blocks and a depth above one BLAS block
+  const std::size_t shapes[][3] = {{96, 176, 64}, {1000, 70, 33}, {37, 1500, 300}, {130, 130, 700}};
+  const int threads_before = omp_get_max_threads();
+  for (const auto& shape : shapes) {
+    const std::size_t M = shape[0], N = shape[1], K = shape[2];
+    const auto a = random_vector<T>(M * K, rng), b = random_vector<T>(K * N, rng);
+    for (const Op op_a : {Op::plain, Op::transposed})
+      for (const Op op_b : {Op::plain, Op::transposed}) {
+        const std::size_t lda = op_a == Op::plain ? K : M, ldb = op_b == Op::plain ? N : K;
+        auto run = [&](int threads, bool nested) {
+          std::vector<T> c(M * N, T(0.5));
+          omp_set_num_threads(threads);
+          if (nested) {
+#pragma omp parallel num_threads(2)
+            {
+#pragma omp single
+              cq::linalg::matmul<T>(op_a, op_b, M, N, K, a.data(), lda, b.data(), ldb, c.data(), N, true);
+            }
+          } else {
+            cq::linalg::matmul<T>(op_a, op_b, M, N, K, a.data(), lda, b.data(), ldb, c.data(), N, true);
+          }
+          return c;
+        };
+        const auto one = run(1, false), two = run(2, false), inside = run(2, true);
+        CAPTURE(M);
+        CAPTURE(N);
+        CAPTURE(K);
+        CAPTURE(int(op_a));
+        CAPTURE(int(op_b));
+        CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(T)) == 0);
+        CHECK(std::memcmp(one.data(), inside.data(), one.size() * sizeof(T)) == 0);
+        // and it is the product: one entry against a double loop
+        double expect = 0.5;
+        for (std::size_t k = 0; k < K; ++k)
+          expect += double(op_a == Op::plain ? a[k] : a[k * lda]) * double(op_b == Op::plain ? b[k * ldb] : b[k]);
+        CHECK(std::abs(double(one[0]) - expect) <= tol<T>(K));
+      }
+  }
+  omp_set_num_threads(threads_before);
 }

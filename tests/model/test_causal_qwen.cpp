@@ -4,8 +4,13 @@
 #include "../support/test_support.hpp"
 
 #include <causalqwen/autodiff/grad_check.hpp>
+#include <causalqwen/core/random.hpp>
 #include <causalqwen/model/causal_qwen.hpp>
+#include <causalqwen/model/presets.hpp>
 
+#include <omp.h>
+
+#include <cstring>
 #include <random>
 
 namespace cq = causalqwen;
@@ -129,4 +134,39 @@ TEST_CASE("initialisation: W_loc = I, scale_U = γ_init everywhere, b_noise and 
   for (std::size_t i = 0; i < z.size(); ++i) CHECK(h.abduction.loc_U[i] == z[i]);
   for (auto v : m.params().slot_span("causal.action.b_noise")) CHECK(v == doctest::Approx(0.1));
   for (auto v : m.params().slot_span("causal.ovr_threshold")) CHECK(v == 10.0);
+}
+
+TEST_CASE("the loss and every gradient are the same bits on 1 and 2 threads") {
+  const auto seed = cqtest::test_seed(64, "thread-count independence");
+  auto config = cq::model::preset_config("tiny", 63);  // H 64, F 176: products large enough to be split
+  config.ovr_threshold = {1.0};
+  cq::model::CausalQwen<float> model(config);
+  model.init_random(seed);
+  const std::size_t B = 2, S = 48;
+  std::vector<std::int64_t> ids(B * S), labels(B * S, -100);
+  std::vector<float> values(B * S, 0.0f), targets(B * S, 0.0f);
+  for (std::size_t i = 0; i < B * S; ++i) {
+    ids[i] = static_cast<std::int64_t>(cq::splitmix64(seed + i) % 63);
+    if (i % 7 == 3) ids[i] = 63, values[i] = static_cast<float>(i) * 0.25f;
+  }
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t t = 0; t + 1 < S; ++t) labels[b * S + t] = ids[b * S + t + 1], targets[b * S + t] = values[b * S + t + 1];
+  const cq::model::Batch<float> batch{{ids.data(), {B, S}}, {values.data(), {B, S}}, {}, {labels.data(), {B, S}},
+                                      {targets.data(), {B, S}}, {}};
+  const int threads_before = omp_get_max_threads();
+  auto run = [&](int threads) {
+    omp_set_num_threads(threads);
+    typename cq::model::CausalQwen<float>::Cache cache;
+    auto grads = model.make_gradients();
+    const auto metrics = model.forward_backward(batch, cache, grads);
+    return std::pair{std::vector<float>(grads.data(), grads.data() + grads.size()), metrics.L_total};
+  };
+  const auto [grads_one, loss_one] = run(1);
+  const auto [grads_two, loss_two] = run(2);
+  omp_set_num_threads(threads_before);
+  CHECK(std::memcmp(&loss_one, &loss_two, sizeof(double)) == 0);
+  REQUIRE(grads_one.size() == grads_two.size());
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < grads_one.size(); ++i) differ += std::memcmp(&grads_one[i], &grads_two[i], sizeof(float)) != 0;
+  CHECK(differ == 0);
 }
