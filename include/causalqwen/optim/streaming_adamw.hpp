@@ -154,6 +154,7 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
   void clear() {
     for (auto& p : products_) p.clear();
     factors_.clear();
+    factor_sources_.clear();
     pool_used_ = 0;
     grads_.zero();
   }
@@ -223,19 +224,23 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
     return true;
   }
 
-  /// A kept copy of n values at `data`; X factors equal to a recently kept one are shared. The
-  /// copies go to buffers kept from step to step (a step's factors come in the same order and
-  /// sizes every step, so none is allocated in steady state).
+  /// A kept copy of n values at `data`; an X factor read from the same place as a recently kept
+  /// one, still holding the same values, is shared (the gate and up projections read one input).
+  /// Sharing depends on where the values came from, not on what they are, so a step's factors
+  /// come in the same order and sizes every step, and their buffers, kept from step to step,
+  /// are not allocated again after the first step.
   Factor keep_factor(const T* data, std::size_t n, bool share) {
     if (share)
       for (std::size_t back = 0; back < std::min<std::size_t>(6, factors_.size()); ++back) {
-        const auto& f = factors_[factors_.size() - 1 - back];
-        if (f->size() == n && std::memcmp(f->data(), data, n * sizeof(T)) == 0) return f;
+        const std::size_t i = factors_.size() - 1 - back;
+        const auto& f = factors_[i];
+        if (factor_sources_[i] == data && f->size() == n && std::memcmp(f->data(), data, n * sizeof(T)) == 0) return f;
       }
     if (pool_used_ == pool_.size()) pool_.push_back(std::make_shared<std::vector<T>>());
     auto& buffer = pool_[pool_used_++];
     buffer->assign(data, data + n);
     factors_.push_back(buffer);
+    factor_sources_.push_back(data);
     return factors_.back();
   }
 
@@ -411,6 +416,7 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
   Arena<std::uint16_t> m16_, v16_;
   std::vector<std::vector<Product>> products_;  // per slot
   std::vector<Factor> factors_;
+  std::vector<const T*> factor_sources_;  // where each factor was copied from
   // scratch kept between steps, so that a step in steady state allocates nothing
   std::vector<std::shared_ptr<std::vector<T>>> pool_;  // the factors' buffers; the first pool_used_ hold this step's
   std::size_t pool_used_ = 0;
