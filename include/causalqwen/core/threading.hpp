@@ -62,15 +62,19 @@ inline void set_threads(std::size_t threads) {
   if (openblas_set_num_threads != nullptr) openblas_set_num_threads(1);
 }
 
-/// Idle OpenMP threads spin by default and take the cores OpenBLAS needs for the next GEMM
-/// (about 4x slower on 2 cores). libgomp reads OMP_WAIT_POLICY before main, so a program that
-/// wants PASSIVE without asking its user calls this first thing in main: when OMP_WAIT_POLICY
-/// is unset it sets PASSIVE and executes the program again (/proc/self/exe, Linux) with the
-/// same `argv`; the set variable stops a second restart. Returns when the variable was already
-/// set or when the restart failed (the program then goes on with the spinning policy).
+/// Idle OpenMP threads spin by default for about 3 ms after each parallel region (libgomp's
+/// 300,000 spins) and take the cores the next region needs (with a separate BLAS thread pool,
+/// about 4x slower on 2 cores); sleeping at once (PASSIVE) costs a futex wake-up per region
+/// instead. libgomp reads its settings before main, so a program that wants a better policy
+/// without asking its user calls this first thing in main: when OMP_WAIT_POLICY is unset it sets
+/// PASSIVE with a short spin before sleeping (GOMP_SPINCOUNT=10000, about 0.1 ms, unless
+/// GOMP_SPINCOUNT is set) and executes the program again (/proc/self/exe, Linux) with the same
+/// `argv`; the set variable stops a second restart. Returns when OMP_WAIT_POLICY was already set
+/// or when the restart failed (the program then goes on with libgomp's defaults).
 inline void restart_with_passive_omp_wait(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
   ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  if (std::getenv("GOMP_SPINCOUNT") == nullptr) ::setenv("GOMP_SPINCOUNT", "10000", 1);
   ::execv("/proc/self/exe", argv);  // returns only on failure
 }
 
