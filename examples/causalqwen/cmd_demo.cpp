@@ -241,7 +241,7 @@ void run_demo(const DemoOptions& o) {
 }
 
 const cqcli::Registration reg{"demo", [](CLI::App& app) {
-  auto* sub = app.add_subcommand("demo", "Train a small CausalQwen on synthetic text with numbers and show what it learned (about 3 minutes)");
+  auto* sub = app.add_subcommand("demo", "Train a small CausalQwen on synthetic text with numbers and show what it learned (about 2 minutes on 2 cores)");
   auto o = std::make_shared<DemoOptions>();
   sub->add_option("--out", o->out, "output directory (tokenizer, metrics, curves, model)")->capture_default_str();
   sub->add_option("--steps", o->steps, "training steps")->capture_default_str();
