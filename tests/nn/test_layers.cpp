@@ -117,8 +117,8 @@ TEST_CASE("SwiGLU: down(silu(gate(x)) ⊙ up(x)); gradients of x and the three w
   auto r = randn(M * H, rng);
   std::vector<double> y(M * H), dx(M * H), dwg(wg.size()), dwu(wu.size()), dwd(wd.size());
   std::vector<double> gbuf(M * F), ubuf(M * F), abuf(M * F), dg(M * F), du(M * F), da(M * F);
-  nn::SwiGLU<double>::Params p{view(wg, cq::Shape<2>{F, H}), view(wu, cq::Shape<2>{F, H}), view(wd, cq::Shape<2>{H, F})};
-  nn::SwiGLU<double>::Params g{view(dwg, cq::Shape<2>{F, H}), view(dwu, cq::Shape<2>{F, H}), view(dwd, cq::Shape<2>{H, F})};
+  nn::SwiGLU<double>::Params p{{view(wg, cq::Shape<2>{F, H})}, {view(wu, cq::Shape<2>{F, H})}, {view(wd, cq::Shape<2>{H, F})}};
+  nn::SwiGLU<double>::Params g{{view(dwg, cq::Shape<2>{F, H})}, {view(dwu, cq::Shape<2>{F, H})}, {view(dwd, cq::Shape<2>{H, F})}};
   nn::SwiGLU<double>::Cache c;
   c.g = view(gbuf, cq::Shape<2>{M, F}), c.u = view(ubuf, cq::Shape<2>{M, F}), c.a = view(abuf, cq::Shape<2>{M, F});
   nn::SwiGLU<double>::Workspace ws{view(dg, cq::Shape<2>{M, F}), view(du, cq::Shape<2>{M, F}), view(da, cq::Shape<2>{M, F})};

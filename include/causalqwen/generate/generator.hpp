@@ -240,7 +240,7 @@ class Generator {
       pick_[i] = stream.uniform(NoiseTag::token_pick, t, 0);
     }
     const Arena<T>& p = model_.params();
-    head_.step(HeadParams<const T>::bind(p), p.version(), {z_active_.data(), {R, H}}, s,
+    head_.step(model_.head_params(), p.version(), {z_active_.data(), {R, H}}, s,
                {noisy ? TensorView<const T, 2>(action_.data(), {R, C}) : TensorView<const T, 2>{},
                 TensorView<const double, 1>(pick_.data(), {R})},
                std::span<StepDecision>(out.data(), R));

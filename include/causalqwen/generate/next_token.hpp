@@ -144,7 +144,7 @@ class NextTokenHead {
                          model::ClassScores<T>(loc_S, TensorView<T, 2>(scale_S_.data(), {R, K})));
     else
       linalg::linear_forward<T>(loc_S, s.mode == GenerationMode::causal ? TensorView<const T, 2>(individual_.data(), {R, C}) : A.loc,
-                                p.action.cls_weight, p.action.cls_bias);
+                                p.action.cls_weight, p.action.cls_bias, p.action.cls_packed);
     const auto num = static_cast<std::size_t>(cfg_.num_token_id);
     for (std::size_t r = 0; r < R; ++r) {
       StepDecision& d = out[r];

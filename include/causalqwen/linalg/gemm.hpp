@@ -18,18 +18,19 @@ inline auto ix(std::size_t n) { return static_cast<std::ptrdiff_t>(n); }
 }  // namespace detail_gemm
 
 /// Y = X·Wᵀ (+ b):  X [M,K], W [N,K], b [N] (optional: empty view), Y [M,N].
-/// Up to few_rows_max rows (a decoding step) W is read once by the few-rows kernel (gemv.hpp);
-/// more rows use the GEMM, which reuses W from cache.
+/// Up to few_rows_max rows (a decoding step) W is read once by the few-rows kernel (gemv.hpp),
+/// from `packed` when it holds a bf16 / int8 copy of W; more rows use the GEMM over the float W,
+/// which reuses W from cache.
 template <class T>
 void linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, TensorView<const T, 2> w,
-                    TensorView<const T, 1> b = {}) {
+                    TensorView<const T, 1> b = {}, const PackedRef& packed = {}) {
   using detail_gemm::ix;
   const std::size_t m = x.shape[0], k = x.shape[1], n = w.shape[0];
   detail::require(w.shape[1] == k, "linear_forward", "W {} does not match X {}",
                   shape_string(w.shape), shape_string(x.shape));
   require_shape(y, {m, n}, "linear_forward", "Y");
   if constexpr (detail_gemv::simd_type<T>)
-    if (m <= few_rows_max) return few_rows_linear_forward<T>(y, x, w, b);
+    if (m <= few_rows_max) return few_rows_linear_forward<T>(y, x, w, b, packed);
   matmul<T>(Op::plain, Op::transposed, m, n, k, x.data, k, w.data, k, y.data, n, false);
   if (!b.empty()) {
     require_shape(b, {n}, "linear_forward", "b");

@@ -6,16 +6,22 @@
 /// FMA chains and four streams for the prefetcher), then reduced horizontally; every row's sum is
 /// formed exactly as by a single-row loop (one accumulator per row), so the grouping never
 /// changes a result. The rows of W are split over the OpenMP threads in contiguous blocks.
+/// W is read as float, or from a packed bf16 / int8 copy (packed_weight.hpp): each weight is
+/// widened to float in the register and the sums are the float kernel's, in the same order (a
+/// bf16 copy gives the bits the float kernel gives on the bf16-rounded matrix; an int8 row's
+/// sums are multiplied by its scale at the end).
 /// Inference only; call outside your own `omp parallel` regions (it then runs serially).
 #pragma once
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/core/threading.hpp"
 #include "causalqwen/core/xt.hpp"
+#include "causalqwen/linalg/packed_weight.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <type_traits>
 
 namespace causalqwen::linalg {
@@ -34,13 +40,94 @@ inline constexpr std::size_t rows_per_task = 64;
 
 }  // namespace detail_gemv
 
-/// For the N (≤ 4) rows w + i·ldw of length C: loc[i] = Σ_j a_j·w_ij and, when `s` is non-null,
-/// scale[i] = Σ_j s_j·|w_ij| (vector accumulators, one per row and sum, then a horizontal sum,
-/// then the scalar tail).
-template <class T, std::size_t N>
-inline void dot_rows(const T* w, std::size_t ldw, const T* a, const T* s, std::size_t C, T* loc,
-                     T* scale) noexcept {
+namespace detail_gemv {
+
+/// The rows of a float matrix (row i at w + i·ld).
+template <class T>
+struct FloatRows {
+  const T* w;
+  std::size_t ld;
+  static constexpr bool scaled = false;
+  FloatRows from(std::size_t r) const { return {w + r * ld, ld}; }
+  template <class B>
+  B load(std::size_t i, std::size_t j) const { return B::load_unaligned(w + i * ld + j); }
+  T at(std::size_t i, std::size_t j) const { return w[i * ld + j]; }
+};
+
+/// The rows of a bf16 copy: a weight widens to the float with its 16 bits on top (exact).
+struct Bf16Rows {
+  const std::uint16_t* w;
+  std::size_t ld;
+  static constexpr bool scaled = false;
+  Bf16Rows from(std::size_t r) const { return {w + r * ld, ld}; }
+  template <class B>
+  B load(std::size_t i, std::size_t j) const {
+    const std::uint16_t* p = w + i * ld + j;
+#if XSIMD_WITH_AVX512F
+    if constexpr (B::size == 16)
+      return B(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16)));
+#endif
+#if XSIMD_WITH_AVX2
+    if constexpr (B::size == 8)
+      return B(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16)));
+#endif
+    alignas(64) float lanes[B::size];
+    for (std::size_t k = 0; k < B::size; ++k) lanes[k] = bf16_to_float(p[k]);
+    return B::load_aligned(lanes);
+  }
+  float at(std::size_t i, std::size_t j) const { return bf16_to_float(w[i * ld + j]); }
+};
+
+/// The rows of an int8 copy: q_ij as float; the sums of row i are multiplied by s_i at the end.
+struct Int8Rows {
+  const std::int8_t* w;
+  std::size_t ld;
+  const float* row_scale;
+  static constexpr bool scaled = true;
+  Int8Rows from(std::size_t r) const { return {w + r * ld, ld, row_scale + r}; }
+  template <class B>
+  B load(std::size_t i, std::size_t j) const {
+    const std::int8_t* p = w + i * ld + j;
+#if XSIMD_WITH_AVX512F
+    if constexpr (B::size == 16)
+      return B(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))));
+#endif
+#if XSIMD_WITH_AVX2
+    if constexpr (B::size == 8)
+      return B(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))));
+#endif
+    alignas(64) float lanes[B::size];
+    for (std::size_t k = 0; k < B::size; ++k) lanes[k] = static_cast<float>(p[k]);
+    return B::load_aligned(lanes);
+  }
+  float at(std::size_t i, std::size_t j) const { return static_cast<float>(w[i * ld + j]); }
+  float factor(std::size_t i) const { return row_scale[i]; }
+};
+
+}  // namespace detail_gemv
+
+/// f(rows) with the reader of W: the packed copy when `packed` holds one (float models only),
+/// else the float matrix w.
+template <class T, class F>
+void with_weight_rows(TensorView<const T, 2> w, const PackedRef& packed, F&& f) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (packed.type == WeightType::bf16) return f(detail_gemv::Bf16Rows{packed.bf16, packed.cols});
+    if (packed.type == WeightType::int8) return f(detail_gemv::Int8Rows{packed.q, packed.cols, packed.row_scale});
+  } else {
+    detail::require(!packed.packed(), "with_weight_rows", "packed {} weights serve float models only",
+                    weight_type_name(packed.type));
+  }
+  f(detail_gemv::FloatRows<T>{w.data, w.shape[1]});
+}
+
+/// For the N (≤ 4) rows of W that `w` starts at, of length C: loc[i] = Σ_j a_j·w_ij and, when
+/// `s` is non-null, scale[i] = Σ_j s_j·|w_ij| (vector accumulators, one per row and sum, then a
+/// horizontal sum, then the scalar tail; int8 rows: then × s_i).
+template <class T, std::size_t N, class Rows>
+inline void dot_rows(const Rows& w, const T* a, const T* s, std::size_t C, T* loc, T* scale) noexcept {
   static_assert(N >= 1 && N <= 4);
+  static_assert(std::is_same_v<Rows, detail_gemv::FloatRows<T>> || std::is_same_v<T, float>,
+                "causalqwen::dot_rows: packed bf16/int8 weights serve float models only.");
   std::size_t j = 0;
   T l[N] = {}, sc[N] = {};
   if constexpr (detail_gemv::simd_type<T>) {
@@ -52,7 +139,7 @@ inline void dot_rows(const T* w, std::size_t ldw, const T* a, const T* s, std::s
       for (; j + W <= C; j += W) {
         const B av = B::load_unaligned(a + j), sv = B::load_unaligned(s + j);
         for (std::size_t i = 0; i < N; ++i) {
-          const B wv = B::load_unaligned(w + i * ldw + j);
+          const B wv = w.template load<B>(i, j);
           acc_l[i] = xsimd::fma(av, wv, acc_l[i]);
           acc_s[i] = xsimd::fma(sv, xsimd::abs(wv), acc_s[i]);
         }
@@ -60,7 +147,7 @@ inline void dot_rows(const T* w, std::size_t ldw, const T* a, const T* s, std::s
     } else {
       for (; j + W <= C; j += W) {
         const B av = B::load_unaligned(a + j);
-        for (std::size_t i = 0; i < N; ++i) acc_l[i] = xsimd::fma(av, B::load_unaligned(w + i * ldw + j), acc_l[i]);
+        for (std::size_t i = 0; i < N; ++i) acc_l[i] = xsimd::fma(av, w.template load<B>(i, j), acc_l[i]);
       }
     }
     for (std::size_t i = 0; i < N; ++i) {
@@ -73,12 +160,17 @@ inline void dot_rows(const T* w, std::size_t ldw, const T* a, const T* s, std::s
 #endif
     }
   }
-  for (; j < C; ++j)
+  for (; j < C; ++j)  // the tail, with explicit FMAs: the same rounding whatever the compiler contracts
     for (std::size_t i = 0; i < N; ++i) {
-      l[i] += a[j] * w[i * ldw + j];
-      if (s) sc[i] += s[j] * std::fabs(w[i * ldw + j]);
+      const T wij = w.at(i, j);
+      l[i] = std::fma(a[j], wij, l[i]);
+      if (s) sc[i] = std::fma(s[j], std::fabs(wij), sc[i]);
     }
   for (std::size_t i = 0; i < N; ++i) {
+    if constexpr (Rows::scaled) {
+      l[i] *= w.factor(i);
+      sc[i] *= w.factor(i);
+    }
     loc[i] = l[i];
     if (s) scale[i] = sc[i];
   }
@@ -93,29 +185,32 @@ void for_row_blocks(std::size_t n, std::size_t rows_per_task, std::size_t work, 
 }
 
 /// Y = X·Wᵀ (+ b) for a few rows of X, reading W once:  X [M,K], W [N,K], b [N] (optional), Y [M,N].
+/// W is read from `packed` when it holds a bf16 or int8 copy (w may then be empty), else from w.
 /// Any M works (the loop over X's rows is innermost, W's 4-row block staying in cache); it is
 /// meant for M ≤ few_rows_max.
 template <class T>
 void few_rows_linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, TensorView<const T, 2> w,
-                             TensorView<const T, 1> b = {}) {
-  const std::size_t M = x.shape[0], K = x.shape[1], N = w.shape[0];
-  detail::require(w.shape[1] == K, "few_rows_linear_forward", "W {} does not match X {}", shape_string(w.shape),
-                  shape_string(x.shape));
+                             TensorView<const T, 1> b = {}, const PackedRef& packed = {}) {
+  const std::size_t M = x.shape[0], K = x.shape[1], N = packed.packed() ? packed.rows : w.shape[0];
+  const std::size_t WK = packed.packed() ? packed.cols : w.shape[1];
+  detail::require(WK == K, "few_rows_linear_forward", "W [{},{}] does not match X {}", N, WK, shape_string(x.shape));
   require_shape(y, {M, N}, "few_rows_linear_forward", "Y");
   if (!b.empty()) require_shape(b, {N}, "few_rows_linear_forward", "b");
-  for_row_blocks(N, detail_gemv::rows_per_task, N * K, [&](std::size_t n0, std::size_t n1) {
-    std::size_t n = n0;
-    T out[4];
-    for (; n + 4 <= n1; n += 4)
-      for (std::size_t m = 0; m < M; ++m) {
-        dot_rows<T, 4>(w.data + n * K, K, x.data + m * K, nullptr, K, out, nullptr);
-        for (std::size_t i = 0; i < 4; ++i) y.data[m * N + n + i] = out[i] + (b.empty() ? T(0) : b.data[n + i]);
-      }
-    for (; n < n1; ++n)
-      for (std::size_t m = 0; m < M; ++m) {
-        dot_rows<T, 1>(w.data + n * K, K, x.data + m * K, nullptr, K, out, nullptr);
-        y.data[m * N + n] = out[0] + (b.empty() ? T(0) : b.data[n]);
-      }
+  with_weight_rows<T>(w, packed, [&](const auto& rows) {
+    for_row_blocks(N, detail_gemv::rows_per_task, N * K, [&](std::size_t n0, std::size_t n1) {
+      std::size_t n = n0;
+      T out[4];
+      for (; n + 4 <= n1; n += 4)
+        for (std::size_t m = 0; m < M; ++m) {
+          dot_rows<T, 4>(rows.from(n), x.data + m * K, nullptr, K, out, nullptr);
+          for (std::size_t i = 0; i < 4; ++i) y.data[m * N + n + i] = out[i] + (b.empty() ? T(0) : b.data[n + i]);
+        }
+      for (; n < n1; ++n)
+        for (std::size_t m = 0; m < M; ++m) {
+          dot_rows<T, 1>(rows.from(n), x.data + m * K, nullptr, K, out, nullptr);
+          y.data[m * N + n] = out[0] + (b.empty() ? T(0) : b.data[n]);
+        }
+    });
   });
 }
 

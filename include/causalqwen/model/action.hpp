@@ -58,6 +58,7 @@ struct Action {
     TensorView<V, 1> reg_bias;    // [1]
     TensorView<V, 1> b_noise;     // [C]
     TensorView<V, 1> threshold;   // [K]
+    linalg::PackedRef cls_packed{};  // a bf16 / int8 copy of cls_weight for decoding (f32: none)
     template <class A>
     static ParamsOf bind(A& arena) {
       return {arena.template view<2>(names::cls_w), arena.template view<1>(names::cls_b),
@@ -159,7 +160,8 @@ struct Action {
                       TensorView<const T, 2> abs_w, ClassScores<T> out) {
     const std::size_t C = p.cls_weight.shape[1];
     linalg::cauchy_linear<T, K>(out, TensorView<const T, 2>(p.cls_weight.data + k0 * C, {n, C}), abs_w,
-                             TensorView<const T, 1>(p.cls_bias.data + k0, {n}), A);
+                             TensorView<const T, 1>(p.cls_bias.data + k0, {n}), A,
+                             p.cls_packed.packed() ? p.cls_packed.rows_from(k0, n) : linalg::PackedRef{});
   }
 
   static T sign(T x) { return T((x > T(0)) - (x < T(0))); }

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 namespace causalqwen::model {
@@ -146,6 +147,47 @@ class CausalQwen<T, RuntimeConfig> {
     return metrics;
   }
 
+  /// Stores the matrices that decoding reads once per token (every layer's q|k|v, o, gate, up
+  /// and down projections, and W_cls) as `type` as well: bf16, or int8 with one scale per row
+  /// (linalg/packed_weight.hpp). Decoding steps (forward_cached and the decoding head, up to a
+  /// few rows) then read the packed copies: half or a quarter of the bytes per token. The float
+  /// weights are rounded in place to the same values, so that prefill's and evaluation's GEMMs
+  /// compute with the numbers decoding reads (the float copy is kept). f32 drops the packed
+  /// copies; the rounding stays. Float models only. When the parameters change afterwards,
+  /// decoding refuses to run until this is called again.
+  void use_weights(linalg::WeightType type) {
+    packed_store_.clear();
+    packed_layers_.clear();
+    packed_cls_ = {};
+    weight_type_ = type;
+    if (type != linalg::WeightType::f32) {
+      packed_store_.reserve(5 * cfg_.backbone.num_layers + 1);
+      packed_layers_ = backbone_.pack_weights(params_, type, packed_store_);
+      if constexpr (std::is_same_v<T, float>) {
+        const auto w = params_.template view<2>(names::cls_w);
+        linalg::round_weights(type, w);
+        packed_cls_ = packed_store_.emplace_back(type, TensorView<const float, 2>(w)).ref();
+      }
+      params_.touch();
+    }
+    packed_version_ = params_.version();
+  }
+  /// The type the decoding matrices are read in (use_weights).
+  linalg::WeightType weight_type() const { return weight_type_; }
+  /// Bytes of the packed copies (0 for f32).
+  std::size_t packed_bytes() const {
+    std::size_t n = 0;
+    for (const auto& m : packed_store_) n += m.bytes();
+    return n;
+  }
+  /// The heads' parameters for decoding: the arena's views, W_cls's packed copy when there is one.
+  HeadParams<const T> head_params() const {
+    check_packed("CausalQwen::head_params");
+    auto p = HeadParams<const T>::bind(params_);
+    p.action.cls_packed = packed_cls_;
+    return p;
+  }
+
   /// Starts an empty KV cache for `batch` rows with room for `slots` tokens per row.
   void begin_inference(InferenceState& state, std::size_t batch, std::size_t slots = 0) const {
     backbone_.begin_inference(state.backbone, batch, slots);
@@ -154,11 +196,18 @@ class CausalQwen<T, RuntimeConfig> {
   TensorView<const T, 3> forward_cached(TensorView<const std::int64_t, 2> input_ids, TensorView<const T, 2> numeric_values,
                                         TensorView<const std::int64_t, 2> attention_mask,
                                         TensorView<const std::int64_t, 2> position_ids, InferenceState& state) const {
+    check_packed("CausalQwen::forward_cached");
     const auto e = embed(input_ids, numeric_values, state.embedding, state.e);
-    return backbone_.forward_cached(params_, e, attention_mask, position_ids, state.backbone);
+    return backbone_.forward_cached(params_, e, attention_mask, position_ids, state.backbone, packed_layers_);
   }
 
  private:
+  void check_packed(const char* fn) const {
+    detail::require(weight_type_ == linalg::WeightType::f32 || packed_version_ == params_.version(), fn,
+                    "the parameters changed after use_weights({}) packed them: call use_weights again",
+                    linalg::weight_type_name(weight_type_));
+  }
+
   static CausalConfig validated(CausalConfig c) {
     c.validate("CausalQwen");
     return c;
@@ -213,6 +262,12 @@ class CausalQwen<T, RuntimeConfig> {
   nn::Transformer<T> backbone_;
   CausalHead<T> head_;
   Arena<T> params_;
+  // packed copies for decoding (use_weights)
+  linalg::WeightType weight_type_ = linalg::WeightType::f32;
+  std::uint64_t packed_version_ = 0;
+  std::vector<linalg::PackedMatrix> packed_store_;
+  std::vector<typename nn::DecoderBlock<T>::PackedWeights> packed_layers_;
+  linalg::PackedRef packed_cls_{};
 };
 
 /// The compile-time-configured model: the same implementation, shapes fixed by Config.

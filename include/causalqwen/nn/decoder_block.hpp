@@ -21,6 +21,7 @@
 #include "causalqwen/nn/swiglu.hpp"
 
 #include <algorithm>
+#include <array>
 #include <string>
 
 namespace causalqwen::nn {
@@ -36,6 +37,9 @@ struct DecoderBlock {
     TensorView<T, 1> post_norm;           // [H]
     typename SwiGLU<T>::Params mlp;       // gate, up [F,H]; down [H,F]
   };
+  /// Packed bf16 / int8 copies of the layer's matrices q|k|v, o, gate, up, down (in that order),
+  /// read by decoding steps (type f32: none).
+  using PackedWeights = std::array<linalg::PackedRef, 5>;
   struct Cache {
     std::size_t batch = 0, seq = 0;
     typename RMSNorm<T>::Cache norm1, norm2;
@@ -86,10 +90,19 @@ struct DecoderBlock {
     p.qkv.bias = TensorView<T, 1>(arena.template view<1>(prefix + "self_attn.q_proj.bias").data, {Q});
     p.o_proj.weight = arena.template view<2>(prefix + "self_attn.o_proj.weight");
     p.post_norm = arena.template view<1>(prefix + "post_attention_layernorm.weight");
-    p.mlp.gate = arena.template view<2>(prefix + "mlp.gate_proj.weight");
-    p.mlp.up = arena.template view<2>(prefix + "mlp.up_proj.weight");
-    p.mlp.down = arena.template view<2>(prefix + "mlp.down_proj.weight");
+    p.mlp.gate.weight = arena.template view<2>(prefix + "mlp.gate_proj.weight");
+    p.mlp.up.weight = arena.template view<2>(prefix + "mlp.up_proj.weight");
+    p.mlp.down.weight = arena.template view<2>(prefix + "mlp.down_proj.weight");
     return p;
+  }
+  /// The layer's linear maps that may have a packed copy, in PackedWeights' order.
+  static std::array<typename Linear<T>::Params*, 5> packable(Params& p) {
+    return {&p.qkv, &p.o_proj, &p.mlp.gate, &p.mlp.up, &p.mlp.down};
+  }
+  /// Points the layer's views at the packed copies in `w` (or at none: a default PackedWeights).
+  static void use_packed(Params& p, const PackedWeights& w) {
+    const auto maps = packable(p);
+    for (std::size_t k = 0; k < maps.size(); ++k) maps[k]->packed = w[k];
   }
   /// Adds the activations kept for backward (for B×S tokens) to `layout`; without
   /// `with_probs` (decoding with a KvCache), the attention weights are not kept.

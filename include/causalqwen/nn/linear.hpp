@@ -1,4 +1,5 @@
-/// Linear: y = x·Wᵀ + b  (W [out,in], b [out] optional).
+/// Linear: y = x·Wᵀ + b  (W [out,in], b [out] optional). For inference, W may also have a packed
+/// bf16 / int8 copy, which decoding steps of a few rows read instead (linalg/packed_weight.hpp).
 #pragma once
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/linalg/gemm.hpp"
@@ -11,6 +12,7 @@ struct Linear {
   struct Params {
     TensorView<T, 2> weight;  // [out,in]
     TensorView<T, 1> bias;    // [out], empty when the layer has no bias
+    linalg::PackedRef packed{};  // a bf16 / int8 copy of W for inference (type f32: none)
   };
   struct Cache {
     TensorView<const T, 2> x;  // [M,in] the input (kept alive by the caller)
@@ -18,8 +20,12 @@ struct Linear {
 
   /// y = x·Wᵀ + b :  x [M,in] → y [M,out]
   static void forward(const Params& p, TensorView<const T, 2> x, TensorView<T, 2> y, Cache& c) {
-    linalg::linear_forward<T>(y, x, p.weight, p.bias);
+    apply(p, x, y);
     c.x = x;
+  }
+  /// y = x·Wᵀ + b, nothing kept (W from its packed copy when it has one and x has few rows).
+  static void apply(const Params& p, TensorView<const T, 2> x, TensorView<T, 2> y) {
+    linalg::linear_forward<T>(y, x, p.weight, p.bias, p.packed);
   }
   /// dW += dyᵀ·x (offered to `sink` first), db += colsum(dy), dx += dy·W (dx may be empty:
   /// not needed)

@@ -4,6 +4,7 @@
 #include "causalqwen/autodiff/expression.hpp"
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/linalg/gemm.hpp"
+#include "causalqwen/nn/linear.hpp"
 
 #include <algorithm>
 
@@ -12,9 +13,9 @@ namespace causalqwen::nn {
 template <class T>
 struct SwiGLU {
   struct Params {
-    TensorView<T, 2> gate;  // [F,H]
-    TensorView<T, 2> up;    // [F,H]
-    TensorView<T, 2> down;  // [H,F]
+    typename Linear<T>::Params gate;  // weight [F,H]
+    typename Linear<T>::Params up;    // weight [F,H]
+    typename Linear<T>::Params down;  // weight [H,F]
   };
   struct Cache {
     TensorView<const T, 2> x;  // [M,H] input (kept alive by the caller)
@@ -27,11 +28,11 @@ struct SwiGLU {
   /// g = x·Wgᵀ, u = x·Wuᵀ, a = silu(g)⊙u, y = a·Wdᵀ
   static void forward(const Params& p, TensorView<const T, 2> x, TensorView<T, 2> y, Cache& c) {
     c.x = x;
-    linalg::linear_forward<T>(c.g, x, p.gate);
-    linalg::linear_forward<T>(c.u, x, p.up);
+    Linear<T>::apply(p.gate, x, c.g);
+    Linear<T>::apply(p.up, x, c.u);
     using namespace autodiff;
     eval(c.a, silu(constant(c.g)) * constant(c.u));
-    linalg::linear_forward<T>(y, c.a, p.down);
+    Linear<T>::apply(p.down, c.a, y);
   }
 
   /// da = dy·Wd, dWd += dyᵀ·a; (dg, du) from one fused pass over silu(g)⊙u;
@@ -41,14 +42,14 @@ struct SwiGLU {
     std::fill(w.da.begin(), w.da.end(), T(0));
     std::fill(w.dg.begin(), w.dg.end(), T(0));
     std::fill(w.du.begin(), w.du.end(), T(0));
-    linalg::linear_backward_input<T>(w.da, dy, p.down);
-    linalg::linear_backward_weight<T>(grad.down, dy, c.a, sink);
+    linalg::linear_backward_input<T>(w.da, dy, p.down.weight);
+    linalg::linear_backward_weight<T>(grad.down.weight, dy, c.a, sink);
     using namespace autodiff;
     backprop(silu(var(c.g, w.dg)) * var(c.u, w.du), w.da);
-    linalg::linear_backward_input<T>(dx, w.dg, p.gate);
-    linalg::linear_backward_input<T>(dx, w.du, p.up);
-    linalg::linear_backward_weight<T>(grad.gate, w.dg, c.x, sink);
-    linalg::linear_backward_weight<T>(grad.up, w.du, c.x, sink);
+    linalg::linear_backward_input<T>(dx, w.dg, p.gate.weight);
+    linalg::linear_backward_input<T>(dx, w.du, p.up.weight);
+    linalg::linear_backward_weight<T>(grad.gate.weight, w.dg, c.x, sink);
+    linalg::linear_backward_weight<T>(grad.up.weight, w.du, c.x, sink);
   }
 };
 

@@ -12,6 +12,7 @@
 #include "causalqwen/core/arena.hpp"
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/tensor.hpp"
+#include "causalqwen/linalg/packed_weight.hpp"
 #include "causalqwen/linalg/weight_grad_sink.hpp"
 #include "causalqwen/nn/config.hpp"
 #include "causalqwen/nn/decoder_block.hpp"
@@ -23,7 +24,9 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace causalqwen::nn {
@@ -168,9 +171,12 @@ class Transformer {
   /// (empty = all 1) marks padding; empty position_ids continue each row's count of real tokens
   /// (state.kv.positions). Equal, position by position, to forward() on the whole sequence with
   /// the concatenated masks and positions. The result views `state` (valid until the next call).
+  /// `packed` (one entry per layer, or empty): packed bf16 / int8 copies of the layers' matrices,
+  /// which steps of a few rows read instead of the float weights.
   TensorView<const T, 3> forward_cached(const Arena<T>& params, TensorView<const T, 3> e,
                                         TensorView<const std::int64_t, 2> attention_mask,
-                                        TensorView<const std::int64_t, 2> position_ids, InferenceState& state) const {
+                                        TensorView<const std::int64_t, 2> position_ids, InferenceState& state,
+                                        std::span<const typename DecoderBlock<T>::PackedWeights> packed = {}) const {
     auto& kv = state.kv;
     const std::size_t B = e.shape[0], S = e.shape[1], M = B * S, H = config_.hidden_size;
     detail::require(kv.batch == B && kv.num_layers == config_.num_layers, "Transformer::forward_cached",
@@ -193,7 +199,11 @@ class Transformer {
       }
     prepare_inference(state, B, S);
     block_.rope().build(TensorView<const std::int64_t, 1>(state.positions.data(), {M}), state.rope);
-    const auto& p = bind(params, state.bound_params);
+    detail::require(packed.empty() || packed.size() == config_.num_layers, "Transformer::forward_cached",
+                    "packed weights for {} layers, the stack has {}", packed.size(), config_.num_layers);
+    auto& p = bind(params, state.bound_params);
+    for (std::size_t i = 0; i < config_.num_layers; ++i)
+      DecoderBlock<T>::use_packed(p.layers[i], packed.empty() ? typename DecoderBlock<T>::PackedWeights{} : packed[i]);
     const T* in = e.data;
     T* out = state.hidden_a.data();
     for (std::size_t i = 0; i < config_.num_layers; ++i) {
@@ -207,6 +217,30 @@ class Transformer {
     RMSNorm<T>::forward({p.final_norm}, static_cast<T>(config_.rms_norm_eps), TensorView<const T, 2>(in, {M, H}),
                         TensorView<T, 2>(state.z.data(), {M, H}), norm);
     return TensorView<const T, 3>(state.z.data(), {B, S, H});
+  }
+
+  /// Packs every layer's matrices as `type` for forward_cached (float stacks only): the packed
+  /// copies are appended to `store` (which owns them), and the float weights in `params` are
+  /// rounded to the same values (linalg::round_weights). f32: nothing packed, an empty result.
+  std::vector<typename DecoderBlock<T>::PackedWeights> pack_weights(Arena<T>& params, linalg::WeightType type,
+                                                                   std::vector<linalg::PackedMatrix>& store) const {
+    std::vector<typename DecoderBlock<T>::PackedWeights> packed;
+    if (type == linalg::WeightType::f32) return packed;
+    if constexpr (std::is_same_v<T, float>) {
+      packed.resize(config_.num_layers);
+      for (std::size_t i = 0; i < config_.num_layers; ++i) {
+        auto layer = block_.bind_params(params, layer_prefix(i));
+        const auto maps = DecoderBlock<T>::packable(layer);
+        for (std::size_t k = 0; k < maps.size(); ++k) {
+          linalg::round_weights(type, maps[k]->weight);
+          packed[i][k] = store.emplace_back(type, TensorView<const float, 2>(maps[k]->weight)).ref();
+        }
+      }
+      params.touch();
+    } else {
+      detail::require(false, "Transformer::pack_weights", "{} weights serve float models only", linalg::weight_type_name(type));
+    }
+    return packed;
   }
 
   /// Bytes of one activation cache for B×S tokens (activations + backward scratch).
@@ -259,7 +293,7 @@ class Transformer {
 
   /// The views of `arena`'s layers, rebuilt in `bound` only when the arena moved or was laid
   /// out anew since the last call.
-  const BoundArena& bind(const Arena<T>& arena, BoundArena& bound) const {
+  BoundArena& bind(const Arena<T>& arena, BoundArena& bound) const {
     if (bound.data == arena.data() && bound.layout.get() == &arena.layout() && bound.layers.size() == config_.num_layers)
       return bound;
     auto& a = const_cast<Arena<T>&>(arena);

@@ -1,0 +1,148 @@
+/// Weight matrices stored for inference in a narrower type than float, read by the few-rows
+/// kernels of decoding (gemv.hpp), which are bound by the bytes of W they read per token:
+///   f32    4 bytes per weight (the matrix itself)
+///   bf16   2 bytes:  w_ij = bf16(W_ij), round to nearest even
+///   int8   1 byte (+ 4 per row):  w_ij = q_ij·s_i,  s_i = max_j |W_ij| / 127,
+///          q_ij = round(W_ij / s_i) ∈ [−127, 127]  (symmetric, one scale per row)
+/// `round_weights` writes the same values back into the float matrix, so that a GEMM over the
+/// float copy (prefill, evaluation) computes with the numbers the packed kernels read.
+/// The kernels widen every weight to float and accumulate in float; int8 rows multiply their
+/// sums by s_i once at the end.
+#pragma once
+#include "causalqwen/core/bfloat16.hpp"
+#include "causalqwen/core/error.hpp"
+#include "causalqwen/core/tensor.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace causalqwen::linalg {
+
+/// How the weight matrices that decoding reads once per token are stored.
+enum class WeightType { f32, bf16, int8 };
+
+inline std::string_view weight_type_name(WeightType t) {
+  switch (t) {
+    case WeightType::bf16: return "bf16";
+    case WeightType::int8: return "int8";
+    case WeightType::f32: break;
+  }
+  return "f32";
+}
+
+/// "f32", "bf16" or "int8" → the type; anything else is refused with the accepted names.
+inline WeightType parse_weight_type(std::string_view s) {
+  for (auto t : {WeightType::f32, WeightType::bf16, WeightType::int8})
+    if (s == weight_type_name(t)) return t;
+  throw DomainError("causalqwen::parse_weight_type: unknown weight type '" + std::string(s) +
+                    "': expected f32, bf16 or int8");
+}
+
+/// Bytes one weight takes in a matrix of `cols` columns (int8 counts its row scale).
+inline double bytes_per_weight(WeightType t, std::size_t cols) {
+  switch (t) {
+    case WeightType::bf16: return 2.0;
+    case WeightType::int8: return 1.0 + 4.0 / static_cast<double>(std::max<std::size_t>(cols, 1));
+    case WeightType::f32: break;
+  }
+  return 4.0;
+}
+
+/// A packed matrix W [rows, cols] seen by the kernels (no ownership). type f32 = not packed:
+/// the kernels read the float matrix.
+struct PackedRef {
+  WeightType type = WeightType::f32;
+  std::size_t rows = 0, cols = 0;
+  const std::uint16_t* bf16 = nullptr;  // [rows, cols]
+  const std::int8_t* q = nullptr;       // [rows, cols]
+  const float* row_scale = nullptr;     // [rows]
+
+  bool packed() const { return type != WeightType::f32; }
+  /// Rows [r0, r0 + n) of the matrix.
+  PackedRef rows_from(std::size_t r0, std::size_t n) const {
+    PackedRef r = *this;
+    r.rows = n;
+    if (bf16) r.bf16 += r0 * cols;
+    if (q) r.q += r0 * cols;
+    if (row_scale) r.row_scale += r0;
+    return r;
+  }
+};
+
+namespace detail_packed {
+
+/// s_i = max_j |W_ij| / 127, at least the smallest subnormal (a row of tiny weights); 1 for an
+/// all-zero row (q = 0 stays exact) or a row holding ±∞ or NaN.
+inline float int8_row_scale(const float* row, std::size_t cols) {
+  float m = 0;
+  for (std::size_t j = 0; j < cols; ++j) m = std::max(m, std::fabs(row[j]));
+  if (!(m > 0) || !std::isfinite(m)) return 1.0f;
+  return std::max(m / 127.0f, std::numeric_limits<float>::denorm_min());
+}
+inline std::int8_t int8_of(float w, float s) {
+  const float r = std::nearbyint(w / s);
+  return static_cast<std::int8_t>(std::clamp(std::isnan(r) ? 0.0f : r, -127.0f, 127.0f));
+}
+
+}  // namespace detail_packed
+
+/// W [rows, cols] stored as `type` (owning): the packed copy a model keeps for decoding.
+class PackedMatrix {
+ public:
+  PackedMatrix() = default;
+  /// Packs the float matrix w [rows, cols] (see the file comment for the rules).
+  PackedMatrix(WeightType type, TensorView<const float, 2> w) : type_(type), rows_(w.shape[0]), cols_(w.shape[1]) {
+    const std::size_t n = rows_ * cols_;
+    if (type == WeightType::bf16) {
+      bf16_.resize(n);
+      for (std::size_t i = 0; i < n; ++i) bf16_[i] = float_to_bf16(w.data[i]);
+    } else if (type == WeightType::int8) {
+      q_.resize(n);
+      scale_.resize(rows_);
+      for (std::size_t r = 0; r < rows_; ++r) {
+        const float* row = w.data + r * cols_;
+        const float s = scale_[r] = detail_packed::int8_row_scale(row, cols_);
+        for (std::size_t j = 0; j < cols_; ++j) q_[r * cols_ + j] = detail_packed::int8_of(row[j], s);
+      }
+    }
+  }
+  PackedRef ref() const { return {type_, rows_, cols_, bf16_.data(), q_.data(), scale_.data()}; }
+  WeightType type() const { return type_; }
+  /// Bytes of storage.
+  std::size_t bytes() const { return bf16_.size() * 2 + q_.size() + scale_.size() * 4; }
+  /// The float value of w_ij as the kernels read it (q_ij·s_i for int8).
+  float at(std::size_t i, std::size_t j) const {
+    if (type_ == WeightType::bf16) return bf16_to_float(bf16_[i * cols_ + j]);
+    return static_cast<float>(q_[i * cols_ + j]) * scale_[i];
+  }
+
+ private:
+  WeightType type_ = WeightType::f32;
+  std::size_t rows_ = 0, cols_ = 0;
+  std::vector<std::uint16_t> bf16_;
+  std::vector<std::int8_t> q_;
+  std::vector<float> scale_;
+};
+
+/// W ← the values a `type` copy of W holds (bf16(W), or q·s per row for int8), in place; f32
+/// leaves W as it is.
+inline void round_weights(WeightType type, TensorView<float, 2> w) {
+  const std::size_t rows = w.shape[0], cols = w.shape[1];
+  if (type == WeightType::bf16) {
+    for (std::size_t i = 0; i < rows * cols; ++i) w.data[i] = bf16_to_float(float_to_bf16(w.data[i]));
+  } else if (type == WeightType::int8) {
+    for (std::size_t r = 0; r < rows; ++r) {
+      float* row = w.data + r * cols;
+      const float s = detail_packed::int8_row_scale(row, cols);
+      for (std::size_t j = 0; j < cols; ++j) row[j] = static_cast<float>(detail_packed::int8_of(row[j], s)) * s;
+    }
+  }
+}
+
+}  // namespace causalqwen::linalg

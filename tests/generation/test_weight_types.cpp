@@ -1,0 +1,162 @@
+// bf16 and int8 weights for decoding (CausalQwen::use_weights): what they cost in accuracy
+// against the float model on a fixed prompt set (max |Δloc_S|, |Δscale_S| and top-1 agreement
+// over prefill and decoding steps), that a bf16 model decodes with exactly the bits of the float
+// model holding the bf16-rounded weights, and that changed parameters are refused until packed
+// again.
+#include "../support/test_support.hpp"
+
+#include <causalqwen/generate/next_token.hpp>
+#include <causalqwen/model.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace cq = causalqwen;
+namespace cqm = causalqwen::model;
+namespace cqg = causalqwen::generate;
+namespace la = causalqwen::linalg;
+
+namespace {
+
+/// vocab 512 (K = 500), H = C = 64, F 160, 2 layers, 4 heads / 2 key-value heads.
+cqm::CausalConfig small_config() {
+  cqm::CausalConfig c;
+  c.backbone = {512, 64, 160, 2, 4, 2, 1e-6, 1e4};
+  c.causal_size = 64;
+  c.num_classes = 500;
+  c.num_token_id = 499;
+  return c;
+}
+
+std::unique_ptr<cqm::CausalQwen<float>> copy_of(const cqm::CausalQwen<float>& m) {
+  auto c = std::make_unique<cqm::CausalQwen<float>>(m.config());
+  std::copy(m.params().data(), m.params().data() + m.params().size(), c->params().data());
+  c->params().touch();
+  return c;
+}
+
+/// What the head said at every step of one prompt: the prompt's prefill, then `steps` one-token
+/// decoding steps fed with `feed` (the reference model's choices) or, when empty, its own.
+struct Trace {
+  std::vector<std::vector<float>> loc_S, scale_S;
+  std::vector<std::int64_t> tokens;
+};
+
+Trace trace(const cqm::CausalQwen<float>& model, const std::vector<std::int64_t>& prompt, std::size_t steps,
+            const std::vector<std::int64_t>& feed = {}) {
+  const auto& cfg = model.config();
+  const std::size_t H = cfg.hidden_size();
+  typename cqm::CausalQwen<float>::InferenceState state;
+  model.begin_inference(state, 1);
+  cqg::NextTokenHead<float> head(cfg);
+  cqg::DecodeSettings settings;  // deterministic
+  Trace t;
+  std::vector<std::int64_t> ids = prompt;
+  for (std::size_t s = 0; s <= steps; ++s) {
+    const auto z = model.forward_cached(cq::TensorView<const std::int64_t, 2>(ids.data(), {1, ids.size()}), {}, {}, {}, state);
+    const std::size_t S = z.shape[1];
+    cqg::StepDecision d;
+    head.step(model.head_params(), model.params().version(), cq::TensorView<const float, 2>(z.data + (S - 1) * H, {1, H}),
+              settings, {}, std::span<cqg::StepDecision>(&d, 1));
+    t.loc_S.push_back(head.loc_S());
+    t.scale_S.push_back(head.scale_S());
+    t.tokens.push_back(d.token);
+    ids = {feed.empty() ? d.token : feed[s]};
+  }
+  return t;
+}
+
+std::vector<std::vector<std::int64_t>> prompt_set(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::int64_t> id(0, 498);
+  std::vector<std::vector<std::int64_t>> prompts;
+  for (std::size_t p = 0; p < 12; ++p) {
+    std::vector<std::int64_t> ids(3 + p);
+    for (auto& x : ids) x = id(rng);
+    prompts.push_back(ids);
+  }
+  return prompts;
+}
+
+}  // namespace
+
+TEST_CASE("bf16 and int8 weights against float on a fixed prompt set: bounded |Δloc_S|, |Δscale_S|, top-1 agreement") {
+  const std::uint64_t seed = cqtest::test_seed(20261124, "weight types accuracy");
+  cqm::CausalQwen<float> ref(small_config());
+  ref.init_random(seed, 0.05);
+  const auto prompts = prompt_set(seed);
+  const std::size_t steps = 4;
+  std::vector<Trace> expected;
+  for (const auto& p : prompts) expected.push_back(trace(ref, p, steps));
+
+  struct Bound {
+    la::WeightType type;
+    double loc, scale, agreement;  // max |Δloc_S| / max |loc_S|, the same for scale_S, min top-1 agreement
+  };
+  for (const Bound bound : {Bound{la::WeightType::bf16, 0.01, 0.002, 0.95}, Bound{la::WeightType::int8, 0.05, 0.01, 0.85}}) {
+    CAPTURE(la::weight_type_name(bound.type));
+    auto model = copy_of(ref);
+    model->use_weights(bound.type);
+    CHECK(model->weight_type() == bound.type);
+    double d_loc = 0, d_scale = 0, max_loc = 0, max_scale = 0;
+    std::size_t agree = 0, decisions = 0;
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+      const auto got = trace(*model, prompts[i], steps, expected[i].tokens);
+      for (std::size_t s = 0; s <= steps; ++s) {
+        const auto &l0 = expected[i].loc_S[s], &s0 = expected[i].scale_S[s];
+        for (std::size_t k = 0; k < l0.size(); ++k) {
+          d_loc = std::max(d_loc, double(std::abs(got.loc_S[s][k] - l0[k])));
+          d_scale = std::max(d_scale, double(std::abs(got.scale_S[s][k] - s0[k])));
+          max_loc = std::max(max_loc, double(std::abs(l0[k])));
+          max_scale = std::max(max_scale, double(s0[k]));
+        }
+        agree += got.tokens[s] == expected[i].tokens[s];
+        ++decisions;
+      }
+    }
+    const double agreement = double(agree) / double(decisions);
+    MESSAGE(la::weight_type_name(bound.type), ": max |dloc_S| ", d_loc, " (max |loc_S| ", max_loc, "), max |dscale_S| ",
+            d_scale, " (max scale_S ", max_scale, "), top-1 agreement ", agree, "/", decisions);
+    CHECK(d_loc > 0);  // the weights did change
+    CHECK(d_loc <= bound.loc * max_loc);
+    CHECK(d_scale <= bound.scale * max_scale);
+    CHECK(agreement >= bound.agreement);
+    CHECK(model->packed_bytes() > 0);
+  }
+}
+
+TEST_CASE("a bf16 model decodes with the bits of the float model holding the bf16-rounded weights") {
+  const std::uint64_t seed = cqtest::test_seed(7, "bf16 equals rounded float");
+  cqm::CausalQwen<float> ref(small_config());
+  ref.init_random(seed, 0.05);
+  ref.use_weights(la::WeightType::bf16);  // rounds the float weights too
+  auto rounded = copy_of(ref);          // float weights, same values, no packed copies
+  CHECK(rounded->weight_type() == la::WeightType::f32);
+  for (const auto& p : prompt_set(seed)) {
+    const auto a = trace(ref, p, 3), b = trace(*rounded, p, 3);
+    CHECK(a.tokens == b.tokens);
+    for (std::size_t s = 0; s < a.loc_S.size(); ++s) {
+      CHECK(a.loc_S[s] == b.loc_S[s]);
+      CHECK(a.scale_S[s] == b.scale_S[s]);
+    }
+  }
+}
+
+TEST_CASE("parameters changed after use_weights are refused until packed again; f32 drops the copies") {
+  cqm::CausalQwen<float> model(small_config());
+  model.init_random(3, 0.05);
+  model.use_weights(la::WeightType::int8);
+  const auto before = trace(model, {1, 2, 3}, 1);
+  model.params().data()[0] += 1.0f;
+  model.params().touch();
+  CHECK_THROWS_WITH_AS(trace(model, {1, 2, 3}, 1), doctest::Contains("call use_weights again"), cq::DomainError);
+  model.use_weights(la::WeightType::int8);
+  CHECK_NOTHROW(trace(model, {1, 2, 3}, 1));
+  model.use_weights(la::WeightType::f32);
+  CHECK(model.packed_bytes() == 0);
+  CHECK(trace(model, {1, 2, 3}, 1).tokens.size() == before.tokens.size());
+  cqm::CausalQwen<double> wide(small_config());
+  CHECK_THROWS_WITH_AS(wide.use_weights(la::WeightType::bf16), doctest::Contains("float models only"), cq::DomainError);
+}
