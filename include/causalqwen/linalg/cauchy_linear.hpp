@@ -1,16 +1,13 @@
-/// The linear map of Cauchy views, the one place where the model pushes
-/// independent Cauchy components through a weight matrix:
-///   S = linear(W, b, A):  loc_S = loc_A·Wᵀ + b,  scale_S = scale_A·|W|ᵀ     A
-///   [R,C] → S [R,N]
-/// Exact because A's components are independent; the result is marginal (its
-/// components share A's and are dependent), so a second linear map of it does
-/// not compile (kind_rules.hpp).
+/// The linear map of Cauchy views, the one place where the model pushes independent Cauchy
+/// components through a weight matrix:
+///   S = linear(W, b, A):  loc_S = loc_A·Wᵀ + b,  scale_S = scale_A·|W|ᵀ     A [R,C] → S [R,N]
+/// Exact because A's components are independent; the result is marginal (its components share
+/// A's and are dependent), so a second linear map of it does not compile (kind_rules.hpp).
 ///
-/// For R ≤ fused_rows_max (decoding) one pass over W computes both products,
-/// four rows of W side by side (gemv.hpp's dot_rows), reading W once instead of
-/// W and a cached |W|: decoding is bound by the memory traffic of the class
-/// weights; W is then read from its packed bf16 / int8 copy when one is given.
-/// More rows use two GEMMs over the float W with |W| from the caller.
+/// For R ≤ fused_rows_max (decoding) one pass over W computes both products, four rows of W side
+/// by side (gemv.hpp's dot_rows), reading W once instead of W and a cached |W|: decoding is bound
+/// by the memory traffic of the class weights; W is then read from its packed bf16 / int8 copy
+/// when one is given. More rows use two GEMMs over the float W with |W| from the caller.
 #pragma once
 #include "causalqwen/cauchy/cauchy_view.hpp"
 #include "causalqwen/linalg/abs_weight.hpp"
@@ -22,56 +19,47 @@ namespace causalqwen::linalg {
 /// Rows up to which the fused single-pass kernel is used.
 inline constexpr std::size_t fused_rows_max = 16;
 
-/// out = linear(W, b, A) (see the file comment). W [N,C], |W| [N,C] (needed
-/// only beyond fused_rows_max rows; may be empty otherwise), b [N] (may be
-/// empty), A [R,C], out [R,N]. `out.scale` may be empty: then only the
-/// locations are formed. `packed`: a bf16 / int8 copy of W read by the fused
-/// kernel instead of w.
+/// out = linear(W, b, A) (see the file comment). W [N,C], |W| [N,C] (needed only beyond
+/// fused_rows_max rows; may be empty otherwise), b [N] (may be empty), A [R,C], out [R,N].
+/// `out.scale` may be empty: then only the locations are formed. `packed`: a bf16 / int8 copy of
+/// W read by the fused kernel instead of w.
 template <class T, Kind K>
-void cauchy_linear(CauchyView<T, 2, Kind::marginal> out,
-                   TensorView<const T, 2> w, TensorView<const T, 2> abs_w,
-                   TensorView<const T, 1> b, CauchyView<const T, 2, K> a,
-                   const PackedRef &packed = {}) {
+void cauchy_linear(CauchyView<T, 2, Kind::marginal> out, TensorView<const T, 2> w, TensorView<const T, 2> abs_w,
+                   TensorView<const T, 1> b, CauchyView<const T, 2, K> a, const PackedRef& packed = {}) {
   static_assert(K == Kind::independent, CAUSALQWEN_LINEAR_OF_MARGINAL);
   const std::size_t N = w.shape[0], C = w.shape[1], R = a.loc.shape[0];
   if (packed.packed())
-    detail::require(packed.rows == N && packed.cols == C, "cauchy_linear",
-                    "the packed W [{},{}] is not W {}", packed.rows,
+    detail::require(packed.rows == N && packed.cols == C, "cauchy_linear", "the packed W [{},{}] is not W {}", packed.rows,
                     packed.cols, shape_string(w.shape));
   const bool with_scale = !out.scale.empty();
   require_shape(a.loc, {R, C}, "cauchy_linear", "loc of the input");
   require_shape(out.loc, {R, N}, "cauchy_linear", "loc of the output");
-  if (with_scale)
-    require_shape(out.scale, {R, N}, "cauchy_linear", "scale of the output");
+  if (with_scale) require_shape(out.scale, {R, N}, "cauchy_linear", "scale of the output");
   if (R > fused_rows_max || !detail_gemv::simd_type<T>) {
     linear_forward<T>(out.loc, a.loc, w, b);
-    if (with_scale)
-      abs_linear_forward<T>(out.scale, a.scale, abs_w);
+    if (with_scale) abs_linear_forward<T>(out.scale, a.scale, abs_w);
     return;
   }
-  // one task = 256 rows of W; within it, blocks of 4 rows are read once for all
-  // R inputs
-  with_weight_rows<T>(w, packed, [&](const auto &rows) {
+  // one task = 256 rows of W; within it, blocks of 4 rows are read once for all R inputs
+  with_weight_rows<T>(w, packed, [&](const auto& rows) {
     for_row_blocks(N, 256, N * C, [&](std::size_t n0, std::size_t n1) {
       T l[4], s[4];
       auto store = [&](std::size_t r, std::size_t n, std::size_t count) {
         for (std::size_t i = 0; i < count; ++i) {
           out.loc.data[r * N + n + i] = l[i] + (b.empty() ? T(0) : b[n + i]);
-          if (with_scale)
-            out.scale.data[r * N + n + i] = s[i];
+          if (with_scale) out.scale.data[r * N + n + i] = s[i];
         }
       };
+      const auto scale_of = [&](std::size_t r) { return with_scale ? a.scale.data + r * C : nullptr; };
       std::size_t n = n0;
       for (; n + 4 <= n1; n += 4)
         for (std::size_t r = 0; r < R; ++r) {
-          dot_rows<T, 4>(rows.from(n), a.loc.data + r * C,
-                         with_scale ? a.scale.data + r * C : nullptr, C, l, s);
+          dot_rows<T, 4>(rows.from(n), a.loc.data + r * C, scale_of(r), C, l, s);
           store(r, n, 4);
         }
       for (; n < n1; ++n)
         for (std::size_t r = 0; r < R; ++r) {
-          dot_rows<T, 1>(rows.from(n), a.loc.data + r * C,
-                         with_scale ? a.scale.data + r * C : nullptr, C, l, s);
+          dot_rows<T, 1>(rows.from(n), a.loc.data + r * C, scale_of(r), C, l, s);
           store(r, n, 1);
         }
     });
@@ -80,21 +68,16 @@ void cauchy_linear(CauchyView<T, 2, Kind::marginal> out,
 
 /// Backward of cauchy_linear from dS = (∂L/∂loc_S, ∂L/∂scale_S) [R,N]:
 ///   dA.d_loc += dS.d_loc·W,  dA.d_scale += dS.d_scale·|W|,
-///   dW += dS.d_locᵀ·loc_A + sign(W) ⊙ (dS.d_scaleᵀ·scale_A)   (offered first
-///   to `sink`)
-/// (the bias gradient, colsum(dS.d_loc), is left to the caller, which may share
-/// it).
+///   dW += dS.d_locᵀ·loc_A + sign(W) ⊙ (dS.d_scaleᵀ·scale_A)   (offered first to `sink`)
+/// (the bias gradient, colsum(dS.d_loc), is left to the caller, which may share it).
 template <class T>
-void cauchy_linear_backward(CauchyViewGrad<T, 2> da, TensorView<T, 2> dw,
-                            CauchyViewGrad<const T, 2> ds,
-                            TensorView<const T, 2> w,
-                            TensorView<const T, 2> abs_w,
-                            CauchyView<const T, 2, Kind::independent> a,
-                            WeightGradSink<T> *sink = nullptr) {
+void cauchy_linear_backward(CauchyViewGrad<T, 2> da, TensorView<T, 2> dw, CauchyViewGrad<const T, 2> ds,
+                            TensorView<const T, 2> w, TensorView<const T, 2> abs_w,
+                            CauchyView<const T, 2, Kind::independent> a, WeightGradSink<T>* sink = nullptr) {
   linear_backward_input<T>(da.d_loc, ds.d_loc, w);
   abs_linear_backward_input<T>(da.d_scale, ds.d_scale, abs_w);
   linear_backward_weight<T>(dw, ds.d_loc, a.loc, sink);
   abs_linear_backward_weight<T>(dw, ds.d_scale, a.scale, w, sink);
 }
 
-} // namespace causalqwen::linalg
+}  // namespace causalqwen::linalg
