@@ -2,11 +2,12 @@
 // 14/2 heads, FFN 4864, K = 151666 classes, C = H), float32, B = 1:
 //   prefill tokens/s at S = 128 and 512 (the prompt through the stack into the KV cache, then
 //   the deterministic head on the last position), and decode tokens/s (one token per step after
-//   a 128-token prompt: the stack with the KV cache + the head over all K classes),
+//   a 128-token prompt: the stack with the KV cache + the head over all K classes) with the
+//   weight matrices read as float32, then as bf16 and int8 copies (CausalQwen::use_weights),
 // against, in the same run,
 //   (a) a STREAM-like read bandwidth (SIMD sum of a 1 GiB float array, all threads): decode is bound
-//       by reading the weights, so achieved GB/s = weight bytes read per token × tokens/s is
-//       reported as a fraction of it;
+//       by reading the weights, so achieved GB/s = weight bytes read per token (of the type
+//       read) × tokens/s is reported as a fraction of it;
 //   (b) the same model in PyTorch (benchmarks/generate_torch.py, torch.set_num_threads(THREADS)),
 //       greedy with a KV cache and the tied lm_head over all 151,936 rows.
 // Run with OMP_WAIT_POLICY=PASSIVE (and OPENBLAS_CORETYPE=SkylakeX for both sides).
@@ -116,11 +117,10 @@ int main(int argc, char** argv) {
 
   cqg::NextTokenHead<float> head(cfg);
   const cq::Arena<float>& params = model->params();
-  const auto hp = cqm::HeadParams<const float>::bind(params);
   std::vector<cqg::StepDecision> decision(1);
   cqg::DecodeSettings det;
   auto head_step = [&](const float* z) {
-    head.step(hp, params.version(), {z, {1, H}}, det, {}, decision);
+    head.step(model->head_params(), params.version(), {z, {1, H}}, det, {}, decision);
   };
   typename cq::model::CausalQwen<float>::InferenceState state;
   std::vector<std::int64_t> ids(512);
@@ -143,7 +143,15 @@ int main(int argc, char** argv) {
     fmt::print("prefill S = {}: {:.0f} minor page faults per prefill (the first included), system time {:.1f} % of wall\n",
                S, double(usage.minor_faults) / 4.0, 100.0 * usage.system_share());
   }
-  {
+  // decode with the weight matrices read as f32, then as bf16 and int8 copies
+  const std::size_t packed_params = bc.num_layers * (bc.qkv_size() * H + H * H + 3 * H * F) + K * C;
+  const std::vector<std::string> types = {"f32", "bf16", "int8"};
+  for (const auto& type_name : types) {
+    const auto type = cq::linalg::parse_weight_type(type_name);
+    model->use_weights(type);
+    const double bytes = type == cq::linalg::WeightType::f32
+                             ? bytes_per_token
+                             : double(model->packed_bytes()) + double(per_token_params - packed_params) * sizeof(float);
     model->begin_inference(state, 1, 128 + decode_steps + 1);
     const auto z = model->forward_cached({ids.data(), {1, 128}}, {}, {}, {}, state);
     head_step(z.data + 127 * H);
@@ -158,9 +166,10 @@ int main(int argc, char** argv) {
     }
     const auto usage = cq::ProcessUsage::now() - usage_start;
     times.erase(times.begin(), times.begin() + 2);
-    ours["decode"] = median(times);
-    fmt::print("decode: {:.1f} minor page faults per token, system time {:.1f} % of wall\n",
-               double(usage.minor_faults) / double(decode_steps), 100.0 * usage.system_share());
+    ours["decode"][type_name] = median(times);
+    ours["bytes"][type_name] = bytes;
+    fmt::print("decode {}: {:.3f} GB read per token, {:.1f} minor page faults per token, system time {:.1f} % of wall\n",
+               type_name, bytes / 1e9, double(usage.minor_faults) / double(decode_steps), 100.0 * usage.system_share());
     // the head alone (the fused vocabulary pass dominates it)
     std::vector<double> ht;
     for (int r = 0; r < 8; ++r) {
@@ -168,7 +177,7 @@ int main(int argc, char** argv) {
       head_step(z.data + 127 * H);
       ht.push_back(now() - t);
     }
-    ours["head"] = median(ht);
+    ours["head"][type_name] = median(ht);
   }
   nlohmann::json peer;
   if (torch) {
@@ -189,13 +198,19 @@ int main(int argc, char** argv) {
     const double p = peer.is_null() ? 0 : double(S) / peer["prefill"][std::to_string(S)].get<double>();
     fmt::print("{:<26} {:>12.1f} {:>14.1f} {:>11.2f}x\n", fmt::format("prefill S = {}", S), o, p, p > 0 ? o / p : 0.0);
   }
-  const double d = 1.0 / ours["decode"].get<double>();
   const double dp = peer.is_null() ? 0 : 1.0 / peer["decode_s_per_token"].get<double>();
-  fmt::print("{:<26} {:>12.2f} {:>14.2f} {:>11.2f}x\n", "decode (after 128 tokens)", d, dp, dp > 0 ? d / dp : 0.0);
-  const double achieved = bytes_per_token * d;
-  fmt::print("\ndecode: {:.3f} GB of weights per token x {:.2f} tok/s = {:.2f} GB/s = {:.2f} of the measured {:.2f} GB/s\n",
-             bytes_per_token / 1e9, d, achieved / 1e9, achieved / bw, bw / 1e9);
-  fmt::print("head alone (K = {} classes, loc_S and scale_S in one pass over W_cls): {:.1f} ms = {:.2f} GB/s\n", K,
-             ours["head"].get<double>() * 1e3, double(K * C) * sizeof(float) / ours["head"].get<double>() / 1e9);
+  for (const auto& type_name : types) {
+    const double d = 1.0 / ours["decode"][type_name].get<double>();
+    fmt::print("{:<26} {:>12.2f} {:>14.2f} {:>11.2f}x\n", fmt::format("decode {} (after 128)", type_name), d, dp,
+               dp > 0 ? d / dp : 0.0);
+  }
+  fmt::print("\n{:<6} {:>12} {:>10} {:>10} {:>16} {:>14}\n", "decode", "GB/token", "tok/s", "GB/s", "of bandwidth",
+             "head alone ms");
+  for (const auto& type_name : types) {
+    const double d = 1.0 / ours["decode"][type_name].get<double>(), bytes = ours["bytes"][type_name].get<double>();
+    fmt::print("{:<6} {:>12.3f} {:>10.2f} {:>10.2f} {:>16.2f} {:>14.1f}\n", type_name, bytes / 1e9, d, bytes * d / 1e9,
+               bytes * d / bw, ours["head"][type_name].get<double>() * 1e3);
+  }
+  fmt::print("(measured read bandwidth {:.2f} GB/s; the PyTorch peer decodes in float32)\n", bw / 1e9);
   return 0;
 }

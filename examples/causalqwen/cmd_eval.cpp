@@ -39,6 +39,7 @@ namespace fs = std::filesystem;
 
 struct EvalOptions {
   cqcli::ModelOptions model;
+  cqcli::WeightsOption weights;
   std::string data, out, plot, baseline_data, dtype = "f32";
   std::optional<double> baseline;
   std::size_t batch = 16, seq = 128, threads = 2;
@@ -71,6 +72,7 @@ void run_eval(const EvalOptions& o) {
     throw cq::FormatError(fmt::format("{}: no tokenizer.json in the model directory; give --tokenizer FILE", o.model.model_dir));
   const auto tok = cq::text::Tokenizer::from_file(tok_path->string());
   auto loaded = o.model.load<T>();
+  o.weights.apply(*loaded.model);
   auto& model = *loaded.model;
   cqcli::require_matching(tok, *tok_path, model.config(), o.model.model_dir);
   if (loaded.max_position_embeddings && o.seq > *loaded.max_position_embeddings)
@@ -136,12 +138,13 @@ void run_eval(const EvalOptions& o) {
     }
   }
   fmt::print("evaluated {} batches in {:.1f} s ({:.0f} positions/s, padding included), after {:.1f} s loading the model "
-             "and the data\n",
-             e.batches, seconds, double(slots) / std::max(seconds, 1e-9), preparing);
+             "and the data{}\n",
+             e.batches, seconds, double(slots) / std::max(seconds, 1e-9), preparing,
+             o.weights.weights == "f32" ? "" : fmt::format("; weights rounded to {}", o.weights.weights));
 
   if (!o.out.empty()) {
     nlohmann::json j = {{"model", o.model.model_dir}, {"tokenizer", tok_path->string()}, {"data", o.data},
-                        {"dtype", o.dtype},           {"texts", records.texts.size()}, {"texts_cut", cut},
+                        {"dtype", o.dtype},           {"weights", o.weights.weights}, {"texts", records.texts.size()}, {"texts_cut", cut},
                         {"numbers_not_scored", cut_numbers}, {"seq_len", o.seq}, {"batch_size", o.batch},
                         {"batches", e.batches},       {"non_finite", e.non_finite}, {"metrics", metrics_json(m)},
                         {"calibration", ct::calibration_to_json(e.calibration)}};
@@ -161,6 +164,7 @@ const cqcli::Registration reg{"eval", [](CLI::App& app) {
   auto* sub = app.add_subcommand("eval", "Score a checkpoint on a JSONL file: losses, next-token accuracy and the "
                                          "calibration of its Cauchy uncertainty, overall and per group");
   o->model.add_to(sub);
+  o->weights.add_to(sub);
   sub->add_option("--data", o->data, "JSONL, one {\"text\": ..., \"group\": ...} per line (group optional)")
       ->required()
       ->check(CLI::ExistingFile);

@@ -28,6 +28,7 @@ namespace cq = causalqwen;
 
 struct ForwardOptions {
   cqcli::ModelOptions model;
+  cqcli::WeightsOption weights;
   std::string inputs, out, dtype = "f32";
   bool grad = false, sampling = false;
 };
@@ -69,6 +70,7 @@ class OutputFile {
 template <class T>
 void run_forward_typed(const ForwardOptions& o) {
   auto loaded = o.model.load<T>();
+  o.weights.apply(*loaded.model);
   auto& model = *loaded.model;
   const auto& cfg = model.config();
   const auto data = cq::io::read_batch_json<T>(o.inputs, cfg.causal_size);
@@ -170,6 +172,7 @@ const cqcli::Registration reg{"forward", [](CLI::App& app) {
   auto* sub = app.add_subcommand("forward", "Run the model on a batch and write every intermediate tensor");
   auto o = std::make_shared<ForwardOptions>();
   o->model.add_to(sub);
+  o->weights.add_to(sub);
   sub->add_option("--inputs", o->inputs, "batch JSON (input_ids, numeric_values, attention_mask, labels, …)")
       ->required()
       ->check(CLI::ExistingFile);

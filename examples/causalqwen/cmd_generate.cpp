@@ -34,6 +34,7 @@ namespace cqg = causalqwen::generate;
 
 struct GenerateOptions {
   cqcli::ModelOptions model;
+  cqcli::WeightsOption weights;
   std::string prompt, prompts_file, mode = "deterministic", padding = "left", dtype = "f32", long_prompt = "error";
   std::optional<double> temperature;
   std::size_t top_k = 0, batch_size = 8;
@@ -76,6 +77,7 @@ void run_generate(const GenerateOptions& o) {
   const auto tok_path = o.model.tokenizer_path();
   if (!tok_path) throw cq::FormatError("generate needs a tokenizer: --tokenizer FILE or DIR/tokenizer.json");
   auto loaded = o.model.load<T>();
+  o.weights.apply(*loaded.model);
   // the tokenizer's <NUM> is the checkpoint's (config.json's num_token_id, or for a base model
   // --num-token-id / the first id after the tokenizer's vocabulary), so that a generated <NUM> is
   // rendered as its number whatever id the checkpoint gave it
@@ -159,6 +161,7 @@ const cqcli::Registration reg{"generate", [](CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
   auto* sub = app.add_subcommand("generate", "continue prompts in the deterministic, sampling, causal or compatible mode");
   o->model.add_to(sub);
+  o->weights.add_to(sub);
   auto* one = sub->add_option("--prompt", o->prompt, "the prompt text");
   auto* many = sub->add_option("--prompts", o->prompts_file, "JSONL file: one JSON string (or {\"prompt\": ...}) per line")
                    ->check(CLI::ExistingFile);

@@ -1,6 +1,6 @@
 // Shared by the causalqwen subcommands that read a checkpoint: <NUM>'s id for a base model
 // (from --num-token-id, or from a tokenizer.json), then io::load_model; and the check that a
-// tokenizer is the model's.
+// tokenizer is the model's; --weights, the type decoding reads the weight matrices in.
 #pragma once
 #include <causalqwen/io/model_checkpoint.hpp>
 #include <causalqwen/text/tokenizer.hpp>
@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 namespace cqcli {
 
@@ -49,6 +50,29 @@ struct ModelOptions {
   template <class T>
   causalqwen::io::LoadedModel<T> load() const {
     return causalqwen::io::load_model<T>(model_dir, load_options());
+  }
+};
+
+/// --weights f32|bf16|int8 (generate, forward, eval): decoding reads the weight matrices as
+/// bf16 or int8 copies (CausalQwen::use_weights), and every other product computes with the
+/// float weights rounded to the same values.
+struct WeightsOption {
+  std::string weights = "f32";
+
+  void add_to(CLI::App* sub) {
+    sub->add_option("--weights", weights,
+                    "f32 | bf16 | int8: the weight matrices as decoding reads them (bf16: half the bytes per token, "
+                    "int8: a quarter, one scale per row); other products use the float weights rounded alike")
+        ->check(CLI::IsMember({"f32", "bf16", "int8"}));
+  }
+  template <class T>
+  void apply(causalqwen::model::CausalQwen<T>& model) const {
+    const auto type = causalqwen::linalg::parse_weight_type(weights);
+    if (type == causalqwen::linalg::WeightType::f32) return;
+    if constexpr (!std::is_same_v<T, float>)
+      throw causalqwen::DomainError(fmt::format("--weights {} needs --dtype f32 (packed weights serve float models)", weights));
+    else
+      model.use_weights(type);
   }
 };
 

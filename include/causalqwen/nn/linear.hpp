@@ -10,8 +10,8 @@ template <class T>
 struct Linear {
   /// The same struct holds parameters and their gradients (slices of two arenas).
   struct Params {
-    TensorView<T, 2> weight;  // [out,in]
-    TensorView<T, 1> bias;    // [out], empty when the layer has no bias
+    TensorView<T, 2> weight{};  // [out,in]
+    TensorView<T, 1> bias{};    // [out], empty when the layer has no bias
     linalg::PackedRef packed{};  // a bf16 / int8 copy of W for inference (type f32: none)
   };
   struct Cache {

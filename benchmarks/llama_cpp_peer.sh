@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# Peer benchmark against llama.cpp on the Qwen2.5-0.5B shape, on the CPU with 2 threads.
+#
+# llama.cpp is built outside this repository, from its public source tree given as the first
+# argument, into WORK_DIR/build (CMake, Release, GGML_NATIVE=ON, GGML_OPENMP=ON, LLAMA_CURL=OFF;
+# only llama-bench and llama-quantize; skipped when both binaries already exist). Then:
+#   1. benchmarks/llama_cpp_gguf.py writes random-weight GGUFs of the Qwen2.5-0.5B shape
+#      (vocab 151936, hidden 896, 24 layers, 14/2 heads, FFN 4864, tied output) in F32 and BF16,
+#      and llama-quantize makes a Q8_0 file from the F32 one (files are reused when present);
+#   2. llama-bench -p 128,512 -n 64 -r 3 -t 2 -o json measures prefill (pp128, pp512) and
+#      decode (tg64) tokens/s for each of F32, BF16 and Q8_0;
+#   3. build/bin/bench_generate 2 24 --no-torch (this repository's benchmark, built beforehand)
+#      measures ours: prefill at S = 128 and 512 (float32) and decode with f32, bf16 and int8
+#      weights;
+#   4. one table compares them: llama.cpp's mean tokens/s over the 3 repetitions (avg_ts)
+#      next to ours and ours/llama.cpp. Our prefill is float32 whatever the weight type, so the
+#      same prefill numbers stand in every row; Q8_0 decode is compared with our int8 decode.
+# Differences to keep in mind: our decode is measured after a 128-token prompt and includes
+# the CausalQwen head over 151666 classes; llama.cpp's tg64 starts from an empty context and
+# ends in the tied LM head over the 151936-token vocabulary.
+# Both sides run with OMP_WAIT_POLICY=PASSIVE; ours also with OPENBLAS_CORETYPE=SkylakeX.
+# Raw outputs are kept in WORK_DIR (llama-bench-*.json, ours.txt, peer-results.json).
+#
+# usage: bash benchmarks/llama_cpp_peer.sh LLAMA_SRC_DIR [WORK_DIR=/tmp/llama-peer]
+#   LLAMA_COMMIT=...  names the llama.cpp commit when LLAMA_SRC_DIR is not a git checkout
+#   PYTHON=...        Python with numpy (default /usr/bin/python3)
+set -euo pipefail
+
+die() {
+  echo "llama_cpp_peer.sh: error: $*" >&2
+  exit 1
+}
+
+[[ $# -ge 1 && $# -le 2 ]] || die "usage: bash benchmarks/llama_cpp_peer.sh LLAMA_SRC_DIR [WORK_DIR=/tmp/llama-peer]"
+LLAMA_SRC=$(cd "$1" 2>/dev/null && pwd) || die "llama.cpp source directory '$1' not found"
+WORK_DIR=${2:-/tmp/llama-peer}
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+PYTHON=${PYTHON:-/usr/bin/python3}
+OURS_BIN=$REPO/build/bin/bench_generate
+GGUF_SCRIPT=$REPO/benchmarks/llama_cpp_gguf.py
+THREADS=2
+
+# ---- preconditions, checked before anything slow ------------------------------------------
+[[ -f $LLAMA_SRC/CMakeLists.txt ]] || die "$LLAMA_SRC/CMakeLists.txt not found: not a llama.cpp source tree"
+[[ -f $LLAMA_SRC/gguf-py/gguf/gguf_writer.py ]] || die "$LLAMA_SRC/gguf-py/gguf/gguf_writer.py not found (llama.cpp's gguf-py package)"
+[[ -f $GGUF_SCRIPT ]] || die "$GGUF_SCRIPT not found"
+command -v cmake >/dev/null || die "cmake not found on PATH"
+[[ -x $PYTHON ]] || die "$PYTHON not found (set PYTHON to a Python 3 with numpy)"
+"$PYTHON" -c "import numpy" 2>/dev/null || die "numpy is not importable by $PYTHON (Debian: apt-get install python3-numpy)"
+[[ -x $OURS_BIN ]] || die "$OURS_BIN not found: build this repository's benchmarks first (target bench_generate)"
+mkdir -p "$WORK_DIR" || die "cannot create $WORK_DIR"
+WORK_DIR=$(cd "$WORK_DIR" && pwd)
+
+# ---- 1. build llama-bench and llama-quantize out of tree ----------------------------------
+BIN=$WORK_DIR/build/bin
+if [[ -x $BIN/llama-bench && -x $BIN/llama-quantize ]]; then
+  echo "== llama.cpp: using the existing build in $WORK_DIR/build"
+else
+  echo "== llama.cpp: building llama-bench and llama-quantize in $WORK_DIR/build (log: $WORK_DIR/build.log)"
+  if ! { cmake -S "$LLAMA_SRC" -B "$WORK_DIR/build" -DGGML_NATIVE=ON -DGGML_OPENMP=ON -DLLAMA_CURL=OFF \
+           -DCMAKE_BUILD_TYPE=Release &&
+         cmake --build "$WORK_DIR/build" --target llama-bench llama-quantize -j2; } >"$WORK_DIR/build.log" 2>&1; then
+    tail -n 30 "$WORK_DIR/build.log" >&2
+    die "building llama.cpp failed (full log: $WORK_DIR/build.log)"
+  fi
+  [[ -x $BIN/llama-bench ]] || die "$BIN/llama-bench missing after the build (see $WORK_DIR/build.log)"
+  [[ -x $BIN/llama-quantize ]] || die "$BIN/llama-quantize missing after the build (see $WORK_DIR/build.log)"
+fi
+
+# ---- 2. model files ---------------------------------------------------------------------
+F32=$WORK_DIR/qwen2-0.5b-random-f32.gguf
+Q8_0=$WORK_DIR/qwen2-0.5b-random-q8_0.gguf
+for t in f32 bf16; do
+  out=$WORK_DIR/qwen2-0.5b-random-$t.gguf
+  if [[ -s $out ]]; then
+    echo "== using existing $out"
+  else
+    echo "== writing $out"
+    "$PYTHON" "$GGUF_SCRIPT" --llama-src "$LLAMA_SRC" --type "$t" --out "$out.part" ||
+      die "writing the $t GGUF failed ($GGUF_SCRIPT)"
+    mv "$out.part" "$out"
+  fi
+done
+if [[ -s $Q8_0 ]]; then
+  echo "== using existing $Q8_0"
+else
+  echo "== quantising $F32 -> Q8_0 (log: $WORK_DIR/quantize.log)"
+  "$BIN/llama-quantize" "$F32" "$Q8_0.part" Q8_0 "$THREADS" >"$WORK_DIR/quantize.log" 2>&1 ||
+    { tail -n 20 "$WORK_DIR/quantize.log" >&2; die "llama-quantize failed (log: $WORK_DIR/quantize.log)"; }
+  mv "$Q8_0.part" "$Q8_0"
+fi
+
+# ---- 3. llama-bench ---------------------------------------------------------------------
+for t in f32 bf16 q8_0; do
+  model=$WORK_DIR/qwen2-0.5b-random-$t.gguf
+  json=$WORK_DIR/llama-bench-$t.json
+  echo "== llama-bench $t (pp128, pp512, tg64; 3 repetitions, $THREADS threads)"
+  OMP_WAIT_POLICY=PASSIVE "$BIN/llama-bench" -m "$model" -p 128,512 -n 64 -r 3 -t "$THREADS" -o json \
+    >"$json.part" 2>"$WORK_DIR/llama-bench-$t.log" ||
+    { tail -n 20 "$WORK_DIR/llama-bench-$t.log" >&2; die "llama-bench failed on $model (log: $WORK_DIR/llama-bench-$t.log)"; }
+  mv "$json.part" "$json"
+done
+
+# ---- 4. ours ------------------------------------------------------------------------------
+echo "== ours: build/bin/bench_generate $THREADS 24 --no-torch (output: $WORK_DIR/ours.txt)"
+(cd "$REPO" && OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE build/bin/bench_generate "$THREADS" 24 --no-torch) \
+  >"$WORK_DIR/ours.txt" 2>&1 || { tail -n 20 "$WORK_DIR/ours.txt" >&2; die "bench_generate failed (output: $WORK_DIR/ours.txt)"; }
+cat "$WORK_DIR/ours.txt"
+
+# ---- 5. the table -------------------------------------------------------------------------
+COMMIT=${LLAMA_COMMIT:-$(git -C "$LLAMA_SRC" rev-parse --short HEAD 2>/dev/null || true)}
+echo
+"$PYTHON" - "$WORK_DIR" "$COMMIT" "$(date -u '+%Y-%m-%d %H:%M UTC')" "$THREADS" <<'EOF'
+import json, os, re, sys
+
+work, commit, date, threads = sys.argv[1:5]
+
+def die(msg):
+    sys.exit(f"llama_cpp_peer.sh: error: {msg}")
+
+# llama.cpp: mean tokens/s of the repetitions per test
+llama, info = {}, {}
+for t in ("f32", "bf16", "q8_0"):
+    path = os.path.join(work, f"llama-bench-{t}.json")
+    try:
+        runs = json.load(open(path))
+    except (OSError, ValueError) as e:
+        die(f"cannot read {path}: {e}")
+    for r in runs:
+        if r["n_prompt"] > 0 and r["n_gen"] == 0:
+            llama[(t, f"pp{r['n_prompt']}")] = r["avg_ts"]
+        elif r["n_gen"] > 0 and r["n_prompt"] == 0:
+            llama[(t, f"tg{r['n_gen']}")] = r["avg_ts"]
+        info = r
+
+# ours: "prefill S = N   <ours tok/s> ..." rows, and the final table "decode GB/token tok/s ..."
+# whose rows start with the weight type (the tok/s column is located by its header)
+path = os.path.join(work, "ours.txt")
+lines = open(path).read().splitlines()
+ours = {}
+for ln in lines:
+    m = re.match(r"^prefill S = (\d+)\s+([0-9.]+)", ln)
+    if m:
+        ours[f"pp{m.group(1)}"] = float(m.group(2))
+col = None
+for ln in lines:
+    f = ln.split()
+    if f and f[0] == "decode" and "tok/s" in f and "GB/token" in f:
+        col = f.index("tok/s")
+    elif col is not None and f and f[0] in ("f32", "bf16", "int8") and len(f) > col:
+        ours[f"tg_{f[0]}"] = float(f[col])
+for k in ("pp128", "pp512", "tg_f32", "tg_bf16", "tg_int8"):
+    if k not in ours:
+        die(f"could not find {k} in {path} (bench_generate output format changed?)")
+
+if not commit:
+    commit = info.get("build_commit", "unknown")
+print(f"llama.cpp {commit} (build {info.get('build_number', '?')}, backends {info.get('backends', '?')}) "
+      f"vs ours, {threads} threads, {date}")
+print(f"CPU: {info.get('cpu_info', '?')}")
+print("model: random Qwen2.5-0.5B shape (494M parameters, tied output); llama.cpp: mean of 3 repetitions")
+print("ours: prefill in float32 for every row; Q8_0 decode compared with our int8 decode\n")
+hdr = f"{'type':<6} {'test':<6} {'llama.cpp tok/s':>16} {'ours tok/s':>11} {'ours/llama.cpp':>15}"
+print(hdr)
+print("-" * len(hdr))
+results = []
+for t, label, ours_tg in (("f32", "F32", "tg_f32"), ("bf16", "BF16", "tg_bf16"), ("q8_0", "Q8_0", "tg_int8")):
+    for test, ok in (("pp128", "pp128"), ("pp512", "pp512"), ("tg64", ours_tg)):
+        l, o = llama.get((t, test)), ours[ok]
+        ratio = o / l if l else float("nan")
+        print(f"{label:<6} {test:<6} {l if l else float('nan'):>16.2f} {o:>11.2f} {ratio:>14.2f}x")
+        results.append({"type": label, "test": test, "llama_cpp_tok_s": l, "ours_tok_s": o, "ours_over_llama_cpp": ratio})
+json.dump({"llama_cpp_commit": commit, "date": date, "threads": int(threads), "cpu": info.get("cpu_info"),
+           "results": results}, open(os.path.join(work, "peer-results.json"), "w"), indent=1)
+EOF
