@@ -155,8 +155,9 @@ for k in ("pp128", "pp512", "tg_f32", "tg_bf16", "tg_int8"):
 
 if not commit:
     commit = info.get("build_commit", "unknown")
-print(f"llama.cpp {commit} (build {info.get('build_number', '?')}, backends {info.get('backends', '?')}) "
-      f"vs ours, {threads} threads, {date}")
+build = info.get("build_commit", "unknown")
+built = f"llama-bench build {build} #{info.get('build_number', '?')}, " if build != "unknown" else ""
+print(f"llama.cpp {commit} ({built}backend {info.get('backends', '?')}) vs ours, {threads} threads, {date}")
 print(f"CPU: {info.get('cpu_info', '?')}")
 print("model: random Qwen2.5-0.5B shape (494M parameters, tied output); llama.cpp: mean of 3 repetitions")
 print("ours: prefill in float32 for every row; Q8_0 decode compared with our int8 decode\n")

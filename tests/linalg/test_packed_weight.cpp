@@ -44,15 +44,18 @@ TEST_CASE("int8 packing: one scale per row, max |W| maps to ±127, zero rows and
                           std::numeric_limits<float>::denorm_min(), 0, 0, -std::numeric_limits<float>::denorm_min()};
   const la::PackedMatrix p(la::WeightType::int8, c2(w, 4, 4));
   const auto r = p.ref();
-  CHECK(r.q[1] == -127);
-  CHECK(r.q[0] == 64);  // 0.5 / (1/127) = 63.5 → 64 (ties to even)
+  CHECK(r.cols_padded == 16);
+  const auto q = [&](std::size_t i, std::size_t j) { return r.q[la::panel_index(i, j, r.cols_padded)]; };
+  CHECK(q(0, 1) == -127);
+  CHECK(q(0, 0) == 64);  // 0.5 / (1/127) = 63.5 → 64 (ties to even)
   CHECK(r.row_scale[0] == doctest::Approx(1.0 / 127));
   CHECK(r.row_scale[1] == 1.0f);
-  for (std::size_t j = 0; j < 4; ++j) CHECK(r.q[4 + j] == 0);
-  CHECK(r.q[8] == 127);
-  CHECK(r.q[9] == -127);
+  for (std::size_t j = 0; j < 4; ++j) CHECK(q(1, j) == 0);
+  CHECK(q(2, 0) == 127);
+  CHECK(q(2, 1) == -127);
   CHECK(std::isfinite(r.row_scale[2]));
   CHECK(std::isfinite(r.row_scale[3]));
+  for (std::size_t j = 4; j < 16; ++j) CHECK(q(3, j) == 0);  // the padding
   auto rounded = w;
   la::round_weights(la::WeightType::int8, v2(rounded, 4, 4));
   for (std::size_t i = 0; i < 4; ++i)
@@ -60,7 +63,7 @@ TEST_CASE("int8 packing: one scale per row, max |W| maps to ±127, zero rows and
       CHECK(rounded[i * 4 + j] == p.at(i, j));
       CHECK(std::abs(double(rounded[i * 4 + j]) - w[i * 4 + j]) <= 0.5 * double(r.row_scale[i]) * (1 + 1e-6));
     }
-  CHECK(p.bytes() == 16 + 4 * 4);
+  CHECK(p.bytes() == 4 * 16 + 4 * 4);  // one panel of 4×16, and the row scales
 }
 
 TEST_CASE("bf16 packing rounds to nearest even, as the float copy is rounded") {

@@ -6,10 +6,11 @@
 /// FMA chains and four streams for the prefetcher), then reduced horizontally; every row's sum is
 /// formed exactly as by a single-row loop (one accumulator per row), so the grouping never
 /// changes a result. The rows of W are split over the OpenMP threads in contiguous blocks.
-/// W is read as float, or from a packed bf16 / int8 copy (packed_weight.hpp): each weight is
-/// widened to float in the register and the sums are the float kernel's, in the same order (a
-/// bf16 copy gives the bits the float kernel gives on the bf16-rounded matrix; an int8 row's
-/// sums are multiplied by its scale at the end).
+/// W is read as float, or from a packed bf16 / int8 copy (packed_weight.hpp), whose panels put
+/// the four rows' next 16 weights side by side (one sequential stream instead of four): each
+/// weight is widened to float in the register and the sums are the float kernel's, in the same
+/// order (a bf16 copy gives the bits the float kernel gives on the bf16-rounded matrix; an int8
+/// row's sums are multiplied by its scale at the end).
 /// Inference only; call outside your own `omp parallel` regions (it then runs serially).
 #pragma once
 #include "causalqwen/core/error.hpp"
@@ -54,15 +55,17 @@ struct FloatRows {
   T at(std::size_t i, std::size_t j) const { return w[i * ld + j]; }
 };
 
-/// The rows of a bf16 copy: a weight widens to the float with its 16 bits on top (exact).
+/// The rows of a bf16 copy in panels (packed_weight.hpp): a weight widens to the float with its
+/// 16 bits on top (exact).
 struct Bf16Rows {
-  const std::uint16_t* w;
-  std::size_t ld;
+  const std::uint16_t* w;  // the panel store
+  std::size_t cols_padded, row0;
   static constexpr bool scaled = false;
-  Bf16Rows from(std::size_t r) const { return {w + r * ld, ld}; }
+  Bf16Rows from(std::size_t r) const { return {w, cols_padded, row0 + r}; }
+  const std::uint16_t* at_ptr(std::size_t i, std::size_t j) const { return w + panel_index(row0 + i, j, cols_padded); }
   template <class B>
   B load(std::size_t i, std::size_t j) const {
-    const std::uint16_t* p = w + i * ld + j;
+    const std::uint16_t* p = at_ptr(i, j);
 #if XSIMD_WITH_AVX512F
     if constexpr (B::size == 16)
       return B(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16)));
@@ -72,22 +75,24 @@ struct Bf16Rows {
       return B(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16)));
 #endif
     alignas(64) float lanes[B::size];
-    for (std::size_t k = 0; k < B::size; ++k) lanes[k] = bf16_to_float(p[k]);
+    for (std::size_t k = 0; k < B::size; ++k) lanes[k] = bf16_to_float(at_ptr(i, j + k)[0]);
     return B::load_aligned(lanes);
   }
-  float at(std::size_t i, std::size_t j) const { return bf16_to_float(w[i * ld + j]); }
+  float at(std::size_t i, std::size_t j) const { return bf16_to_float(*at_ptr(i, j)); }
 };
 
-/// The rows of an int8 copy: q_ij as float; the sums of row i are multiplied by s_i at the end.
+/// The rows of an int8 copy in panels: q_ij as float; the sums of row i are multiplied by s_i
+/// at the end.
 struct Int8Rows {
-  const std::int8_t* w;
-  std::size_t ld;
-  const float* row_scale;
+  const std::int8_t* w;  // the panel store
+  std::size_t cols_padded, row0;
+  const float* row_scale;  // [rows of the store]
   static constexpr bool scaled = true;
-  Int8Rows from(std::size_t r) const { return {w + r * ld, ld, row_scale + r}; }
+  Int8Rows from(std::size_t r) const { return {w, cols_padded, row0 + r, row_scale}; }
+  const std::int8_t* at_ptr(std::size_t i, std::size_t j) const { return w + panel_index(row0 + i, j, cols_padded); }
   template <class B>
   B load(std::size_t i, std::size_t j) const {
-    const std::int8_t* p = w + i * ld + j;
+    const std::int8_t* p = at_ptr(i, j);
 #if XSIMD_WITH_AVX512F
     if constexpr (B::size == 16)
       return B(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))));
@@ -97,11 +102,11 @@ struct Int8Rows {
       return B(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))));
 #endif
     alignas(64) float lanes[B::size];
-    for (std::size_t k = 0; k < B::size; ++k) lanes[k] = static_cast<float>(p[k]);
+    for (std::size_t k = 0; k < B::size; ++k) lanes[k] = static_cast<float>(at_ptr(i, j + k)[0]);
     return B::load_aligned(lanes);
   }
-  float at(std::size_t i, std::size_t j) const { return static_cast<float>(w[i * ld + j]); }
-  float factor(std::size_t i) const { return row_scale[i]; }
+  float at(std::size_t i, std::size_t j) const { return static_cast<float>(*at_ptr(i, j)); }
+  float factor(std::size_t i) const { return row_scale[row0 + i]; }
 };
 
 }  // namespace detail_gemv
@@ -111,8 +116,9 @@ struct Int8Rows {
 template <class T, class F>
 void with_weight_rows(TensorView<const T, 2> w, const PackedRef& packed, F&& f) {
   if constexpr (std::is_same_v<T, float>) {
-    if (packed.type == WeightType::bf16) return f(detail_gemv::Bf16Rows{packed.bf16, packed.cols});
-    if (packed.type == WeightType::int8) return f(detail_gemv::Int8Rows{packed.q, packed.cols, packed.row_scale});
+    if (packed.type == WeightType::bf16) return f(detail_gemv::Bf16Rows{packed.bf16, packed.cols_padded, packed.row0});
+    if (packed.type == WeightType::int8)
+      return f(detail_gemv::Int8Rows{packed.q, packed.cols_padded, packed.row0, packed.row_scale});
   } else {
     detail::require(!packed.packed(), "with_weight_rows", "packed {} weights serve float models only",
                     weight_type_name(packed.type));
@@ -138,6 +144,7 @@ inline void dot_rows(const Rows& w, const T* a, const T* s, std::size_t C, T* lo
     if (s) {
       for (; j + W <= C; j += W) {
         const B av = B::load_unaligned(a + j), sv = B::load_unaligned(s + j);
+#pragma GCC unroll 4  // the accumulators then stay in registers
         for (std::size_t i = 0; i < N; ++i) {
           const B wv = w.template load<B>(i, j);
           acc_l[i] = xsimd::fma(av, wv, acc_l[i]);
@@ -147,6 +154,7 @@ inline void dot_rows(const Rows& w, const T* a, const T* s, std::size_t C, T* lo
     } else {
       for (; j + W <= C; j += W) {
         const B av = B::load_unaligned(a + j);
+#pragma GCC unroll 4
         for (std::size_t i = 0; i < N; ++i) acc_l[i] = xsimd::fma(av, w.template load<B>(i, j), acc_l[i]);
       }
     }

@@ -54,23 +54,36 @@ inline double bytes_per_weight(WeightType t, std::size_t cols) {
   return 4.0;
 }
 
-/// A packed matrix W [rows, cols] seen by the kernels (no ownership). type f32 = not packed:
-/// the kernels read the float matrix.
+/// Packed copies are stored in panels, so that the kernels, which read four rows side by side,
+/// read one sequential stream (about 1.5-2x the bandwidth of four row-major streams here): rows
+/// in groups of 4 (the last group padded with zero rows), columns in chunks of 16 (the last chunk
+/// padded with zeros), the 4×16 block of a group and chunk contiguous:
+///   w_rc at  (r / 4)·4·cols_padded + (c / 16)·64 + (r % 4)·16 + c % 16
+inline constexpr std::size_t panel_rows = 4, panel_cols = 16;
+
+/// Index of w_rc in a panel store of `cols_padded` (a multiple of 16) columns.
+constexpr std::size_t panel_index(std::size_t r, std::size_t c, std::size_t cols_padded) noexcept {
+  return (r / panel_rows) * panel_rows * cols_padded + (c / panel_cols) * (panel_rows * panel_cols) +
+         (r % panel_rows) * panel_cols + c % panel_cols;
+}
+
+/// A packed matrix W [rows, cols] seen by the kernels (no ownership): rows [row0, row0 + rows)
+/// of the panel store. type f32 = not packed: the kernels read the float matrix.
 struct PackedRef {
   WeightType type = WeightType::f32;
   std::size_t rows = 0, cols = 0;
-  const std::uint16_t* bf16 = nullptr;  // [rows, cols]
-  const std::int8_t* q = nullptr;       // [rows, cols]
-  const float* row_scale = nullptr;     // [rows]
+  std::size_t cols_padded = 0;          // cols rounded up to a multiple of 16
+  std::size_t row0 = 0;                 // the first row, in the store
+  const std::uint16_t* bf16 = nullptr;  // panels (see panel_index)
+  const std::int8_t* q = nullptr;       // panels
+  const float* row_scale = nullptr;     // [rows of the store], int8 only
 
   bool packed() const { return type != WeightType::f32; }
   /// Rows [r0, r0 + n) of the matrix.
   PackedRef rows_from(std::size_t r0, std::size_t n) const {
     PackedRef r = *this;
+    r.row0 += r0;
     r.rows = n;
-    if (bf16) r.bf16 += r0 * cols;
-    if (q) r.q += r0 * cols;
-    if (row_scale) r.row_scale += r0;
     return r;
   }
 };
@@ -92,39 +105,42 @@ inline std::int8_t int8_of(float w, float s) {
 
 }  // namespace detail_packed
 
-/// W [rows, cols] stored as `type` (owning): the packed copy a model keeps for decoding.
+/// W [rows, cols] stored as `type` (owning), in panels: the packed copy a model keeps for decoding.
 class PackedMatrix {
  public:
   PackedMatrix() = default;
   /// Packs the float matrix w [rows, cols] (see the file comment for the rules).
-  PackedMatrix(WeightType type, TensorView<const float, 2> w) : type_(type), rows_(w.shape[0]), cols_(w.shape[1]) {
-    const std::size_t n = rows_ * cols_;
+  PackedMatrix(WeightType type, TensorView<const float, 2> w)
+      : type_(type), rows_(w.shape[0]), cols_(w.shape[1]), cols_padded_((cols_ + panel_cols - 1) / panel_cols * panel_cols) {
+    const std::size_t n = (rows_ + panel_rows - 1) / panel_rows * panel_rows * cols_padded_;
     if (type == WeightType::bf16) {
-      bf16_.resize(n);
-      for (std::size_t i = 0; i < n; ++i) bf16_[i] = float_to_bf16(w.data[i]);
+      bf16_.assign(n, 0);
+      for (std::size_t r = 0; r < rows_; ++r)
+        for (std::size_t c = 0; c < cols_; ++c) bf16_[panel_index(r, c, cols_padded_)] = float_to_bf16(w.data[r * cols_ + c]);
     } else if (type == WeightType::int8) {
-      q_.resize(n);
+      q_.assign(n, 0);
       scale_.resize(rows_);
       for (std::size_t r = 0; r < rows_; ++r) {
         const float* row = w.data + r * cols_;
         const float s = scale_[r] = detail_packed::int8_row_scale(row, cols_);
-        for (std::size_t j = 0; j < cols_; ++j) q_[r * cols_ + j] = detail_packed::int8_of(row[j], s);
+        for (std::size_t c = 0; c < cols_; ++c) q_[panel_index(r, c, cols_padded_)] = detail_packed::int8_of(row[c], s);
       }
     }
   }
-  PackedRef ref() const { return {type_, rows_, cols_, bf16_.data(), q_.data(), scale_.data()}; }
+  PackedRef ref() const { return {type_, rows_, cols_, cols_padded_, 0, bf16_.data(), q_.data(), scale_.data()}; }
   WeightType type() const { return type_; }
-  /// Bytes of storage.
+  /// Bytes of storage (the panels' padding included).
   std::size_t bytes() const { return bf16_.size() * 2 + q_.size() + scale_.size() * 4; }
   /// The float value of w_ij as the kernels read it (q_ij·s_i for int8).
   float at(std::size_t i, std::size_t j) const {
-    if (type_ == WeightType::bf16) return bf16_to_float(bf16_[i * cols_ + j]);
-    return static_cast<float>(q_[i * cols_ + j]) * scale_[i];
+    const std::size_t k = panel_index(i, j, cols_padded_);
+    if (type_ == WeightType::bf16) return bf16_to_float(bf16_[k]);
+    return static_cast<float>(q_[k]) * scale_[i];
   }
 
  private:
   WeightType type_ = WeightType::f32;
-  std::size_t rows_ = 0, cols_ = 0;
+  std::size_t rows_ = 0, cols_ = 0, cols_padded_ = 0;
   std::vector<std::uint16_t> bf16_;
   std::vector<std::int8_t> q_;
   std::vector<float> scale_;
