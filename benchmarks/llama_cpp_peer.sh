@@ -18,7 +18,10 @@
 # Differences to keep in mind: our decode is measured after a 128-token prompt and includes
 # the CausalQwen head over 151666 classes; llama.cpp's tg64 starts from an empty context and
 # ends in the tied LM head over the 151936-token vocabulary.
-# Both sides run with OMP_WAIT_POLICY=PASSIVE; ours also with OPENBLAS_CORETYPE=SkylakeX.
+# Both sides run with OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 (what the causalqwen program
+# sets for itself: a 0.1 ms spin before an idle OpenMP thread sleeps; llama.cpp keeps its threads
+# in one parallel region per graph and spins on its own barriers, so it hardly notices); ours
+# also with OPENBLAS_CORETYPE=SkylakeX.
 # Raw outputs are kept in WORK_DIR (llama-bench-*.json, ours.txt, peer-results.json).
 #
 # usage: bash benchmarks/llama_cpp_peer.sh LLAMA_SRC_DIR [WORK_DIR=/tmp/llama-peer]
@@ -95,7 +98,7 @@ for t in f32 bf16 q8_0; do
   model=$WORK_DIR/qwen2-0.5b-random-$t.gguf
   json=$WORK_DIR/llama-bench-$t.json
   echo "== llama-bench $t (pp128, pp512, tg64; 3 repetitions, $THREADS threads)"
-  OMP_WAIT_POLICY=PASSIVE "$BIN/llama-bench" -m "$model" -p 128,512 -n 64 -r 3 -t "$THREADS" -o json \
+  OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 "$BIN/llama-bench" -m "$model" -p 128,512 -n 64 -r 3 -t "$THREADS" -o json \
     >"$json.part" 2>"$WORK_DIR/llama-bench-$t.log" ||
     { tail -n 20 "$WORK_DIR/llama-bench-$t.log" >&2; die "llama-bench failed on $model (log: $WORK_DIR/llama-bench-$t.log)"; }
   mv "$json.part" "$json"
@@ -103,7 +106,7 @@ done
 
 # ---- 4. ours ------------------------------------------------------------------------------
 echo "== ours: build/bin/bench_generate $THREADS 24 --no-torch (output: $WORK_DIR/ours.txt)"
-(cd "$REPO" && OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE build/bin/bench_generate "$THREADS" 24 --no-torch) \
+(cd "$REPO" && OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 build/bin/bench_generate "$THREADS" 24 --no-torch) \
   >"$WORK_DIR/ours.txt" 2>&1 || { tail -n 20 "$WORK_DIR/ours.txt" >&2; die "bench_generate failed (output: $WORK_DIR/ours.txt)"; }
 cat "$WORK_DIR/ours.txt"
 
