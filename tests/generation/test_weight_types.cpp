@@ -159,4 +159,5 @@ TEST_CASE("parameters changed after use_weights are refused until packed again; 
   CHECK(trace(model, {1, 2, 3}, 1).tokens.size() == before.tokens.size());
   cqm::CausalQwen<double> wide(small_config());
   CHECK_THROWS_WITH_AS(wide.use_weights(la::WeightType::bf16), doctest::Contains("float models only"), cq::DomainError);
+  CHECK(wide.weight_type() == la::WeightType::f32);  // refused before anything changed
 }

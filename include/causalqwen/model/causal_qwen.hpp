@@ -156,6 +156,8 @@ class CausalQwen<T, RuntimeConfig> {
   /// copies; the rounding stays. Float models only. When the parameters change afterwards,
   /// decoding refuses to run until this is called again.
   void use_weights(linalg::WeightType type) {
+    detail::require(type == linalg::WeightType::f32 || std::is_same_v<T, float>, "CausalQwen::use_weights",
+                    "{} weights serve float models only", linalg::weight_type_name(type));
     packed_store_.clear();
     packed_layers_.clear();
     packed_cls_ = {};
