@@ -18,6 +18,7 @@
 #include "train_display.hpp"
 
 #include <causalqwen/core/threading.hpp>
+#include <causalqwen/dist/communicator.hpp>
 #include <causalqwen/io/config_json.hpp>
 #include <causalqwen/model/presets.hpp>
 #include <causalqwen/train.hpp>
@@ -28,9 +29,12 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <optional>
+#include <thread>
 
 namespace {
 
@@ -141,14 +145,23 @@ ct::TrainerOptions trainer_options(const TrainArgs& a) {
   o.observer = cqcli::train_display(display);
   o.resume = a.resume;
   o.seed = a.seed;
+  o.comm = cq::dist::Communicator::world();
   o.run_settings = {{"lr", learning_rate(a)}, {"schedule", a.schedule}, {"steps", a.steps}, {"batch", a.batch}, {"seq", a.seq},
                     {"accumulation", a.accumulation}, {"seed", a.seed}, {"threads", a.threads},
-                    {"optimizer", a.optimizer}, {"moments", a.moments}};
+                    {"optimizer", a.optimizer}, {"moments", a.moments}, {"processes", o.comm.size()}};
   return o;
 }
 
+/// True on the process that prints (process 0 of an mpirun job; the only one otherwise).
+bool speaks() { return cq::dist::Communicator::world().is_root(); }
+
 void report(const ct::TrainSummary& s, const std::string& out) {
-  fmt::print("trained steps {}..{} in {:.1f} s\n", s.first_step, s.last_step, s.seconds);
+  if (!speaks()) return;
+  const auto comm = cq::dist::Communicator::world();
+  fmt::print("trained steps {}..{} in {:.1f} s{}\n", s.first_step, s.last_step, s.seconds,
+             comm.size() > 1 ? fmt::format(" on {} processes ({:.1f} s in communication on process 0)", comm.size(),
+                                           s.comm_seconds)
+                             : std::string());
   if (s.first_val && s.last_val)
     fmt::print("validation loss {:.4f} -> {:.4f}; accuracy {:.3f}, <NUM> accuracy {:.3f}, reg MAE {:.4g}\n",
                s.first_val->L_total, s.last_val->L_total, s.last_val->accuracy, s.last_val->num_accuracy,
@@ -223,7 +236,7 @@ void run_tokens(const TrainArgs& a) {
       throw cq::DomainError(fmt::format("train: --threshold, --reg-init-gain and --reg-bias set the heads of a model made "
                                         "here, but {} is a CausalQwen checkpoint whose heads are trained already",
                                         a.model.model_dir));
-    if (loaded.converted)
+    if (loaded.converted && speaks())
       fmt::print("converted the base checkpoint {}: threshold {}, alpha {}, regression gain {}, regression bias {:.6g}\n",
                  a.model.model_dir, loaded.model->config().threshold(0), loaded.model->config().alpha_gate,
                  loaded.model->config().reg_init_gain, loaded.model->config().reg_bias_init);
@@ -253,7 +266,7 @@ void run_tokens(const TrainArgs& a) {
   auto o = trainer_options(a);
   o.alpha = {alpha0, a.alpha_end, a.alpha_steps};
   if (val) o.eval_batches = std::min(o.eval_batches, val->size());
-  fmt::print("training with lr {:.3g}{}\n", learning_rate(a), a.lr ? "" : " (the default for this start)");
+  if (speaks()) fmt::print("training with lr {:.3g}{}\n", learning_rate(a), a.lr ? "" : " (the default for this start)");
   ct::Trainer<float> trainer(learner, o);
   report(trainer.run(), a.out);
 }
@@ -322,8 +335,16 @@ const cqcli::Registration reg{"train", [](CLI::App& app) {
   sub->add_option("--checkpoint-every", a->checkpoint_every, "Checkpoint every N steps (and at the end)")->capture_default_str();
   sub->add_flag("--resume", a->resume, "Continue from OUT/checkpoints/LATEST (same options as the first run)");
   sub->add_option("--seed", a->seed, "Seed of the model init, data order and sampling noise")->capture_default_str();
-  sub->add_option("--threads", a->threads, "Threads (results are bit-reproducible for a given count)")->capture_default_str();
-  sub->callback([a] {
+  auto* threads = sub->add_option("--threads", a->threads, "Threads per process; results are bit-reproducible for a "
+                                                          "given count (default 2; with N processes on one machine, "
+                                                          "its cores / N)");
+  sub->callback([a, threads] {
+    if (threads->count() == 0 && cq::dist::Communicator::world().size() > 1) {
+      // processes sharing this machine share its cores
+      const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+      const unsigned per_machine = local ? static_cast<unsigned>(std::max(1, std::atoi(local))) : 1;
+      a->threads = std::max(1u, std::thread::hardware_concurrency() / per_machine);
+    }
     cq::set_threads(a->threads);
     const int sources = (!a->data.empty()) + (a->synthetic > 0) + a->features;
     if (sources != 1) throw cq::DomainError("train: give exactly one of --data, --synthetic N, --features");

@@ -2,16 +2,33 @@
 #include "command.hpp"
 
 #include <causalqwen/core/threading.hpp>
+#include <causalqwen/dist/communicator.hpp>
 #include <causalqwen/version.hpp>
 
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <exception>
+#include <optional>
 
 int main(int argc, char** argv) {
   // idle OpenMP threads must not spin while OpenBLAS works: PASSIVE unless the user chose
   causalqwen::restart_with_passive_omp_wait(argv);
+  // started by mpirun: MPI for the whole run (train splits its work over the processes)
+  std::optional<causalqwen::dist::Session> mpi;
+  try {
+    mpi.emplace(&argc, &argv);
+  } catch (const std::exception& e) {
+    // one of several processes: say which, and end them all (the others would wait forever)
+    if (const auto comm = causalqwen::dist::Communicator::world(); comm.size() > 1) {
+      fmt::print(stderr, "causalqwen: error ({}): {}\n", comm.where(), e.what());
+      std::fflush(stderr);
+      comm.abort(1);
+    }
+    fmt::print(stderr, "causalqwen: error: {}\n", e.what());
+    return 1;
+  }
   CLI::App app{"causalqwen: a Qwen2 language model whose heads carry Cauchy distributions",
                "causalqwen"};
   app.set_version_flag("--version", std::string(causalqwen::version_string));
@@ -31,6 +48,12 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "causalqwen: error: {} (see --help)\n", e.what());
     return 2;
   } catch (const std::exception& e) {
+    // one of several processes: say which, and end them all (the others would wait forever)
+    if (const auto comm = causalqwen::dist::Communicator::world(); comm.size() > 1) {
+      fmt::print(stderr, "causalqwen: error ({}): {}\n", comm.where(), e.what());
+      std::fflush(stderr);
+      comm.abort(1);
+    }
     fmt::print(stderr, "causalqwen: error: {}\n", e.what());
     return 1;
   }

@@ -77,6 +77,32 @@ class Layout {
   std::unordered_map<std::string, std::size_t> index_;
 };
 
+/// Elements [begin, end) of an arena: the part of the parameters one process owns when the
+/// optimiser state is split over several (see shard_ranges).
+struct ElementRange {
+  std::size_t begin = 0, end = 0;
+  std::size_t size() const { return end - begin; }
+  bool contains(std::size_t i) const { return i >= begin && i < end; }
+  /// The intersection with [offset, offset + n) (empty when they do not meet: begin == end).
+  ElementRange intersect(std::size_t offset, std::size_t n) const {
+    const std::size_t b = std::max(begin, offset), e = std::min(end, offset + n);
+    return b < e ? ElementRange{b, e} : ElementRange{b, b};
+  }
+};
+
+/// [0, total) cut into `parts` consecutive ranges of nearly equal size, each boundary a multiple
+/// of `align` elements: range r is part r's. Every element belongs to exactly one range.
+inline std::vector<ElementRange> shard_ranges(std::size_t total, std::size_t parts, std::size_t align = 16) {
+  detail::require(parts > 0 && align > 0, "shard_ranges", "need parts > 0 and align > 0");
+  std::vector<ElementRange> out(parts);
+  const std::size_t blocks = (total + align - 1) / align;
+  for (std::size_t r = 0; r < parts; ++r) {
+    out[r].begin = std::min(total, blocks * r / parts * align);
+    out[r].end = std::min(total, blocks * (r + 1) / parts * align);
+  }
+  return out;
+}
+
 /// How an arena's memory is obtained.
 ///   filled      aligned_alloc, every element written with 0 (resident at once)
 ///   on_demand   anonymous mmap: a page becomes resident only when first written, and zero()

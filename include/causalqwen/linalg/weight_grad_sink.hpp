@@ -22,15 +22,34 @@ class WeightGradSink {
                       TensorView<const T, 2> w) = 0;
 };
 
-/// Where a backward pass puts its gradients: the gradient arena (laid out like the parameters)
-/// and, optionally, a sink that may take the weight-gradient products as factors instead of
-/// adding them to the arena. An arena converts to a target without a sink.
+/// Told, during a backward pass, how far the gradients are final: final_from(offset) says that no
+/// element of the gradient arena at offset ≥ `offset` changes again in this pass. A backward
+/// pass runs from the last slots (the heads) to the first (the embeddings), so the offsets told
+/// only decrease, ending with 0. Data-parallel training starts summing a finished part over the
+/// processes while the backward pass goes on below it.
+class GradientProgress {
+ public:
+  virtual ~GradientProgress() = default;
+  virtual void final_from(std::size_t offset) = 0;
+};
+
+/// Where a backward pass puts its gradients: the gradient arena (laid out like the parameters),
+/// optionally a sink that may take the weight-gradient products as factors instead of adding
+/// them to the arena, and optionally a listener told which gradients are final. An arena
+/// converts to a target with neither.
 template <class T>
 struct GradientTarget {
   Arena<T>& arena;
   WeightGradSink<T>* sink = nullptr;
-  GradientTarget(Arena<T>& gradients, WeightGradSink<T>* factor_sink = nullptr)  // NOLINT: implicit by design
-      : arena(gradients), sink(factor_sink) {}
+  GradientProgress* progress = nullptr;
+  GradientTarget(Arena<T>& gradients, WeightGradSink<T>* factor_sink = nullptr,  // NOLINT: implicit by design
+                 GradientProgress* listener = nullptr)
+      : arena(gradients), sink(factor_sink), progress(listener) {}
+
+  /// Tells the listener, if any, that gradients at offset ≥ `offset` are final.
+  void final_from(std::size_t offset) const {
+    if (progress) progress->final_from(offset);
+  }
 };
 
 /// True when `sink` (may be null) took over dw += [sign(w) ⊙] dyᵀ·x.

@@ -99,6 +99,7 @@ class CausalQwen<T, RuntimeConfig> {
     auto layout = std::make_shared<Layout>();
     NumericEmbedding<T>::add_params(*layout, cfg_.backbone.vocab_size, cfg_.hidden_size());
     backbone_.add_params(*layout);
+    backbone_end_ = layout->total();
     add_head_params(*layout, cfg_);
     params_.reset(layout);
   }
@@ -249,8 +250,10 @@ class CausalQwen<T, RuntimeConfig> {
     if (!grads) return head_.run(hp, params_.version(), z.flat2d(), targets, mode, noise, cache.head);
     cache.dz.assign(M * H, T(0));
     const auto g = HeadParams<T>::bind(grads->arena);
-    return head_.run(hp, params_.version(), z.flat2d(), targets, mode, noise, cache.head, &g, {cache.dz.data(), {M, H}},
-                     grads->sink);
+    const auto metrics = head_.run(hp, params_.version(), z.flat2d(), targets, mode, noise, cache.head, &g,
+                                   {cache.dz.data(), {M, H}}, grads->sink);
+    grads->final_from(backbone_end_);  // the heads' slots follow the stack's
+    return metrics;
   }
 
   /// The backward pass below the heads: from ∂L/∂z, the Qwen2 stack, then the embeddings.
@@ -258,11 +261,13 @@ class CausalQwen<T, RuntimeConfig> {
     const std::size_t B = cache.backbone.batch, S = cache.backbone.seq, H = cfg_.hidden_size();
     const auto de = backbone_.backward(params_, cache.backbone, TensorView<const T, 3>(cache.dz.data(), {B, S, H}), grads);
     NumericEmbedding<T>::backward(NumericEmbedding<T>::Params::bind(grads.arena), cache.embedding, de);
+    grads.final_from(0);
   }
 
   CausalConfig cfg_;
   nn::Transformer<T> backbone_;
   CausalHead<T> head_;
+  std::size_t backbone_end_ = 0;  // arena offset where the stack's slots end and the heads' begin
   Arena<T> params_;
   // packed copies for decoding (use_weights)
   linalg::WeightType weight_type_ = linalg::WeightType::f32;

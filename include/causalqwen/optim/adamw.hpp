@@ -19,6 +19,8 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 
 namespace causalqwen::optim {
 
@@ -60,14 +62,32 @@ void adamw_kernel(std::size_t n, T* __restrict p, const T* __restrict grad, T* _
   }
 }
 
+/// The optimiser of the parameter elements in `owned()` (all of them by default). With data
+/// parallelism (dist/data_parallel.hpp) each process owns one range (shard_ranges) and keeps only
+/// that range's moments, so the optimiser state per process falls as 1/N (ZeRO stage 1). Moment
+/// element i belongs to parameter element owned().begin + i; when the optimiser owns every
+/// element the moment arenas have the parameters' layout.
 template <class T>
 class AdamW {
  public:
-  AdamW(std::shared_ptr<const Layout> layout, AdamWConfig config = {}, ParamRules rules = {})
-      : cfg_(config), rules_(std::move(rules)), m_(layout), v_(layout) {
+  AdamW(std::shared_ptr<const Layout> layout, AdamWConfig config = {}, ParamRules rules = {},
+        std::optional<ElementRange> owned = std::nullopt)
+      : cfg_(config), rules_(std::move(rules)), layout_(layout), owned_(owned.value_or(ElementRange{0, layout->total()})) {
     detail::require(cfg_.beta1 >= 0 && cfg_.beta1 < 1 && cfg_.beta2 >= 0 && cfg_.beta2 < 1, "AdamW",
                     "betas must lie in [0, 1), got {} and {}", cfg_.beta1, cfg_.beta2);
     detail::require(cfg_.eps > 0 && cfg_.weight_decay >= 0, "AdamW", "need eps > 0 and weight_decay >= 0");
+    detail::require(owned_.begin <= owned_.end && owned_.end <= layout->total(), "AdamW",
+                    "the owned range [{}, {}) must lie within the {} elements of the parameters", owned_.begin,
+                    owned_.end, layout->total());
+    if (owns_all()) {
+      m_.reset(layout);
+      v_.reset(layout);
+    } else {
+      auto part = std::make_shared<Layout>();
+      part->add("owned", {owned_.size()});
+      m_.reset(part);
+      v_.reset(part);
+    }
   }
 
   const AdamWConfig& config() const { return cfg_; }
@@ -79,24 +99,44 @@ class AdamW {
   Arena<T>& second_moment() { return v_; }
   const Arena<T>& first_moment() const { return m_; }
   const Arena<T>& second_moment() const { return v_; }
+  /// The parameters' layout.
+  const Layout& layout() const { return *layout_; }
+  std::shared_ptr<const Layout> shared_layout() const { return layout_; }
+  /// The parameter elements this optimiser updates and keeps moments for.
+  ElementRange owned() const { return owned_; }
+  bool owns_all() const { return owned_.begin == 0 && owned_.end == layout_->total(); }
+  /// Bytes of optimiser state held (the two moments of the owned elements).
+  std::size_t state_bytes() const { return 2 * owned_.size() * sizeof(T); }
 
   /// One update of `params` from `grads`·`grad_scale` with learning rate `lr` (file comment);
   /// bumps the parameters' version (touch) so caches derived from them rebuild.
   void step(Arena<T>& params, const Arena<T>& grads, double lr, double grad_scale = 1.0) {
-    detail::require(params.size() == m_.size() && grads.size() == m_.size(), "AdamW::step",
-                    "parameter, gradient and moment arenas must share one layout ({} / {} / {} elements)",
-                    params.size(), grads.size(), m_.size());
+    detail::require(grads.size() == layout_->total(), "AdamW::step",
+                    "the gradient arena must have the parameters' layout ({} elements, got {})", layout_->total(),
+                    grads.size());
+    step(params, std::span<const T>(grads.data() + owned_.begin, owned_.size()), lr, grad_scale);
+  }
+
+  /// The same update of the owned elements only, from their gradients `owned_grads` (element i
+  /// is the gradient of parameter element owned().begin + i); the other elements of `params`
+  /// are left as they are.
+  void step(Arena<T>& params, std::span<const T> owned_grads, double lr, double grad_scale = 1.0) {
+    detail::require(params.size() == layout_->total() && owned_grads.size() == owned_.size(), "AdamW::step",
+                    "need the parameters' layout ({} elements, got {}) and the owned range's gradients ({}, got {})",
+                    layout_->total(), params.size(), owned_.size(), owned_grads.size());
     detail::require(std::isfinite(grad_scale), "AdamW::step", "grad_scale must be finite, got {}", grad_scale);
     ++t_;
     auto k = AdamWCoefficients<T>::at(cfg_, t_, lr, grad_scale);
-    for (const auto& s : m_.layout().slots()) {
-      if (!rules_.trained(s.name)) continue;
+    for (const auto& s : layout_->slots()) {
+      const ElementRange r = owned_.intersect(s.offset, s.size);
+      if (r.size() == 0 || !rules_.trained(s.name)) continue;
       k.keep = static_cast<T>(rules_.decays(s.name) ? 1.0 - lr * cfg_.weight_decay : 1.0);
-      T* p = params.data() + s.offset;
-      const T* g = grads.data() + s.offset;
-      T* m = m_.data() + s.offset;
-      T* v = v_.data() + s.offset;
-      parallel_chunks(s.size, [&](std::size_t begin, std::size_t end) {
+      const std::size_t at = r.begin - owned_.begin;  // the first element's index in the owned range
+      T* p = params.data() + r.begin;
+      const T* g = owned_grads.data() + at;
+      T* m = m_.data() + at;
+      T* v = v_.data() + at;
+      parallel_chunks(r.size(), [&](std::size_t begin, std::size_t end) {
         adamw_kernel<true>(end - begin, p + begin, g + begin, m + begin, v + begin, k);
       });
     }
@@ -106,6 +146,8 @@ class AdamW {
  private:
   AdamWConfig cfg_;
   ParamRules rules_;
+  std::shared_ptr<const Layout> layout_;
+  ElementRange owned_;
   Arena<T> m_, v_;
   std::uint64_t t_ = 0;
 };

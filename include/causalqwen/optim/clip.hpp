@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <span>
 #include <vector>
 
 namespace causalqwen::optim {
@@ -36,24 +37,44 @@ void add_sum_of_squares(const T* x, std::size_t n, double& total) {
   for (std::size_t b = 0; b < nb; ++b) total += partial[b];
 }
 
+/// Σ g² over the elements of `owned` in the slots of `layout` that `rules` trains, where
+/// owned_grads[i] is the gradient of element owned.begin + i (double, slot by slot in layout
+/// order, thread-count independent). One process's part of the squared global norm.
+template <class T>
+double owned_sum_of_squares(const Layout& layout, std::span<const T> owned_grads, ElementRange owned,
+                            const ParamRules& rules = {}) {
+  double total = 0;
+  for (const auto& s : layout.slots()) {
+    const ElementRange r = owned.intersect(s.offset, s.size);
+    if (r.size() && rules.trained(s.name)) add_sum_of_squares(owned_grads.data() + (r.begin - owned.begin), r.size(), total);
+  }
+  return total;
+}
+
 /// √(Σ g²) over the slots that `rules` trains (double accumulation, thread-count independent).
 template <class T>
 double global_grad_norm(const Arena<T>& grads, const ParamRules& rules = {}) {
-  double total = 0;
-  for (const auto& s : grads.layout().slots())
-    if (rules.trained(s.name)) add_sum_of_squares(grads.data() + s.offset, s.size, total);
-  return std::sqrt(total);
+  return std::sqrt(owned_sum_of_squares(grads.layout(), grads.span(), {0, grads.size()}, rules));
+}
+
+/// Multiplies the elements of `owned` in every trained slot by `factor` (owned_grads as in
+/// owned_sum_of_squares).
+template <class T>
+void scale_owned_gradients(const Layout& layout, std::span<T> owned_grads, ElementRange owned, double factor,
+                           const ParamRules& rules = {}) {
+  const T f = static_cast<T>(factor);
+  for (const auto& s : layout.slots()) {
+    const ElementRange r = owned.intersect(s.offset, s.size);
+    if (!r.size() || !rules.trained(s.name)) continue;
+    T* g = owned_grads.data() + (r.begin - owned.begin);
+    parallel_for(r.size(), r.size(), [&](std::size_t i) { g[i] *= f; });
+  }
 }
 
 /// Multiplies every trained slot of `grads` by `factor`.
 template <class T>
 void scale_gradients(Arena<T>& grads, double factor, const ParamRules& rules = {}) {
-  const T f = static_cast<T>(factor);
-  for (const auto& s : grads.layout().slots()) {
-    if (!rules.trained(s.name)) continue;
-    T* g = grads.data() + s.offset;
-    parallel_for(s.size, s.size, [&](std::size_t i) { g[i] *= f; });
-  }
+  scale_owned_gradients(grads.layout(), grads.span(), {0, grads.size()}, factor, rules);
 }
 
 /// The factor clipping multiplies the gradients by: max_norm/(‖g‖ + 1e-6) when ‖g‖ > max_norm,

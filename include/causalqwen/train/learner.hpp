@@ -59,11 +59,17 @@ class Learner {
   /// Draws the next training batch; grads += ∂L_total/∂θ on it. Sampling noise, if any, comes
   /// from `rng` (uniforms in (0,1), row-major [M,C]).
   virtual MicroBatchResult train_micro_batch(linalg::GradientTarget<T> grads, const TrainNoise& noise, std::mt19937_64& rng) = 0;
+  /// Draws the next training batch and its sampling noise as train_micro_batch would, and
+  /// computes nothing: with data parallelism another process trains on it, and every process
+  /// keeps the same data position and RNG state.
+  virtual void skip_micro_batch(const TrainNoise& noise, std::mt19937_64& rng) = 0;
   virtual bool has_validation() const = 0;
   /// Rewinds the validation source to where it started (every evaluation sees the same batches).
   virtual void rewind_validation() = 0;
   /// Forward only (deterministic mode) on the next validation batch.
   virtual MicroBatchResult eval_micro_batch() = 0;
+  /// Draws the next validation batch and evaluates nothing (another process does).
+  virtual void skip_eval_micro_batch() = 0;
   /// The training source's position ({"train": state}); restored on resume.
   virtual nlohmann::json data_state() const = 0;
   virtual void restore_data_state(const nlohmann::json& state) = 0;
@@ -133,6 +139,11 @@ class ModelLearner final : public Learner<T> {
     const auto m = model_.forward_backward(batch_.view(), cache_, grads, noise.mode, sn);
     return {m, tokens_of(batch_)};
   }
+  void skip_micro_batch(const TrainNoise& noise, std::mt19937_64& rng) override {
+    batch_ = train_.next();
+    if (noise.mode == model::ActionMode::sampling)
+      detail_learner::draw_uniforms(uniforms_, batch_.batch * batch_.seq * model_.config().causal_size, rng);
+  }
 
   bool has_validation() const override { return val_ != nullptr; }
   void rewind_validation() override {
@@ -142,6 +153,7 @@ class ModelLearner final : public Learner<T> {
     batch_ = val_->next();
     return {model_.evaluate(batch_.view(), cache_), tokens_of(batch_)};
   }
+  void skip_eval_micro_batch() override { batch_ = val_->next(); }
 
   nlohmann::json data_state() const override { return {{"train", train_.state()}}; }
   void restore_data_state(const nlohmann::json& state) override { train_.restore(state.at("train")); }
@@ -224,6 +236,11 @@ class HeadLearner final : public Learner<T> {
                              {dz_.data(), {M, H}}, grads.sink);
     return {m, M};
   }
+  void skip_micro_batch(const TrainNoise& noise, std::mt19937_64& rng) override {
+    batch_ = train_.next();
+    check(batch_);
+    if (noise.mode == model::ActionMode::sampling) detail_learner::draw_uniforms(uniforms_, batch_.rows * cfg_.causal_size, rng);
+  }
 
   bool has_validation() const override { return val_ != nullptr; }
   void rewind_validation() override {
@@ -238,6 +255,7 @@ class HeadLearner final : public Learner<T> {
                              model::ActionMode::deterministic, {}, cache_);
     return {m, batch_.rows};
   }
+  void skip_eval_micro_batch() override { batch_ = val_->next(); }
 
   nlohmann::json data_state() const override { return {{"train", train_.state()}}; }
   void restore_data_state(const nlohmann::json& state) override { train_.restore(state.at("train")); }

@@ -17,11 +17,29 @@
 /// step, RNG and data position are restored and the metrics log is cut back to that step, so the
 /// resumed run's per-step values equal an uninterrupted run's bit for bit (same thread count).
 ///
+/// Data parallelism (`options.comm` of N > 1 processes, e.g. started by mpirun): the A
+/// micro-batches of a step are split by a fixed rule — process r trains micro-batches r, r+N,
+/// r+2N, … (A must be a multiple of N) and draws the others without computing them, so data
+/// position and RNG stay the same everywhere. The last micro-batch's backward pass hands each
+/// finished stretch of gradients to a non-blocking reduce-scatter (dist/gradient_buckets.hpp):
+/// process r receives the summed gradients of its own range of the parameters, computes its part
+/// of ‖g‖² (added over processes in rank order), updates that range with its shard of the AdamW
+/// moments (ZeRO stage 1: optimiser memory 1/N per process), and the ranges are all-gathered.
+/// Metrics are summed over processes in rank order; validation batches are split the same way.
+/// Checkpoints have the one-process format (process 0 gathers the moments and writes), so a run
+/// resumes on any number of processes. Logs, the observer and checkpoint files: process 0 only.
+/// StreamingAdamW keeps each micro-batch's weight gradients as factors that only its own process
+/// holds; summing them over processes would mean forming the whole gradient, which is what it
+/// avoids: it is refused with N > 1.
+///
 /// Test hooks (environment): CAUSALQWEN_TRAIN_CHECKPOINT_SLEEP_MS=n sleeps n ms inside every
 /// checkpoint write, after the files and before LATEST is committed; CAUSALQWEN_TRAIN_CRASH_IN_CHECKPOINT=k
-/// kills the process (SIGKILL) at that point of its k-th checkpoint write.
+/// kills the process (SIGKILL) at that point of its k-th checkpoint write; CAUSALQWEN_TRAIN_KILL=r:k
+/// kills process r (SIGKILL) when step k begins.
 #pragma once
 #include "causalqwen/core/process_usage.hpp"
+#include "causalqwen/dist/communicator.hpp"
+#include "causalqwen/dist/gradient_buckets.hpp"
 #include "causalqwen/model/parameter_rules.hpp"
 #include "causalqwen/optim/adamw.hpp"
 #include "causalqwen/optim/clip.hpp"
@@ -39,7 +57,9 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
+#include <cstdio>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -71,6 +91,8 @@ struct TrainerOptions {
   std::uint64_t seed = 1;            // the trainer RNG (sampling-mode noise)
   TrainObserver observer;            // told of the start, each step, each validation, the end
   nlohmann::json run_settings = nlohmann::json::object();  // recorded in checkpoints
+  dist::Communicator comm = dist::Communicator::local();  // the processes training together
+  std::size_t bucket_elements = std::size_t{1} << 22;     // gradient elements per reduce-scatter
 };
 
 /// What a run ends with.
@@ -81,6 +103,7 @@ struct TrainSummary {
   double seconds = 0, tokens_per_s = 0;
   ProcessUsage usage;  // what the run cost the kernel: minor page faults, system time
   std::optional<std::filesystem::path> checkpoint;
+  double comm_seconds = 0;  // inside collectives (all steps of this run; 0 for one process)
 };
 
 template <class T>
@@ -92,12 +115,27 @@ class Trainer {
     detail::require(o_.steps > 0 && o_.accumulation > 0, "Trainer", "steps and accumulation must be > 0");
     detail::require(o_.streaming || o_.moments == optim::MomentStorage::full, "Trainer",
                     "bfloat16 moments need the streaming optimiser (TrainerOptions::streaming)");
+    const std::size_t N = processes();
+    detail::require(N == 1 || !o_.streaming, "Trainer",
+                    "the streaming optimiser cannot train on {} processes: it keeps each micro-batch's weight gradients "
+                    "as factors held by one process, and summing them over processes would form the whole gradient it "
+                    "exists to avoid; use AdamW (--optimizer adamw), whose optimiser state is split over the processes",
+                    N);
+    detail::require(o_.accumulation % N == 0, "Trainer",
+                    "{} micro-batches per step (accumulation) cannot be split evenly over {} processes: choose a "
+                    "multiple of {}", o_.accumulation, N, N);
+    ranges_ = shard_ranges(learner.params().size(), N);
     if (o_.streaming) streaming_.emplace(learner.params().shared_layout(), o_.adam, rules_, o_.moments);
-    else adam_.emplace(learner.params().shared_layout(), o_.adam, rules_);
+    else if (N == 1) adam_.emplace(learner.params().shared_layout(), o_.adam, rules_);
+    else adam_.emplace(learner.params().shared_layout(), o_.adam, rules_, ranges_[rank()]);
     if (o_.lr.total == 0) o_.lr.total = o_.steps;
     if (o_.metrics_path.empty() && !o_.out_dir.empty()) o_.metrics_path = o_.out_dir / "metrics.jsonl";
     if (const char* v = std::getenv("CAUSALQWEN_TRAIN_CHECKPOINT_SLEEP_MS")) sleep_ms_ = std::atoi(v);
     if (const char* v = std::getenv("CAUSALQWEN_TRAIN_CRASH_IN_CHECKPOINT")) crash_at_ = std::atoi(v);
+    if (const char* v = std::getenv("CAUSALQWEN_TRAIN_KILL")) {
+      int r = -1, k = -1;
+      if (std::sscanf(v, "%d:%d", &r, &k) == 2 && r == o_.comm.rank()) kill_at_step_ = k;
+    }
   }
 
   /// The optimiser (TrainerOptions::streaming false / true).
@@ -110,50 +148,85 @@ class Trainer {
     TrainSummary summary;
     std::size_t step = 0;
     double tokens_seen = 0, seconds_before = 0;
-    if (!o_.out_dir.empty()) lock_out_dir();
+    const bool root = o_.comm.is_root();
+    if (!o_.out_dir.empty() && root) lock_out_dir();
     if (o_.resume && !o_.out_dir.empty()) {
-      if (auto dir = latest_checkpoint(o_.out_dir)) {
+      if (auto dir = latest_checkpoint(o_.out_dir)) {  // every process reads it (a file system they share)
         const auto st = adam_ ? read_checkpoint(*dir, learner_, *adam_) : read_checkpoint(*dir, learner_, *streaming_);
         restore_rng(rng_, st.rng);
         learner_.restore_data_state(st.data);
         step = st.step;
         tokens_seen = st.tokens_seen;
         seconds_before = st.seconds;
-        if (!o_.metrics_path.empty()) truncate_metrics(o_.metrics_path, step);
+        if (!o_.metrics_path.empty() && root) truncate_metrics(o_.metrics_path, step);
         summary.checkpoint = dir;
       }
     }
+    if (processes() > 1) {  // every process starts from process 0's parameters
+      o_.comm.broadcast(learner_.params().span());
+      learner_.params().touch();
+    }
     summary.first_step = step;
     MetricsLog log;
-    if (!o_.metrics_path.empty()) log = MetricsLog(o_.metrics_path, /*append=*/step > 0);
-    if (o_.observer.on_start)
+    if (!o_.metrics_path.empty() && root) log = MetricsLog(o_.metrics_path, /*append=*/step > 0);
+    if (o_.observer.on_start && root)
       o_.observer.on_start({step, o_.steps, step > 0 ? summary.checkpoint : std::optional<std::filesystem::path>{}});
     Arena<T> grads;  // the whole gradient arena (AdamW only)
     if (adam_) grads = learner_.make_gradients();
+    std::vector<T> owned_grads;  // N > 1: the summed gradients of this process's range
+    std::optional<dist::GradientBuckets<T>> buckets;
+    if (processes() > 1) {
+      owned_grads.resize(ranges_[rank()].size());
+      buckets.emplace(o_.comm, ranges_, o_.bucket_elements);
+    }
     const auto run_start = clock::now();
     const auto usage_start = ProcessUsage::now();
     double last_tps = 0;
+    const std::size_t N = processes(), A = o_.accumulation;
     while (step < o_.steps) {
+      if (kill_at_step_ >= 0 && step == static_cast<std::size_t>(kill_at_step_)) std::raise(SIGKILL);
       const auto t0 = clock::now();
       const double alpha = o_.alpha.at(step), lr = o_.lr.at(step);
       learner_.set_alpha_gate(alpha);
       if (o_.lambda) learner_.set_reg_loss_weight(o_.lambda->at(step));
       if (adam_) grads.zero();
+      if (buckets) buckets->begin(grads, owned_grads);
       MetricsMean mean;
       std::size_t tokens = 0;
-      for (std::size_t a = 0; a < o_.accumulation; ++a) {
+      for (std::size_t a = 0; a < A; ++a) {
+        if (a % N != rank()) {  // another process's micro-batch
+          learner_.skip_micro_batch(o_.noise, rng_);
+          continue;
+        }
+        // the last micro-batch of this process tells the buckets which gradients are final
+        dist::GradientBuckets<T>* progress = buckets && a + N >= A ? &*buckets : nullptr;
         // streaming: weight gradients kept as factors by the optimiser
-        const auto r = learner_.train_micro_batch(adam_ ? linalg::GradientTarget<T>(grads) : streaming_->target(), o_.noise, rng_);
+        const auto target = adam_ ? linalg::GradientTarget<T>(grads, nullptr, progress) : streaming_->target();
+        const auto r = learner_.train_micro_batch(target, o_.noise, rng_);
         mean.add(r.metrics);
         tokens += r.tokens;
       }
-      double norm = 0;
-      if (adam_) {
-        if (o_.accumulation > 1) optim::scale_gradients(grads, 1.0 / static_cast<double>(o_.accumulation), rules_);
+      double norm = 0, comm_seconds = 0;
+      if (buckets) {
+        buckets->finish();
+        const auto owned = ranges_[rank()];
+        const auto& layout = learner_.params().layout();
+        if (A > 1) optim::scale_owned_gradients(layout, std::span<T>(owned_grads), owned, 1.0 / static_cast<double>(A), rules_);
+        const double my_squares = optim::owned_sum_of_squares(layout, std::span<const T>(owned_grads), owned, rules_);
+        const auto t_norm = clock::now();
+        norm = std::sqrt(o_.comm.sum(my_squares));  // ‖g‖ of the whole gradient
+        comm_seconds = buckets->seconds() + seconds_between(t_norm, clock::now());
+        adam_->step(learner_.params(), std::span<const T>(owned_grads), lr, optim::clip_factor(norm, o_.clip));
+        const auto t_gather = clock::now();
+        o_.comm.all_gather_ranges(learner_.params().data(), std::span<const ElementRange>(ranges_));
+        mean = combined(mean, tokens);
+        comm_seconds += seconds_between(t_gather, clock::now());
+      } else if (adam_) {
+        if (A > 1) optim::scale_gradients(grads, 1.0 / static_cast<double>(A), rules_);
         norm = optim::global_grad_norm(grads, rules_);
         adam_->step(learner_.params(), grads, lr, optim::clip_factor(norm, o_.clip));  // clipping applied in the update
       } else {
-        const double mean_factor = 1.0 / static_cast<double>(o_.accumulation);  // the mean over micro-batches
+        const double mean_factor = 1.0 / static_cast<double>(A);  // the mean over micro-batches
         norm = streaming_->grad_norm(learner_.params()) * mean_factor;
         streaming_->step(learner_.params(), lr, mean_factor * optim::clip_factor(norm, o_.clip));
       }
@@ -163,31 +236,40 @@ class Trainer {
       const double dt = std::chrono::duration<double>(clock::now() - t0).count();
       last_tps = dt > 0 ? static_cast<double>(tokens) / dt : 0;
       tokens_seen += static_cast<double>(tokens);
+      summary.comm_seconds += comm_seconds;
       const auto m = mean.mean();
       summary.last_train = m;
-      auto rec = metrics_json(m);
-      rec["split"] = "train";
-      rec["step"] = step;
-      rec["lr"] = lr;
-      rec["alpha"] = alpha;
-      rec["lambda"] = learner_.reg_loss_weight();
-      rec["grad_norm"] = norm;
-      rec["tokens"] = tokens;
-      rec["tokens_per_s"] = last_tps;
-      rec["seconds"] = dt;
-      log.write(rec);
-      if (o_.observer.on_step) o_.observer.on_step({step, o_.steps, m, lr, alpha, norm, tokens, last_tps, dt});
+      if (root) {
+        auto rec = metrics_json(m);
+        rec["split"] = "train";
+        rec["step"] = step;
+        rec["lr"] = lr;
+        rec["alpha"] = alpha;
+        rec["lambda"] = learner_.reg_loss_weight();
+        rec["grad_norm"] = norm;
+        rec["tokens"] = tokens;
+        rec["tokens_per_s"] = last_tps;
+        rec["seconds"] = dt;
+        if (N > 1) {
+          rec["processes"] = N;
+          rec["comm_seconds"] = comm_seconds;
+        }
+        log.write(rec);
+        if (o_.observer.on_step) o_.observer.on_step({step, o_.steps, m, lr, alpha, norm, tokens, last_tps, dt});
+      }
 
       const bool last = step == o_.steps;
       if (learner_.has_validation() && ((o_.eval_every > 0 && step % o_.eval_every == 0) || last)) {
         const auto v = evaluate();
         if (!summary.first_val) summary.first_val = v;
         summary.last_val = v;
-        auto vr = metrics_json(v);
-        vr["split"] = "val";
-        vr["step"] = step;
-        log.write(vr);
-        if (o_.observer.on_validation) o_.observer.on_validation({step, v});
+        if (root) {
+          auto vr = metrics_json(v);
+          vr["split"] = "val";
+          vr["step"] = step;
+          log.write(vr);
+          if (o_.observer.on_validation) o_.observer.on_validation({step, v});
+        }
       }
       if (!o_.out_dir.empty() && ((o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) || last)) {
         TrainerState st;
@@ -198,12 +280,10 @@ class Trainer {
         st.tokens_seen = tokens_seen;
         st.seconds = seconds_before + std::chrono::duration<double>(clock::now() - run_start).count();
         st.run = o_.run_settings;
-        const auto commit_hook = [this](const auto&) { hook(); };
-        summary.checkpoint = adam_ ? write_checkpoint(o_.out_dir, learner_, *adam_, st, commit_hook)
-                                   : write_checkpoint(o_.out_dir, learner_, *streaming_, st, commit_hook);
+        summary.checkpoint = checkpoint(st);
       }
     }
-    if (o_.observer.on_finish) o_.observer.on_finish();
+    if (o_.observer.on_finish && root) o_.observer.on_finish();
     summary.last_step = step;
     summary.seconds = std::chrono::duration<double>(clock::now() - run_start).count();
     summary.tokens_per_s = last_tps;
@@ -212,13 +292,23 @@ class Trainer {
   }
 
   /// The validation metrics: eval_batches batches from the start of the validation source,
-  /// averaged with equal weights.
+  /// averaged with equal weights (with N processes, batch i is evaluated by process i mod N).
   model::HeadMetrics evaluate() {
     learner_.rewind_validation();
     MetricsMean mean;
-    for (std::size_t i = 0; i < o_.eval_batches; ++i) mean.add(learner_.eval_micro_batch().metrics);
-    return mean.mean();
+    std::size_t unused_tokens = 0;
+    for (std::size_t i = 0; i < o_.eval_batches; ++i) {
+      if (i % processes() == rank()) mean.add(learner_.eval_micro_batch().metrics);
+      else learner_.skip_eval_micro_batch();
+    }
+    return (processes() > 1 ? combined(mean, unused_tokens) : mean).mean();
   }
+
+  /// Processes training together, and this one's index.
+  std::size_t processes() const { return static_cast<std::size_t>(o_.comm.size()); }
+  std::size_t rank() const { return static_cast<std::size_t>(o_.comm.rank()); }
+  /// Each process's range of the parameters (its optimiser shard).
+  const std::vector<ElementRange>& ranges() const { return ranges_; }
 
  private:
   using clock = std::chrono::steady_clock;
@@ -234,6 +324,52 @@ class Trainer {
       throw DomainError(fmt::format("causalqwen::train::Trainer: {} is in use by another training run", o_.out_dir.string()));
   }
 
+  static double seconds_between(clock::time_point a, clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  }
+
+  /// The metrics summed over every process (in rank order, so all get the same bits), and the
+  /// tokens likewise.
+  MetricsMean combined(const MetricsMean& mine, std::size_t& tokens) const {
+    const auto& m = mine.sum;
+    const std::array<double, 14> local{m.L_cls_mean, m.L_reg_eff, m.L_total, m.reg_mae, m.units_mean_loc,
+                                       m.units_mean_scale, m.ovr_prob_sum, m.accuracy, m.num_accuracy, m.mean_P_num,
+                                       static_cast<double>(m.valid_count), static_cast<double>(m.num_count),
+                                       static_cast<double>(mine.n), static_cast<double>(tokens)};
+    std::vector<double> all(local.size() * processes());
+    o_.comm.all_gather(local, all);
+    std::array<double, 14> total{};
+    for (std::size_t r = 0; r < processes(); ++r)
+      for (std::size_t i = 0; i < local.size(); ++i) total[i] += all[r * local.size() + i];
+    MetricsMean out;
+    auto& t = out.sum;
+    t.L_cls_mean = total[0], t.L_reg_eff = total[1], t.L_total = total[2], t.reg_mae = total[3];
+    t.units_mean_loc = total[4], t.units_mean_scale = total[5], t.ovr_prob_sum = total[6], t.accuracy = total[7];
+    t.num_accuracy = total[8], t.mean_P_num = total[9];
+    t.valid_count = static_cast<std::size_t>(total[10]), t.num_count = static_cast<std::size_t>(total[11]);
+    out.n = static_cast<std::size_t>(total[12]);
+    tokens = static_cast<std::size_t>(total[13]);
+    return out;
+  }
+
+  /// Writes the checkpoint of `st` (process 0; with N processes the moments are gathered to it
+  /// first, into an optimiser that owns every element, so the files are those of one process).
+  std::filesystem::path checkpoint(const TrainerState& st) {
+    const auto commit_hook = [this](const auto&) { hook(); };
+    if (streaming_) return write_checkpoint(o_.out_dir, learner_, *streaming_, st, commit_hook);
+    if (processes() == 1) return write_checkpoint(o_.out_dir, learner_, *adam_, st, commit_hook);
+    std::optional<optim::AdamW<T>> whole;
+    if (o_.comm.is_root()) whole.emplace(learner_.params().shared_layout(), o_.adam, rules_);
+    const auto owned = adam_->owned();
+    o_.comm.gather_ranges(std::span<const T>(adam_->first_moment().data(), owned.size()),
+                          whole ? whole->first_moment().data() : nullptr, std::span<const ElementRange>(ranges_));
+    o_.comm.gather_ranges(std::span<const T>(adam_->second_moment().data(), owned.size()),
+                          whole ? whole->second_moment().data() : nullptr, std::span<const ElementRange>(ranges_));
+    if (!whole) return checkpoints_dir(o_.out_dir) / checkpoint_name(st.step);
+    whole->set_steps(adam_->steps());
+    return write_checkpoint(o_.out_dir, learner_, *whole, st, commit_hook);
+  }
+
   void hook() {
     ++checkpoints_written_;
     if (sleep_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms_));
@@ -246,7 +382,8 @@ class Trainer {
   std::optional<optim::AdamW<T>> adam_;               // exactly one of the two
   std::optional<optim::StreamingAdamW<T>> streaming_;
   std::mt19937_64 rng_;
-  int sleep_ms_ = 0, crash_at_ = 0, checkpoints_written_ = 0, lock_fd_ = -1;
+  std::vector<ElementRange> ranges_;                  // each process's range of the parameters
+  int sleep_ms_ = 0, crash_at_ = 0, checkpoints_written_ = 0, lock_fd_ = -1, kill_at_step_ = -1;
 
  public:
   ~Trainer() {

@@ -133,6 +133,9 @@ using CheckpointHook = std::function<void(const std::filesystem::path& step_dir)
 /// The optimiser moments as tensors "adam.m.<slot>", "adam.v.<slot>".
 template <class T>
 void add_moments(io::SafetensorsWriter& w, optim::AdamW<T>& adam) {
+  detail::require(adam.owns_all(), "add_moments",
+                  "this optimiser holds one shard of the moments; gather them into one that owns every element first "
+                  "(the data-parallel trainer does)");
   detail_learner::add_slots(w, adam.first_moment(), "adam.m.");
   detail_learner::add_slots(w, adam.second_moment(), "adam.v.");
 }
@@ -176,10 +179,30 @@ void read_full_moments(const io::SafetensorsFile& f, Arena<T>& m, Arena<T>& v) {
 }
 }  // namespace detail_state
 
-/// Reads the moments written by add_moments back (bit for bit).
+/// Reads the moments written by add_moments back (bit for bit): those of the elements the
+/// optimiser owns (all of them, or one process's shard; a checkpoint written by any number of
+/// processes holds every element's).
 template <class T>
 void read_moments(const io::SafetensorsFile& f, optim::AdamW<T>& adam) {
-  detail_state::read_full_moments(f, adam.first_moment(), adam.second_moment());
+  const io::Dtype expected = std::is_same_v<T, float> ? io::Dtype::F32 : io::Dtype::F64;
+  const ElementRange owned = adam.owned();
+  std::vector<T> whole_slot;
+  for (auto* arena : {&adam.first_moment(), &adam.second_moment()}) {
+    const std::string prefix = arena == &adam.first_moment() ? "adam.m." : "adam.v.";
+    for (const auto& s : adam.layout().slots()) {
+      const ElementRange r = owned.intersect(s.offset, s.size);
+      if (r.size() == 0) continue;
+      detail_state::require_moment_dtype(f, prefix + s.name, expected);
+      T* out = arena->data() + (r.begin - owned.begin);
+      if (r.size() == s.size) {
+        f.template read<T>(prefix + s.name, std::span<T>(out, s.size));
+      } else {  // a part of the slot: read it whole, keep the part
+        whole_slot.resize(s.size);
+        f.template read<T>(prefix + s.name, std::span<T>(whole_slot));
+        std::copy_n(whole_slot.data() + (r.begin - s.offset), r.size(), out);
+      }
+    }
+  }
 }
 template <class T>
 void read_moments(const io::SafetensorsFile& f, optim::StreamingAdamW<T>& adam) {
