@@ -162,6 +162,8 @@ void report(const ct::TrainSummary& s, const std::string& out) {
              comm.size() > 1 ? fmt::format(" on {} processes ({:.1f} s in communication on process 0)", comm.size(),
                                            s.comm_seconds)
                              : std::string());
+  fmt::print("optimiser state {:.1f} MiB{}\n", static_cast<double>(s.optimizer_bytes) / 1048576.0,
+             comm.size() > 1 ? " per process (its shard of the moments)" : "");
   if (s.first_val && s.last_val)
     fmt::print("validation loss {:.4f} -> {:.4f}; accuracy {:.3f}, <NUM> accuracy {:.3f}, reg MAE {:.4g}\n",
                s.first_val->L_total, s.last_val->L_total, s.last_val->accuracy, s.last_val->num_accuracy,

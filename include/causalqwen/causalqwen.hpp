@@ -1,6 +1,7 @@
 /// Everything: the Cauchy math, the layers, the model, files, the tokenizer, generation, the
 /// optimisers and training: `#include <causalqwen/causalqwen.hpp>`.
 #pragma once
+#include <causalqwen/dist.hpp>
 #include <causalqwen/generate.hpp>
 #include <causalqwen/io.hpp>
 #include <causalqwen/io/batch_json.hpp>

@@ -1,11 +1,13 @@
 // dist/: data-parallel training. Run by ctest as `mpirun -np 2 test_data_parallel` (and, in a
 // build without MPI, as one process, where only the single-process cases run):
 //   - the parameter ranges and the sharded AdamW (ZeRO-1) against the whole AdamW, in one process;
+//   - a backward pass reports which gradients are final, and they do not change afterwards;
 //   - 20 steps on 2 processes give the losses of 1 process with the same global batch (float64
 //     within 1e-6 relative, float32 within 1e-4), every process ends with the same parameters,
 //     and each holds half the optimiser state;
 //   - two 2-process runs are bit-identical;
-//   - a 2-process checkpoint resumed by 1 process continues the same trajectory.
+//   - a 2-process checkpoint resumed by 1 process, and a 1-process checkpoint by 2, continue the
+//     trajectory of an uninterrupted run.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <causalqwen/dist/communicator.hpp>
 #include <causalqwen/train.hpp>
@@ -183,6 +185,47 @@ TEST_CASE_TEMPLATE("AdamW over two shards equals AdamW over everything, with hal
   fs::remove_all(dir);
 }
 
+/// Records what a backward pass reports: each offset, and the gradients from it to the end as
+/// they were when it was reported.
+struct ProgressRecorder final : cq::linalg::GradientProgress {
+  const cq::Arena<double>* grads = nullptr;
+  std::vector<std::size_t> offsets;
+  std::vector<std::vector<double>> snapshots;
+  void final_from(std::size_t offset) override {
+    offsets.push_back(offset);
+    snapshots.emplace_back(grads->data() + offset, grads->data() + grads->size());
+  }
+};
+
+TEST_CASE("a backward pass reports final gradients from the heads down to the embeddings, and keeps its word") {
+  const auto seed = cqtest::test_seed(17, "gradient progress");
+  auto cfg = cqtest::tiny_config(10.0);
+  cfg.backbone.num_layers = 3;
+  cq::model::CausalQwen<double> model(cfg);
+  model.init_random(seed);
+  cqtest::CountingTokenSource<double> source(2, 9, 11, 11);
+  const auto batch = source.next();
+  typename cq::model::CausalQwen<double>::Cache cache;
+  auto grads = model.make_gradients();
+  ProgressRecorder recorder;
+  recorder.grads = &grads;
+  model.forward_backward(batch.view(), cache, cq::linalg::GradientTarget<double>(grads, nullptr, &recorder));
+  // heads, final norm, layers 2, 1, 0, embeddings: 6 reports, decreasing, the last at 0
+  REQUIRE(recorder.offsets.size() == 6);
+  CHECK(recorder.offsets.back() == 0);
+  for (std::size_t i = 1; i < recorder.offsets.size(); ++i) CHECK(recorder.offsets[i] < recorder.offsets[i - 1]);
+  CHECK(recorder.offsets[2] == model.layout().slot("model.layers.2.input_layernorm.weight").offset);
+  // what was reported final did not change afterwards
+  for (std::size_t i = 0; i < recorder.offsets.size(); ++i)
+    CHECK_MESSAGE(std::memcmp(recorder.snapshots[i].data(), grads.data() + recorder.offsets[i],
+                              recorder.snapshots[i].size() * sizeof(double)) == 0,
+                  "report ", i, " at offset ", recorder.offsets[i]);
+  // and every slot got a gradient somewhere (the reports cover the whole arena)
+  std::size_t nonzero = 0;
+  for (double g : grads.span()) nonzero += g != 0;
+  CHECK(nonzero > grads.size() / 2);
+}
+
 TEST_CASE_TEMPLATE("2 processes train as 1 process with the same global batch; each holds half the optimiser state",
                    T, double, float) {
   if (!two_processes()) return;
@@ -238,26 +281,46 @@ TEST_CASE("two 2-process runs are bit-identical") {
   if (comm.is_root()) fs::remove_all(a_dir), fs::remove_all(b_dir);
 }
 
-TEST_CASE("a 2-process checkpoint resumed by 1 process continues the same trajectory") {
+/// The records after step `from` of `records`.
+static std::vector<nlohmann::json> records_after(const std::vector<nlohmann::json>& records, int from) {
+  std::vector<nlohmann::json> out;
+  for (const auto& r : records)
+    if (r["step"].get<int>() > from) out.push_back(r);
+  return out;
+}
+
+TEST_CASE("checkpoints move between process counts: 2 → 1 and 1 → 2 continue the same trajectory") {
   if (!two_processes()) return;
   const auto comm = world();
+  const auto local = cq::dist::Communicator::local();
   const std::uint64_t seed = static_cast<std::uint64_t>(comm.sum(comm.is_root() ? cqtest::test_seed(13, "dp resume") : 0));
-  const auto resumed = shared_dir("resumed"), straight = shared_dir("straight");
-  train_tiny<double>(comm, resumed, 10, seed, false, 5);  // 2 processes, checkpoints at steps 5 and 10
+  const auto two_then_one = shared_dir("two_then_one"), one_then_two = shared_dir("one_then_two"),
+             straight = shared_dir("straight");
+  RunResult ref;
+  if (comm.is_root()) ref = train_tiny<double>(local, straight, 20, seed);  // uninterrupted, one process
+  // 2 processes to step 10 (checkpoints at 5 and 10), then process 0 alone to 20
+  train_tiny<double>(comm, two_then_one, 10, seed, false, 5);
   if (comm.is_root()) {
-    const auto cont = train_tiny<double>(cq::dist::Communicator::local(), resumed, 20, seed, /*resume=*/true);
-    const auto ref = train_tiny<double>(cq::dist::Communicator::local(), straight, 20, seed);
-    std::vector<nlohmann::json> after;  // the steps the single process ran after resuming
-    for (const auto& r : cont.records)
-      if (r["step"].get<int>() > 10) after.push_back(r);
+    const auto cont = train_tiny<double>(local, two_then_one, 20, seed, /*resume=*/true);
     std::size_t compared = 0;
-    const double worst = max_relative_difference(after, ref.records, &compared);
-    MESSAGE("steps 11-20 resumed on 1 process from the 2-process checkpoint: max relative difference ", worst);
+    const double worst = max_relative_difference(records_after(cont.records, 10), ref.records, &compared);
+    MESSAGE("steps 11-20 on 1 process after 10 on 2: max relative difference ", worst);
+    CHECK(compared == 10 + 2);
+    CHECK(worst <= 1e-6);
+  }
+  // process 0 alone to step 10, then 2 processes to 20 (process 0 reads the checkpoint, sends the parts)
+  if (comm.is_root()) train_tiny<double>(local, one_then_two, 10, seed, false, 5);
+  comm.barrier();
+  const auto cont = train_tiny<double>(comm, one_then_two, 20, seed, /*resume=*/true);
+  if (comm.is_root()) {
+    std::size_t compared = 0;
+    const double worst = max_relative_difference(records_after(cont.records, 10), ref.records, &compared);
+    MESSAGE("steps 11-20 on 2 processes after 10 on 1: max relative difference ", worst);
     CHECK(compared == 10 + 2);
     CHECK(worst <= 1e-6);
   }
   comm.barrier();
-  if (comm.is_root()) fs::remove_all(resumed), fs::remove_all(straight);
+  if (comm.is_root()) fs::remove_all(two_then_one), fs::remove_all(one_then_two), fs::remove_all(straight);
 }
 
 int main(int argc, char** argv) {

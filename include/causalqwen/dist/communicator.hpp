@@ -212,6 +212,37 @@ class Communicator {
 #endif
   }
 
+  /// The inverse of gather_ranges: process r's `mine` (ranges[r].size() elements) ← process
+  /// root's whole[ranges[r]]; `whole` is only read on root.
+  template <class T>
+  void scatter_ranges(const T* whole, std::span<T> mine, std::span<const ElementRange> ranges, int root = 0) const {
+    check_ranges(ranges, "scatter_ranges");
+    detail::require(mine.size() == ranges[rank_].size(), "Communicator::scatter_ranges",
+                    "this process receives {} elements, its range holds {}", mine.size(), ranges[rank_].size());
+    if (rank_ == root) std::copy_n(whole + ranges[rank_].begin, mine.size(), mine.begin());
+#if defined(CAUSALQWEN_MPI)
+    for (int r = 0; r < size_; ++r) {
+      if (r == root) continue;
+      for (std::size_t at = 0; at < ranges[r].size(); at += detail_comm::max_piece) {
+        const int n = static_cast<int>(std::min(detail_comm::max_piece, ranges[r].size() - at));
+        if (rank_ == root)
+          detail_comm::check(MPI_Send(whole + ranges[r].begin + at, n, detail_comm::mpi_type<T>(), r, 8, comm_), "MPI_Send");
+        else if (rank_ == r)
+          detail_comm::check(MPI_Recv(mine.data() + at, n, detail_comm::mpi_type<T>(), root, 8, comm_, MPI_STATUS_IGNORE),
+                             "MPI_Recv");
+      }
+    }
+#endif
+  }
+
+  /// text ← process root's text, on every process.
+  void broadcast_text(std::string& text, int root = 0) const {
+    std::uint64_t n = text.size();
+    broadcast(std::span<std::uint64_t>(&n, 1), root);
+    text.resize(n);
+    broadcast(std::span<char>(text.data(), text.size()), root);
+  }
+
   /// Starts, without waiting: process r receives in `out` the sum over processes of its part of
   /// `in` — the counts[r] elements after the counts of processes 0 … r−1. `in` must stay
   /// unchanged and `out` unread until wait(). Σ counts ≤ 2^31 − 1.

@@ -151,13 +151,14 @@ class Transformer {
     auto a = cache.workspace.template view<2>("ws.dres_a"), b = cache.workspace.template view<2>("ws.dres_b");
     std::fill(a.begin(), a.end(), T(0));
     RMSNorm<T>::backward({p.final_norm}, {g.final_norm}, cache.final_norm, dz.flat2d(), a);
-    const auto offset_of = [&](const std::string& slot) { return grads.progress ? params.layout().slot(slot).offset : 0; };
-    grads.final_from(offset_of("model.norm.weight"));
+    // a slot's arena offset, from its bound view (no name lookup, no allocation)
+    const auto offset_of = [&](const TensorView<T, 1>& slot) { return static_cast<std::size_t>(slot.data - grads.arena.data()); };
+    grads.final_from(offset_of(g.final_norm));
     for (std::size_t k = 0; k < config_.num_layers; ++k) {
       const std::size_t i = config_.num_layers - 1 - k;
       std::fill(b.begin(), b.end(), T(0));
       block_.backward(p.layers[i], g.layers[i], cache.blocks[i], a, b, cache.block_ws, grads.sink);
-      grads.final_from(offset_of(layer_prefix(i) + "input_layernorm.weight"));  // layer i's first slot
+      grads.final_from(offset_of(g.layers[i].input_norm));  // layer i's first slot
       std::swap(a, b);
     }
     return a;

@@ -80,6 +80,10 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
   /// Steps taken so far (t of the bias corrections).
   std::uint64_t steps() const { return t_; }
   void set_steps(std::uint64_t t) { t_ = t; }
+  /// Bytes of the moments held (T or bfloat16 per element, two moments).
+  std::size_t state_bytes() const {
+    return 2 * (storage_ == MomentStorage::full ? m_.size() * sizeof(T) : m16_.size() * sizeof(std::uint16_t));
+  }
   /// The moments of MomentStorage::full (laid out like the parameters).
   Arena<T>& first_moment() { return full_moment(m_); }
   Arena<T>& second_moment() { return full_moment(v_); }

@@ -27,7 +27,9 @@
 /// moments (ZeRO stage 1: optimiser memory 1/N per process), and the ranges are all-gathered.
 /// Metrics are summed over processes in rank order; validation batches are split the same way.
 /// Checkpoints have the one-process format (process 0 gathers the moments and writes), so a run
-/// resumes on any number of processes. Logs, the observer and checkpoint files: process 0 only.
+/// resumes on any number of processes; on resume process 0 reads the checkpoint and sends each
+/// process its part, so only process 0 needs to see out_dir. Logs, the observer and checkpoint
+/// files: process 0 only.
 /// StreamingAdamW keeps each micro-batch's weight gradients as factors that only its own process
 /// holds; summing them over processes would mean forming the whole gradient, which is what it
 /// avoids: it is refused with N > 1.
@@ -104,6 +106,7 @@ struct TrainSummary {
   ProcessUsage usage;  // what the run cost the kernel: minor page faults, system time
   std::optional<std::filesystem::path> checkpoint;
   double comm_seconds = 0;  // inside collectives (all steps of this run; 0 for one process)
+  std::size_t optimizer_bytes = 0;  // optimiser state held by this process (its shard with N > 1)
 };
 
 template <class T>
@@ -151,15 +154,13 @@ class Trainer {
     const bool root = o_.comm.is_root();
     if (!o_.out_dir.empty() && root) lock_out_dir();
     if (o_.resume && !o_.out_dir.empty()) {
-      if (auto dir = latest_checkpoint(o_.out_dir)) {  // every process reads it (a file system they share)
-        const auto st = adam_ ? read_checkpoint(*dir, learner_, *adam_) : read_checkpoint(*dir, learner_, *streaming_);
-        restore_rng(rng_, st.rng);
-        learner_.restore_data_state(st.data);
-        step = st.step;
-        tokens_seen = st.tokens_seen;
-        seconds_before = st.seconds;
+      if (auto st = processes() > 1 ? receive_checkpoint(summary) : read_latest_checkpoint(summary)) {
+        restore_rng(rng_, st->rng);
+        learner_.restore_data_state(st->data);
+        step = st->step;
+        tokens_seen = st->tokens_seen;
+        seconds_before = st->seconds;
         if (!o_.metrics_path.empty() && root) truncate_metrics(o_.metrics_path, step);
-        summary.checkpoint = dir;
       }
     }
     if (processes() > 1) {  // every process starts from process 0's parameters
@@ -288,6 +289,7 @@ class Trainer {
     summary.seconds = std::chrono::duration<double>(clock::now() - run_start).count();
     summary.tokens_per_s = last_tps;
     summary.usage = ProcessUsage::now() - usage_start;
+    summary.optimizer_bytes = adam_ ? adam_->state_bytes() : streaming_->state_bytes();
     return summary;
   }
 
@@ -350,6 +352,39 @@ class Trainer {
     out.n = static_cast<std::size_t>(total[12]);
     tokens = static_cast<std::size_t>(total[13]);
     return out;
+  }
+
+  /// One process: the latest checkpoint's parameters, moments and state, if there is one.
+  std::optional<TrainerState> read_latest_checkpoint(TrainSummary& summary) {
+    const auto dir = latest_checkpoint(o_.out_dir);
+    if (!dir) return std::nullopt;
+    summary.checkpoint = dir;
+    return adam_ ? read_checkpoint(*dir, learner_, *adam_) : read_checkpoint(*dir, learner_, *streaming_);
+  }
+
+  /// N processes: process 0 reads the latest checkpoint (the others need not see its files) into
+  /// an optimiser owning every element, sends each process its range of the moments and
+  /// everyone the trainer state; the parameters follow with the start's broadcast.
+  std::optional<TrainerState> receive_checkpoint(TrainSummary& summary) {
+    std::string text;
+    std::optional<optim::AdamW<T>> whole;
+    if (o_.comm.is_root()) {
+      if (const auto dir = latest_checkpoint(o_.out_dir)) {
+        whole.emplace(learner_.params().shared_layout(), o_.adam, rules_);
+        text = read_checkpoint(*dir, learner_, *whole).to_json().dump();
+      }
+    }
+    o_.comm.broadcast_text(text);
+    if (text.empty()) return std::nullopt;
+    const auto st = TrainerState::from_json(nlohmann::json::parse(text), "the trainer state sent by process 0");
+    const auto owned = adam_->owned();
+    o_.comm.scatter_ranges(whole ? whole->first_moment().data() : nullptr,
+                           std::span<T>(adam_->first_moment().data(), owned.size()), std::span<const ElementRange>(ranges_));
+    o_.comm.scatter_ranges(whole ? whole->second_moment().data() : nullptr,
+                           std::span<T>(adam_->second_moment().data(), owned.size()), std::span<const ElementRange>(ranges_));
+    adam_->set_steps(st.adam_steps);
+    summary.checkpoint = checkpoints_dir(o_.out_dir) / checkpoint_name(st.step);
+    return st;
   }
 
   /// Writes the checkpoint of `st` (process 0; with N processes the moments are gathered to it
