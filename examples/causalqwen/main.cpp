@@ -12,6 +12,20 @@
 #include <exception>
 #include <optional>
 
+namespace {
+/// Prints the error and returns the exit status 1. One of several processes (mpirun) says which
+/// and ends them all: the others would wait forever in their next collective.
+int fail(const std::exception& e) {
+  if (const auto comm = causalqwen::dist::Communicator::world(); comm.size() > 1) {
+    fmt::print(stderr, "causalqwen: error ({}): {}\n", comm.where(), e.what());
+    std::fflush(stderr);
+    comm.abort(1);
+  }
+  fmt::print(stderr, "causalqwen: error: {}\n", e.what());
+  return 1;
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   // idle OpenMP threads must not spin while OpenBLAS works: PASSIVE unless the user chose
   causalqwen::restart_with_passive_omp_wait(argv);
@@ -20,14 +34,7 @@ int main(int argc, char** argv) {
   try {
     mpi.emplace(&argc, &argv);
   } catch (const std::exception& e) {
-    // one of several processes: say which, and end them all (the others would wait forever)
-    if (const auto comm = causalqwen::dist::Communicator::world(); comm.size() > 1) {
-      fmt::print(stderr, "causalqwen: error ({}): {}\n", comm.where(), e.what());
-      std::fflush(stderr);
-      comm.abort(1);
-    }
-    fmt::print(stderr, "causalqwen: error: {}\n", e.what());
-    return 1;
+    return fail(e);
   }
   CLI::App app{"causalqwen: a Qwen2 language model whose heads carry Cauchy distributions",
                "causalqwen"};
@@ -48,14 +55,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "causalqwen: error: {} (see --help)\n", e.what());
     return 2;
   } catch (const std::exception& e) {
-    // one of several processes: say which, and end them all (the others would wait forever)
-    if (const auto comm = causalqwen::dist::Communicator::world(); comm.size() > 1) {
-      fmt::print(stderr, "causalqwen: error ({}): {}\n", comm.where(), e.what());
-      std::fflush(stderr);
-      comm.abort(1);
-    }
-    fmt::print(stderr, "causalqwen: error: {}\n", e.what());
-    return 1;
+    return fail(e);
   }
   return 0;
 }

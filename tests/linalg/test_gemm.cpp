@@ -150,6 +150,24 @@ TEST_CASE("arena: named slices, packed slots, zeroing, versions") {
   CHECK(arena.view<2>("b")(1, 0) == 0.0f);
 }
 
+TEST_CASE("set_threads(n) gives OpenMP n threads, also when the OpenMP build of OpenBLAS is linked") {
+  // that build implements openblas_set_num_threads(1) with omp_set_num_threads(1): set_threads
+  // once left every program on one thread
+  const int before = omp_get_max_threads();
+  for (const std::size_t n : {2u, 1u, 3u}) {
+    cq::set_threads(n);
+    CHECK(omp_get_max_threads() == static_cast<int>(n));
+    int team = 0;
+#pragma omp parallel
+    {
+#pragma omp single
+      team = omp_get_num_threads();
+    }
+    CHECK(team == static_cast<int>(n));
+  }
+  omp_set_num_threads(before);
+}
+
 TEST_CASE_TEMPLATE("matmul gives the same bits on 1 and 2 threads and inside a parallel region", T, float, double) {
   const std::uint64_t seed = 20261124;
   MESSAGE("seed ", seed);

@@ -50,6 +50,17 @@ void parallel_chunks(std::size_t n, F&& f) {
   }
 }
 
+/// Sets OpenBLAS (when the program links it) to one thread and leaves OpenMP's thread count as
+/// it was: Debian's OpenMP build of OpenBLAS implements openblas_set_num_threads(1) with
+/// omp_set_num_threads(1), which would otherwise put every OpenMP region of the program on one
+/// thread. That build keeps a BLAS count of 1 and does not follow OpenMP's count afterwards.
+inline void keep_blas_on_one_thread() {
+  if (openblas_set_num_threads == nullptr) return;
+  const int threads = omp_get_max_threads();
+  openblas_set_num_threads(1);
+  omp_set_num_threads(threads);
+}
+
 /// Sets the library's threads to `threads` (≥ 1; 0 counts as 1) through omp_set_num_threads:
 /// parallel_for, the GEMMs (linalg::matmul splits them over the OpenMP threads itself), oneDNN
 /// and Eigen. OpenBLAS is told to keep one thread (openblas_set_num_threads, when the program
@@ -57,9 +68,8 @@ void parallel_chunks(std::size_t n, F&& f) {
 /// workers would otherwise spin beside the OpenMP pool. With the BLAS back end, results do not
 /// depend on `threads`.
 inline void set_threads(std::size_t threads) {
-  const int n = static_cast<int>(std::max<std::size_t>(threads, 1));
-  omp_set_num_threads(n);
-  if (openblas_set_num_threads != nullptr) openblas_set_num_threads(1);
+  omp_set_num_threads(static_cast<int>(std::max<std::size_t>(threads, 1)));
+  keep_blas_on_one_thread();
 }
 
 /// Idle OpenMP threads spin by default for about 3 ms after each parallel region (libgomp's

@@ -62,7 +62,7 @@ class Session {
     }
 #else
     (void)argc, (void)argv;
-    if (launched_by_mpi() && std::getenv("CAUSALQWEN_IGNORE_MPI") == nullptr)
+    if (launched_by_mpi())
       throw DomainError("causalqwen was built without MPI (CAUSALQWEN_MPI=OFF) but started by mpirun: every process "
                         "would train alone; rebuild with MPI (apt-get install libopenmpi-dev) or start it without mpirun");
 #endif
@@ -197,18 +197,14 @@ class Communicator {
                     "this process sends {} elements, its range holds {}", mine.size(), ranges[rank_].size());
     if (rank_ == root) std::copy(mine.begin(), mine.end(), whole + ranges[rank_].begin);
 #if defined(CAUSALQWEN_MPI)
-    for (int r = 0; r < size_; ++r) {
-      if (r == root) continue;
-      for (std::size_t at = 0; at < ranges[r].size(); at += detail_comm::max_piece) {
-        const int n = static_cast<int>(std::min(detail_comm::max_piece, ranges[r].size() - at));
-        if (rank_ == root)
-          detail_comm::check(MPI_Recv(whole + ranges[r].begin + at, n, detail_comm::mpi_type<T>(), r, 7, comm_,
-                                      MPI_STATUS_IGNORE),
-                             "MPI_Recv");
-        else if (rank_ == r)
-          detail_comm::check(MPI_Send(mine.data() + at, n, detail_comm::mpi_type<T>(), root, 7, comm_), "MPI_Send");
-      }
-    }
+    for_each_piece(ranges, root, [&](int r, std::size_t at, int n) {
+      if (rank_ == root)
+        detail_comm::check(MPI_Recv(whole + ranges[r].begin + at, n, detail_comm::mpi_type<T>(), r, 7, comm_,
+                                    MPI_STATUS_IGNORE),
+                           "MPI_Recv");
+      else if (rank_ == r)
+        detail_comm::check(MPI_Send(mine.data() + at, n, detail_comm::mpi_type<T>(), root, 7, comm_), "MPI_Send");
+    });
 #endif
   }
 
@@ -221,17 +217,13 @@ class Communicator {
                     "this process receives {} elements, its range holds {}", mine.size(), ranges[rank_].size());
     if (rank_ == root) std::copy_n(whole + ranges[rank_].begin, mine.size(), mine.begin());
 #if defined(CAUSALQWEN_MPI)
-    for (int r = 0; r < size_; ++r) {
-      if (r == root) continue;
-      for (std::size_t at = 0; at < ranges[r].size(); at += detail_comm::max_piece) {
-        const int n = static_cast<int>(std::min(detail_comm::max_piece, ranges[r].size() - at));
-        if (rank_ == root)
-          detail_comm::check(MPI_Send(whole + ranges[r].begin + at, n, detail_comm::mpi_type<T>(), r, 8, comm_), "MPI_Send");
-        else if (rank_ == r)
-          detail_comm::check(MPI_Recv(mine.data() + at, n, detail_comm::mpi_type<T>(), root, 8, comm_, MPI_STATUS_IGNORE),
-                             "MPI_Recv");
-      }
-    }
+    for_each_piece(ranges, root, [&](int r, std::size_t at, int n) {
+      if (rank_ == root)
+        detail_comm::check(MPI_Send(whole + ranges[r].begin + at, n, detail_comm::mpi_type<T>(), r, 8, comm_), "MPI_Send");
+      else if (rank_ == r)
+        detail_comm::check(MPI_Recv(mine.data() + at, n, detail_comm::mpi_type<T>(), root, 8, comm_, MPI_STATUS_IGNORE),
+                           "MPI_Recv");
+    });
 #endif
   }
 
@@ -301,6 +293,17 @@ class Communicator {
   }
 
  private:
+  /// f(r, at, n) for every piece of the range of every process r ≠ root: n ≤ 2^28 elements
+  /// from ranges[r].begin + at (point-to-point transfers between root and r).
+  template <class F>
+  void for_each_piece(std::span<const ElementRange> ranges, int root, F&& f) const {
+    for (int r = 0; r < size_; ++r) {
+      if (r == root) continue;
+      for (std::size_t at = 0; at < ranges[r].size(); at += detail_comm::max_piece)
+        f(r, at, static_cast<int>(std::min(detail_comm::max_piece, ranges[r].size() - at)));
+    }
+  }
+
   void check_ranges(std::span<const ElementRange> ranges, const char* what) const {
     detail::require(ranges.size() == static_cast<std::size_t>(size_), what, "need one range per process ({}), got {}",
                     size_, ranges.size());

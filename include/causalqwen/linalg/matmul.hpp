@@ -51,7 +51,7 @@ using MatmulKey = std::tuple<std::size_t, std::size_t, std::size_t, bool, bool, 
 /// sched_yield beside the OpenMP pool after every call.
 inline const dnnl::engine& cpu_engine() {
   static const dnnl::engine engine = [] {
-    if (openblas_set_num_threads != nullptr) openblas_set_num_threads(1);
+    keep_blas_on_one_thread();
     return dnnl::engine(dnnl::engine::kind::cpu, 0);
   }();
   return engine;
