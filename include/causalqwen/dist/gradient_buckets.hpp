@@ -20,7 +20,7 @@ namespace causalqwen::dist {
 template <class T>
 class GradientBuckets final : public linalg::GradientProgress {
  public:
-  /// 2^22 elements (16 MiB of float) per bucket by default: about one Qwen2.5-0.5B layer.
+  /// 2^22 elements (16 MiB of float) per bucket by default: about a quarter of a Qwen2.5-0.5B layer.
   GradientBuckets(Communicator comm, std::vector<ElementRange> ranges, std::size_t bucket_elements = std::size_t{1} << 22)
       : comm_(comm), ranges_(std::move(ranges)), bucket_(std::min(bucket_elements, detail_comm::max_piece)),
         counts_(ranges_.size()) {
