@@ -122,8 +122,6 @@ ct::TrainerOptions trainer_options(const TrainArgs& a) {
     throw cq::DomainError(fmt::format("train: --optimizer must be adamw or streaming, got '{}'", a.optimizer));
   if (a.moments != "f32" && a.moments != "bf16")
     throw cq::DomainError(fmt::format("train: --moments must be f32 or bf16, got '{}'", a.moments));
-  if (a.moments == "bf16" && a.optimizer != "streaming")
-    throw cq::DomainError("train: --moments bf16 needs --optimizer streaming");
   o.streaming = a.optimizer == "streaming";
   o.moments = a.moments == "bf16" ? cq::optim::MomentStorage::bf16 : cq::optim::MomentStorage::full;
   if (!cq::model::parse_freeze(a.freeze, o.parameters.freeze))
@@ -312,7 +310,7 @@ const cqcli::Registration reg{"train", [](CLI::App& app) {
                   "adamw (a whole gradient arena) or streaming (StreamingAdamW: weight gradients kept as factors and "
                   "formed tile by tile in the update; the same step in less memory)")
       ->capture_default_str();
-  sub->add_option("--moments", a->moments, "f32, or bf16 (16-bit moments with stochastic rounding; --optimizer streaming)")
+  sub->add_option("--moments", a->moments, "f32, or bf16 (16-bit moments with stochastic rounding: half the optimiser memory; either optimiser)")
       ->capture_default_str();
   sub->add_option("--freeze", a->freeze, "none (train everything), backbone (train only the causal.* heads) or heads (train only the backbone)")->capture_default_str();
   sub->add_flag("--learn-threshold", a->learn_threshold, "Also train causal.ovr_threshold (fixed by default)");

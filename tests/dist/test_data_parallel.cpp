@@ -7,7 +7,8 @@
 //     and each holds half the optimiser state;
 //   - two 2-process runs are bit-identical;
 //   - a 2-process checkpoint resumed by 1 process, and a 1-process checkpoint by 2, continue the
-//     trajectory of an uninterrupted run.
+//     trajectory of an uninterrupted run;
+//   - the same with bfloat16 moments (sharded, stochastic rounding keyed on the parameter index).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <causalqwen/dist/communicator.hpp>
 #include <causalqwen/train.hpp>
@@ -63,7 +64,8 @@ struct RunResult {
 /// batches (split 2 + 1), buckets of 200 elements (several per step, started during backward).
 template <class T>
 RunResult train_tiny(cq::dist::Communicator comm, const fs::path& out, std::size_t steps, std::uint64_t seed,
-                     bool resume = false, std::size_t checkpoint_every = 0) {
+                     bool resume = false, std::size_t checkpoint_every = 0,
+                     cq::optim::MomentStorage moments = cq::optim::MomentStorage::full) {
   cq::model::CausalQwen<T> model(cqtest::tiny_config(10.0));
   model.init_random(seed);
   cqtest::CountingTokenSource<T> train(2, 9, 11, 11), val(2, 9, 11, 11, 1000);
@@ -84,6 +86,7 @@ RunResult train_tiny(cq::dist::Communicator comm, const fs::path& out, std::size
   o.checkpoint_every = checkpoint_every;
   o.comm = comm;
   o.bucket_elements = 200;
+  o.moments = moments;
   ct::Trainer<T> trainer(learner, o);
   trainer.run();
   RunResult r;
@@ -139,7 +142,17 @@ TEST_CASE("shard_ranges: consecutive aligned ranges covering every element once"
     }
 }
 
-TEST_CASE_TEMPLATE("AdamW over two shards equals AdamW over everything, with half the state each", T, float, double) {
+/// The moment arenas of `adam` as bytes (T or bfloat16 bits, by its storage).
+template <class T>
+std::array<std::span<const std::byte>, 2> moment_bytes(cq::optim::AdamW<T>& adam) {
+  if (adam.moment_storage() == cq::optim::MomentStorage::full)
+    return {std::as_bytes(adam.first_moment().span()), std::as_bytes(adam.second_moment().span())};
+  return {std::as_bytes(adam.first_moment_bf16().span()), std::as_bytes(adam.second_moment_bf16().span())};
+}
+
+/// AdamW over two shards against AdamW over everything (see the test cases below).
+template <class T>
+void check_sharded_adamw(cq::optim::MomentStorage storage) {
   const auto seed = cqtest::test_seed(11, "sharded adamw");
   cq::model::CausalQwen<T> model(cqtest::tiny_config(10.0));
   model.init_random(seed);
@@ -152,9 +165,9 @@ TEST_CASE_TEMPLATE("AdamW over two shards equals AdamW over everything, with hal
   std::normal_distribution<double> normal;
   for (std::size_t i = 0; i < layout->total(); ++i) whole_params.data()[i] = static_cast<T>(normal(rng));
   std::copy_n(whole_params.data(), layout->total(), shard_params.data());
-  cq::optim::AdamW<T> whole(layout, {}, rules);
+  cq::optim::AdamW<T> whole(layout, {}, rules, storage);
   const auto ranges = cq::shard_ranges(layout->total(), 2);
-  cq::optim::AdamW<T> first(layout, {}, rules, ranges[0]), second(layout, {}, rules, ranges[1]);
+  cq::optim::AdamW<T> first(layout, {}, rules, storage, ranges[0]), second(layout, {}, rules, storage, ranges[1]);
   for (int step = 0; step < 5; ++step) {
     for (std::size_t i = 0; i < layout->total(); ++i) grads.data()[i] = static_cast<T>(normal(rng));
     whole.step(whole_params, grads, 1e-2, 0.7);
@@ -162,27 +175,39 @@ TEST_CASE_TEMPLATE("AdamW over two shards equals AdamW over everything, with hal
       shard->step(shard_params, std::span<const T>(grads.data() + shard->owned().begin, shard->owned().size()), 1e-2, 0.7);
   }
   CHECK(std::memcmp(whole_params.data(), shard_params.data(), layout->total() * sizeof(T)) == 0);
+  const std::size_t element_bytes = storage == cq::optim::MomentStorage::full ? sizeof(T) : 2;
   CHECK(first.state_bytes() + second.state_bytes() == whole.state_bytes());
-  CHECK(first.state_bytes() <= whole.state_bytes() / 2 + 16 * 2 * sizeof(T));
-  // a checkpoint's moments (written by the whole optimiser) read back into each shard
+  CHECK(whole.state_bytes() == 2 * layout->total() * element_bytes);
+  CHECK(first.state_bytes() <= whole.state_bytes() / 2 + 16 * 2 * element_bytes);
+  // the shards' moments are the whole optimiser's, and so are those a checkpoint's file gives back
   const auto dir = fs::temp_directory_path() / fmt::format("cq_dp_moments_{}_{}", ::getpid(), world().rank());
   fs::create_directories(dir);
   cq::io::SafetensorsWriter w;
   ct::add_moments(w, whole);
   w.write(dir / "optimizer.safetensors");
   const auto f = cq::io::SafetensorsFile::open(dir / "optimizer.safetensors");
+  const auto all = moment_bytes(whole);
   for (auto* shard : {&first, &second}) {
-    cq::optim::AdamW<T> fresh(layout, {}, rules, shard->owned());
+    cq::optim::AdamW<T> fresh(layout, {}, rules, storage, shard->owned());
     ct::read_moments(f, fresh);
-    CHECK(std::memcmp(fresh.first_moment().data(), whole.first_moment().data() + shard->owned().begin,
-                      shard->owned().size() * sizeof(T)) == 0);
-    CHECK(std::memcmp(fresh.second_moment().data(), whole.second_moment().data() + shard->owned().begin,
-                      shard->owned().size() * sizeof(T)) == 0);
+    const std::size_t at = shard->owned().begin * element_bytes, n = shard->owned().size() * element_bytes;
+    for (int k = 0; k < 2; ++k) {
+      CHECK(std::memcmp(moment_bytes(*shard)[k].data(), all[k].data() + at, n) == 0);
+      CHECK(std::memcmp(moment_bytes(fresh)[k].data(), all[k].data() + at, n) == 0);
+    }
   }
   // a shard cannot be written as if it were the whole
   cq::io::SafetensorsWriter w2;
   CHECK_THROWS_WITH_AS(ct::add_moments(w2, first), doctest::Contains("one shard"), cq::DomainError);
   fs::remove_all(dir);
+}
+
+TEST_CASE_TEMPLATE("AdamW over two shards equals AdamW over everything, with half the state each", T, float, double) {
+  check_sharded_adamw<T>(cq::optim::MomentStorage::full);
+}
+
+TEST_CASE("bfloat16 moments: AdamW over two shards equals AdamW over everything, bit for bit") {
+  check_sharded_adamw<float>(cq::optim::MomentStorage::bf16);
 }
 
 /// Records what a backward pass reports: each offset, and the gradients from it to the end as
@@ -321,6 +346,38 @@ TEST_CASE("checkpoints move between process counts: 2 → 1 and 1 → 2 continue
   }
   comm.barrier();
   if (comm.is_root()) fs::remove_all(two_then_one), fs::remove_all(one_then_two), fs::remove_all(straight);
+}
+
+TEST_CASE("bfloat16 moments: 2 processes train as 1 with a quarter of the float state each, and resume on 1") {
+  if (!two_processes()) return;
+  const auto comm = world();
+  const auto local = cq::dist::Communicator::local();
+  const auto bf16 = cq::optim::MomentStorage::bf16;
+  const std::uint64_t seed = static_cast<std::uint64_t>(comm.sum(comm.is_root() ? cqtest::test_seed(19, "dp bf16") : 0));
+  const auto two = shared_dir("bf16_two"), one = shared_dir("bf16_one"), resumed = shared_dir("bf16_resumed");
+  const auto dp = train_tiny<float>(comm, two, 20, seed, false, 0, bf16);
+  train_tiny<float>(comm, resumed, 10, seed, false, 10, bf16);  // 2 processes to step 10, then 1 from its checkpoint
+  if (comm.is_root()) {
+    const auto single = train_tiny<float>(local, one, 20, seed, false, 0, bf16);
+    std::size_t compared = 0;
+    const double worst = max_relative_difference(dp.records, single.records, &compared);
+    MESSAGE("bfloat16 moments, 2 processes against 1: max relative difference over ", compared, " records: ", worst);
+    CHECK(compared == 20 + 4);
+    CHECK(worst <= 1e-4);
+    MESSAGE("bfloat16 moments: ", dp.state_bytes, " bytes per process, ", single.state_bytes, " for one process");
+    // two bfloat16 moments (4 bytes) per element of one process, for half the elements (± one alignment block)
+    const std::size_t elements = dp.params.size(), half = (elements + 1) / 2;
+    CHECK(single.state_bytes == 4 * elements);
+    CHECK(dp.state_bytes >= 4 * (half - 16));
+    CHECK(dp.state_bytes <= 4 * (half + 16));
+    const auto cont = train_tiny<float>(local, resumed, 20, seed, /*resume=*/true, 0, bf16);
+    const double after = max_relative_difference(records_after(cont.records, 10), single.records, &compared);
+    MESSAGE("bfloat16 moments, steps 11-20 on 1 process after 10 on 2: max relative difference ", after);
+    CHECK(compared == 10 + 2);
+    CHECK(after <= 1e-4);
+  }
+  comm.barrier();
+  if (comm.is_root()) fs::remove_all(two), fs::remove_all(one), fs::remove_all(resumed);
 }
 
 int main(int argc, char** argv) {

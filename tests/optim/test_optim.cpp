@@ -1,5 +1,6 @@
-// optim/: AdamW against torch.optim.AdamW and a hand computation, clipping, schedules, decay
-// and freezing rules, scale clamps.
+// optim/: AdamW against torch.optim.AdamW and a hand computation, bfloat16 moments (the streaming
+// optimiser's update bit for bit, near the float update), clipping, schedules, decay and
+// freezing rules, scale clamps.
 #include <causalqwen/optim.hpp>
 #include <causalqwen/model/causal_qwen.hpp>
 #include <causalqwen/model/parameter_rules.hpp>
@@ -62,6 +63,48 @@ TEST_CASE("AdamW in float agrees with the double update to float rounding") {
   const double torch_after[5] = {0.395000009999999, -1.1375000049999997, 1.8800000033333333, -0.0999900009999,
                                  -2.8700000001999997};
   for (int i = 0; i < 5; ++i) CHECK(close_rel(p.data()[i], torch_after[i], 1e-6, 1e-3));
+}
+
+TEST_CASE("AdamW with bfloat16 moments: StreamingAdamW's update bit for bit, near the float update, half the state") {
+  const auto seed = test_seed(53, "adamw bf16 moments");
+  auto layout = std::make_shared<cq::Layout>();
+  layout->add("a.weight", {300, 7});  // more than one thread chunk: the rounding must not depend on the split
+  layout->add("b.bias", {5});
+  cq::ParamRules rules;
+  rules.no_decay.insert("b.bias");
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal;
+  cq::Arena<float> p_bf16(layout), p_stream(layout), p_full(layout), g(layout);
+  for (auto& x : p_bf16.span()) x = normal(rng);
+  std::copy_n(p_bf16.data(), layout->total(), p_stream.data());
+  std::copy_n(p_bf16.data(), layout->total(), p_full.data());
+  co::AdamW<float> bf16(layout, {}, rules, co::MomentStorage::bf16), full(layout, {}, rules);
+  co::StreamingAdamW<float> stream(layout, {}, rules, co::MomentStorage::bf16);
+  for (int s = 0; s < 4; ++s) {
+    for (auto& x : g.span()) x = normal(rng);
+    std::copy_n(g.data(), layout->total(), stream.gradients().data());
+    bf16.step(p_bf16, g, 1e-2, 0.5);
+    full.step(p_full, g, 1e-2, 0.5);
+    stream.step(p_stream, 1e-2, 0.5);
+  }
+  CHECK(std::memcmp(p_bf16.data(), p_stream.data(), layout->total() * sizeof(float)) == 0);
+  CHECK(std::memcmp(bf16.first_moment_bf16().data(), stream.first_moment_bf16().data(), layout->total() * 2) == 0);
+  CHECK(std::memcmp(bf16.second_moment_bf16().data(), stream.second_moment_bf16().data(), layout->total() * 2) == 0);
+  // the moments are the float moments carried at 8 bits (one bfloat16 step is 2⁻⁷ relative)
+  double err = 0, size = 0;
+  for (std::size_t i = 0; i < layout->total(); ++i) {
+    const double m16 = cq::bf16_to_float(bf16.first_moment_bf16().data()[i]), m32 = full.first_moment().data()[i];
+    err += (m16 - m32) * (m16 - m32), size += m32 * m32;
+  }
+  MESSAGE("relative RMS difference of the bfloat16 first moments: ", std::sqrt(err / size));
+  CHECK(std::sqrt(err / size) < 1.0 / 64);
+  CHECK(std::sqrt(err / size) > 0.0);
+  CHECK(bf16.state_bytes() * 2 == full.state_bytes());
+  // the storage decides which moments exist, and bfloat16 moments need float parameters
+  CHECK_THROWS_WITH_AS(bf16.first_moment(), doctest::Contains("stored as bfloat16"), cq::DomainError);
+  CHECK_THROWS_WITH_AS(full.first_moment_bf16(), doctest::Contains("stored as T"), cq::DomainError);
+  CHECK_THROWS_WITH_AS(co::AdamW<double>(layout, {}, rules, co::MomentStorage::bf16),
+                       doctest::Contains("bfloat16 moments need float parameters"), cq::DomainError);
 }
 
 TEST_CASE("the model's decay and freezing rules follow its slot names") {

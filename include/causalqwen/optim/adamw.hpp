@@ -10,10 +10,18 @@
 /// step because double sqrt and division are compute-bound). Element-wise only, so the result
 /// is the same for any thread count. Frozen slots (see ParamRules) keep values and moments
 /// bit-identical.
+///
+/// Moments (`MomentStorage`): `full` keeps m and v as T; `bf16` keeps them as bfloat16 (float
+/// parameters only): the update is computed in float from the widened moments, which are then
+/// stored with stochastic rounding driven by a counter-based hash of (step, parameter index), so
+/// a run is bit-reproducible and does not depend on how the elements are split among threads
+/// or processes. Half the optimiser memory, with the moments' precision reduced to 8 bits.
 #pragma once
 #include "causalqwen/core/arena.hpp"
+#include "causalqwen/core/bfloat16.hpp"
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/param_rules.hpp"
+#include "causalqwen/core/random.hpp"
 #include "causalqwen/core/threading.hpp"
 
 #include <cmath>
@@ -21,8 +29,12 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <type_traits>
 
 namespace causalqwen::optim {
+
+/// How an optimiser stores its moments m and v: as T, or as bfloat16 (file comment).
+enum class MomentStorage { full, bf16 };
 
 struct AdamWConfig {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
@@ -62,6 +74,39 @@ void adamw_kernel(std::size_t n, T* __restrict p, const T* __restrict grad, T* _
   }
 }
 
+namespace detail_adamw {
+
+/// 32 well-mixed bits of (key, index): the top bits of splitmix64_mix(key + index·γ), the
+/// SplitMix64 output for state key + (index − 1)·γ.
+inline std::uint32_t mix(std::uint64_t key, std::uint64_t index) {
+  return static_cast<std::uint32_t>(splitmix64_mix(key + index * splitmix64_gamma) >> 16);
+}
+
+/// The stochastic-rounding key of step t (one stream of random bits per step).
+inline std::uint64_t rounding_key(std::uint64_t t) { return t * 0x632be59bd9b4e019ull; }
+
+}  // namespace detail_adamw
+
+/// adamw_kernel with bfloat16 moments: m and v widened to float, updated as in adamw_kernel,
+/// stored rounded stochastically with bits r = mix(key, first_index + i) (low half for m, high
+/// half for v); θ is updated from the unrounded float moments. `first_index` is the parameter
+/// index of element 0, so the rounding of an element does not depend on how the work is split.
+template <bool HasGrad>
+void adamw_kernel_bf16(std::size_t n, float* __restrict p, const float* __restrict grad, std::uint16_t* __restrict m,
+                       std::uint16_t* __restrict v, const AdamWCoefficients<float> k, std::uint64_t key,
+                       std::size_t first_index) {
+  for (std::size_t i = 0; i < n; ++i) {
+    float g = 0.0f;
+    if constexpr (HasGrad) g = grad[i] * k.scale;
+    const float mi = k.b1 * bf16_to_float(m[i]) + k.one_minus_b1 * g;
+    const float vi = k.b2 * bf16_to_float(v[i]) + k.one_minus_b2 * g * g;
+    const std::uint32_t r = detail_adamw::mix(key, first_index + i);
+    m[i] = float_to_bf16_stochastic(mi, r);
+    v[i] = float_to_bf16_stochastic(vi, r >> 16);
+    p[i] = p[i] * k.keep - k.step_size * mi / (std::sqrt(vi) / k.bc2_sqrt + k.eps);
+  }
+}
+
 /// The optimiser of the parameter elements in `owned()` (all of them by default). With data
 /// parallelism (dist/data_parallel.hpp) each process owns one range (shard_ranges) and keeps only
 /// that range's moments, so the optimiser state per process falls as 1/N (ZeRO stage 1). Moment
@@ -71,23 +116,25 @@ template <class T>
 class AdamW {
  public:
   AdamW(std::shared_ptr<const Layout> layout, AdamWConfig config = {}, ParamRules rules = {},
-        std::optional<ElementRange> owned = std::nullopt)
-      : cfg_(config), rules_(std::move(rules)), layout_(layout), owned_(owned.value_or(ElementRange{0, layout->total()})) {
+        MomentStorage storage = MomentStorage::full, std::optional<ElementRange> owned = std::nullopt)
+      : cfg_(config), rules_(std::move(rules)), storage_(storage), layout_(layout),
+        owned_(owned.value_or(ElementRange{0, layout->total()})) {
     detail::require(cfg_.beta1 >= 0 && cfg_.beta1 < 1 && cfg_.beta2 >= 0 && cfg_.beta2 < 1, "AdamW",
                     "betas must lie in [0, 1), got {} and {}", cfg_.beta1, cfg_.beta2);
     detail::require(cfg_.eps > 0 && cfg_.weight_decay >= 0, "AdamW", "need eps > 0 and weight_decay >= 0");
     detail::require(owned_.begin <= owned_.end && owned_.end <= layout->total(), "AdamW",
                     "the owned range [{}, {}) must lie within the {} elements of the parameters", owned_.begin,
                     owned_.end, layout->total());
-    if (owns_all()) {
-      m_.reset(layout);
-      v_.reset(layout);
-    } else {
+    detail::require(storage_ == MomentStorage::full || std::is_same_v<T, float>, "AdamW",
+                    "bfloat16 moments need float parameters");
+    std::shared_ptr<const Layout> moments = layout;
+    if (!owns_all()) {
       auto part = std::make_shared<Layout>();
       part->add("owned", {owned_.size()});
-      m_.reset(part);
-      v_.reset(part);
+      moments = part;
     }
+    if (storage_ == MomentStorage::full) m_.reset(moments), v_.reset(moments);
+    else m16_.reset(moments), v16_.reset(moments);
   }
 
   const AdamWConfig& config() const { return cfg_; }
@@ -95,10 +142,15 @@ class AdamW {
   /// Steps taken so far (t of the bias corrections).
   std::uint64_t steps() const { return t_; }
   void set_steps(std::uint64_t t) { t_ = t; }
-  Arena<T>& first_moment() { return m_; }
-  Arena<T>& second_moment() { return v_; }
-  const Arena<T>& first_moment() const { return m_; }
-  const Arena<T>& second_moment() const { return v_; }
+  MomentStorage moment_storage() const { return storage_; }
+  /// The moments of MomentStorage::full.
+  Arena<T>& first_moment() { return require_storage(MomentStorage::full), m_; }
+  Arena<T>& second_moment() { return require_storage(MomentStorage::full), v_; }
+  const Arena<T>& first_moment() const { return require_storage(MomentStorage::full), m_; }
+  const Arena<T>& second_moment() const { return require_storage(MomentStorage::full), v_; }
+  /// The bfloat16 bits of the moments of MomentStorage::bf16.
+  Arena<std::uint16_t>& first_moment_bf16() { return require_storage(MomentStorage::bf16), m16_; }
+  Arena<std::uint16_t>& second_moment_bf16() { return require_storage(MomentStorage::bf16), v16_; }
   /// The parameters' layout.
   const Layout& layout() const { return *layout_; }
   std::shared_ptr<const Layout> shared_layout() const { return layout_; }
@@ -106,7 +158,9 @@ class AdamW {
   ElementRange owned() const { return owned_; }
   bool owns_all() const { return owned_.begin == 0 && owned_.end == layout_->total(); }
   /// Bytes of optimiser state held (the two moments of the owned elements).
-  std::size_t state_bytes() const { return 2 * owned_.size() * sizeof(T); }
+  std::size_t state_bytes() const {
+    return 2 * owned_.size() * (storage_ == MomentStorage::full ? sizeof(T) : sizeof(std::uint16_t));
+  }
 
   /// One update of `params` from `grads`·`grad_scale` with learning rate `lr` (file comment);
   /// bumps the parameters' version (touch) so caches derived from them rebuild.
@@ -134,21 +188,37 @@ class AdamW {
       const std::size_t at = r.begin - owned_.begin;  // the first element's index in the owned range
       T* p = params.data() + r.begin;
       const T* g = owned_grads.data() + at;
-      T* m = m_.data() + at;
-      T* v = v_.data() + at;
-      parallel_chunks(r.size(), [&](std::size_t begin, std::size_t end) {
-        adamw_kernel<true>(end - begin, p + begin, g + begin, m + begin, v + begin, k);
-      });
+      if (storage_ == MomentStorage::full) {
+        T* m = m_.data() + at;
+        T* v = v_.data() + at;
+        parallel_chunks(r.size(), [&](std::size_t begin, std::size_t end) {
+          adamw_kernel<true>(end - begin, p + begin, g + begin, m + begin, v + begin, k);
+        });
+      } else if constexpr (std::is_same_v<T, float>) {
+        std::uint16_t* m = m16_.data() + at;
+        std::uint16_t* v = v16_.data() + at;
+        const std::uint64_t key = detail_adamw::rounding_key(t_);
+        parallel_chunks(r.size(), [&](std::size_t begin, std::size_t end) {
+          adamw_kernel_bf16<true>(end - begin, p + begin, g + begin, m + begin, v + begin, k, key, r.begin + begin);
+        });
+      }
     }
     params.touch();
   }
 
  private:
+  void require_storage(MomentStorage wanted) const {
+    detail::require(storage_ == wanted, "AdamW", "the moments are stored as {}, not {}",
+                    storage_ == MomentStorage::full ? "T" : "bfloat16", wanted == MomentStorage::full ? "T" : "bfloat16");
+  }
+
   AdamWConfig cfg_;
   ParamRules rules_;
+  MomentStorage storage_;
   std::shared_ptr<const Layout> layout_;
   ElementRange owned_;
   Arena<T> m_, v_;
+  Arena<std::uint16_t> m16_, v16_;
   std::uint64_t t_ = 0;
 };
 

@@ -12,10 +12,9 @@
 ///   step:       per tile: g = D + Σ dYᵀX [+ sign(W) ⊙ Σ dYᵀX for |W| products]; g ← g·grad_scale;
 ///               AdamW on (θ, m, v) of the tile
 ///
-/// Moments (`MomentStorage`): `full` keeps m and v as T (the same arithmetic as AdamW, so
-/// results agree with AdamW + clip_grad_norm to the GEMMs' summation order); `bf16` keeps them
-/// as bfloat16 with stochastic rounding (counter-based, so a run is bit-reproducible) — half the
-/// optimiser memory, with the moments' precision reduced to 8 bits (float parameters only).
+/// Moments (`MomentStorage`, adamw.hpp): `full` keeps m and v as T, `bf16` as bfloat16 with
+/// stochastic rounding; either way the arithmetic is AdamW's (the same kernels), so results
+/// agree with AdamW + clip_grad_norm of the same storage to the GEMMs' summation order.
 ///
 ///   cq::optim::StreamingAdamW<float> opt(model.params().shared_layout(), {}, {}, MomentStorage::bf16);
 ///   model.forward_backward(batch, cache, opt.target());
@@ -23,11 +22,9 @@
 ///   opt.step(model.params(), lr, cq::optim::clip_factor(norm, 1.0));
 #pragma once
 #include "causalqwen/core/arena.hpp"
-#include "causalqwen/core/bfloat16.hpp"
 #include "causalqwen/core/eigen_map.hpp"
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/param_rules.hpp"
-#include "causalqwen/core/random.hpp"
 #include "causalqwen/core/threading.hpp"
 #include "causalqwen/linalg/matmul.hpp"
 #include "causalqwen/linalg/weight_grad_sink.hpp"
@@ -35,7 +32,6 @@
 #include "causalqwen/optim/clip.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -44,19 +40,6 @@
 #include <vector>
 
 namespace causalqwen::optim {
-
-/// How StreamingAdamW stores its moments.
-enum class MomentStorage { full, bf16 };
-
-namespace detail_streaming {
-
-/// 32 well-mixed bits of (key, index): the top bits of splitmix64_mix(key + index·γ), the
-/// SplitMix64 output for state key + (index − 1)·γ.
-inline std::uint32_t mix(std::uint64_t key, std::uint64_t index) {
-  return static_cast<std::uint32_t>(splitmix64_mix(key + index * splitmix64_gamma) >> 16);
-}
-
-}  // namespace detail_streaming
 
 template <class T>
 class StreamingAdamW : private linalg::WeightGradSink<T> {
@@ -393,21 +376,12 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
       return;
     }
     if constexpr (std::is_same_v<T, float>) {
-      using namespace detail_streaming;
-      std::uint16_t* __restrict m = m16_.data() + off;
-      std::uint16_t* __restrict v = v16_.data() + off;
-      const std::uint64_t key = t_ * 0x632be59bd9b4e019ull;
-      parallel_chunks(n, [&, k, key](std::size_t begin, std::size_t end) {
-        for (std::size_t i = begin; i < end; ++i) {
-          float gi = 0.0f;
-          if constexpr (HasGrad) gi = g[i] * k.scale;
-          const float mi = k.b1 * bf16_to_float(m[i]) + k.one_minus_b1 * gi;
-          const float vi = k.b2 * bf16_to_float(v[i]) + k.one_minus_b2 * gi * gi;
-          const std::uint32_t r = mix(key, off + i);
-          m[i] = float_to_bf16_stochastic(mi, r);
-          v[i] = float_to_bf16_stochastic(vi, r >> 16);
-          p[i] = p[i] * k.keep - k.step_size * mi / (std::sqrt(vi) / k.bc2_sqrt + k.eps);
-        }
+      std::uint16_t* m = m16_.data() + off;
+      std::uint16_t* v = v16_.data() + off;
+      const std::uint64_t key = detail_adamw::rounding_key(t_);
+      parallel_chunks(n, [&](std::size_t begin, std::size_t end) {
+        adamw_kernel_bf16<HasGrad>(end - begin, p + begin, HasGrad ? g + begin : nullptr, m + begin, v + begin, k, key,
+                                   off + begin);
       });
     }
   }

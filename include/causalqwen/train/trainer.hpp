@@ -68,6 +68,7 @@
 #include <optional>
 #include <random>
 #include <thread>
+#include <type_traits>
 
 namespace causalqwen::train {
 
@@ -80,7 +81,7 @@ struct TrainerOptions {
   std::optional<optim::AnnealSchedule> lambda;  // λ of each step (none: the model's own, unchanged)
   optim::AdamWConfig adam;
   bool streaming = false;            // optim::StreamingAdamW instead of AdamW + a gradient arena
-  optim::MomentStorage moments = optim::MomentStorage::full;  // StreamingAdamW's moments
+  optim::MomentStorage moments = optim::MomentStorage::full;  // the optimiser's moments: T or bfloat16 (float only)
   model::ParameterOptions parameters;  // frozen group, learnable threshold (model/parameter_rules.hpp)
   optim::ScaleClamp scale_clamp;       // bounds on the abduction scale (none by default)
   TrainNoise noise;
@@ -116,8 +117,6 @@ class Trainer {
       : learner_(learner), o_(std::move(options)),
         rules_(model::parameter_rules(learner.params().layout(), o_.parameters)), rng_(o_.seed) {
     detail::require(o_.steps > 0 && o_.accumulation > 0, "Trainer", "steps and accumulation must be > 0");
-    detail::require(o_.streaming || o_.moments == optim::MomentStorage::full, "Trainer",
-                    "bfloat16 moments need the streaming optimiser (TrainerOptions::streaming)");
     const std::size_t N = processes();
     detail::require(N == 1 || !o_.streaming, "Trainer",
                     "the streaming optimiser cannot train on {} processes: it keeps each micro-batch's weight gradients "
@@ -129,8 +128,8 @@ class Trainer {
                     "multiple of {}", o_.accumulation, N, N);
     ranges_ = shard_ranges(learner.params().size(), N);
     if (o_.streaming) streaming_.emplace(learner.params().shared_layout(), o_.adam, rules_, o_.moments);
-    else if (N == 1) adam_.emplace(learner.params().shared_layout(), o_.adam, rules_);
-    else adam_.emplace(learner.params().shared_layout(), o_.adam, rules_, ranges_[rank()]);
+    else if (N == 1) adam_.emplace(learner.params().shared_layout(), o_.adam, rules_, o_.moments);
+    else adam_.emplace(learner.params().shared_layout(), o_.adam, rules_, o_.moments, ranges_[rank()]);
     if (o_.lr.total == 0) o_.lr.total = o_.steps;
     if (o_.metrics_path.empty() && !o_.out_dir.empty()) o_.metrics_path = o_.out_dir / "metrics.jsonl";
     if (const char* v = std::getenv("CAUSALQWEN_TRAIN_CHECKPOINT_SLEEP_MS")) sleep_ms_ = std::atoi(v);
@@ -370,18 +369,14 @@ class Trainer {
     std::optional<optim::AdamW<T>> whole;
     if (o_.comm.is_root()) {
       if (const auto dir = latest_checkpoint(o_.out_dir)) {
-        whole.emplace(learner_.params().shared_layout(), o_.adam, rules_);
+        whole.emplace(learner_.params().shared_layout(), o_.adam, rules_, o_.moments);
         text = read_checkpoint(*dir, learner_, *whole).to_json().dump();
       }
     }
     o_.comm.broadcast_text(text);
     if (text.empty()) return std::nullopt;
     const auto st = TrainerState::from_json(nlohmann::json::parse(text), "the trainer state sent by process 0");
-    const auto owned = adam_->owned();
-    o_.comm.scatter_ranges(whole ? whole->first_moment().data() : nullptr,
-                           std::span<T>(adam_->first_moment().data(), owned.size()), std::span<const ElementRange>(ranges_));
-    o_.comm.scatter_ranges(whole ? whole->second_moment().data() : nullptr,
-                           std::span<T>(adam_->second_moment().data(), owned.size()), std::span<const ElementRange>(ranges_));
+    exchange_moments(whole ? &*whole : nullptr, /*to_root=*/false);
     adam_->set_steps(st.adam_steps);
     summary.checkpoint = checkpoints_dir(o_.out_dir) / checkpoint_name(st.step);
     return st;
@@ -394,15 +389,31 @@ class Trainer {
     if (streaming_) return write_checkpoint(o_.out_dir, learner_, *streaming_, st, commit_hook);
     if (processes() == 1) return write_checkpoint(o_.out_dir, learner_, *adam_, st, commit_hook);
     std::optional<optim::AdamW<T>> whole;
-    if (o_.comm.is_root()) whole.emplace(learner_.params().shared_layout(), o_.adam, rules_);
-    const auto owned = adam_->owned();
-    o_.comm.gather_ranges(std::span<const T>(adam_->first_moment().data(), owned.size()),
-                          whole ? whole->first_moment().data() : nullptr, std::span<const ElementRange>(ranges_));
-    o_.comm.gather_ranges(std::span<const T>(adam_->second_moment().data(), owned.size()),
-                          whole ? whole->second_moment().data() : nullptr, std::span<const ElementRange>(ranges_));
+    if (o_.comm.is_root()) whole.emplace(learner_.params().shared_layout(), o_.adam, rules_, o_.moments);
+    exchange_moments(whole ? &*whole : nullptr, /*to_root=*/true);
     if (!whole) return checkpoints_dir(o_.out_dir) / checkpoint_name(st.step);
     whole->set_steps(adam_->steps());
     return write_checkpoint(o_.out_dir, learner_, *whole, st, commit_hook);
+  }
+
+  /// Moves the moments between this process's shard and process 0's optimiser `whole` (which
+  /// owns every element; null on the other processes): gathers them to it (to_root) or
+  /// scatters them from it.
+  void exchange_moments(optim::AdamW<T>* whole, bool to_root) {
+    const std::size_t n = adam_->owned().size();
+    const auto ranges = std::span<const ElementRange>(ranges_);
+    const auto move = [&](auto& mine, auto* all) {  // Arena<E>& and Arena<E>* of T or bfloat16 bits
+      using E = std::remove_reference_t<decltype(*mine.data())>;
+      if (to_root) o_.comm.gather_ranges(std::span<const E>(mine.data(), n), all ? all->data() : nullptr, ranges);
+      else o_.comm.scatter_ranges(all ? static_cast<const E*>(all->data()) : nullptr, std::span<E>(mine.data(), n), ranges);
+    };
+    if (o_.moments == optim::MomentStorage::full) {
+      move(adam_->first_moment(), whole ? &whole->first_moment() : nullptr);
+      move(adam_->second_moment(), whole ? &whole->second_moment() : nullptr);
+    } else {
+      move(adam_->first_moment_bf16(), whole ? &whole->first_moment_bf16() : nullptr);
+      move(adam_->second_moment_bf16(), whole ? &whole->second_moment_bf16() : nullptr);
+    }
   }
 
   void hook() {

@@ -130,14 +130,30 @@ inline void sync_directory(const std::filesystem::path& dir) {
 /// Test hook between "files written" and "LATEST replaced" (see Trainer: env variables).
 using CheckpointHook = std::function<void(const std::filesystem::path& step_dir)>;
 
-/// The optimiser moments as tensors "adam.m.<slot>", "adam.v.<slot>".
+namespace detail_state {
+/// Each slot of the bfloat16 arena `moment` (laid out like the parameters) as a BF16 tensor
+/// "<prefix><slot>".
+inline void add_bf16_slots(io::SafetensorsWriter& w, const Arena<std::uint16_t>& moment, const std::string& prefix) {
+  for (const auto& s : moment.layout().slots())
+    w.add_bytes(prefix + s.name, io::Dtype::BF16, s.shape,
+                std::as_bytes(std::span<const std::uint16_t>(moment.data() + s.offset, s.size)));
+}
+}  // namespace detail_state
+
+/// The optimiser moments as tensors "adam.m.<slot>", "adam.v.<slot>" (T, or BF16 for bfloat16
+/// moments).
 template <class T>
 void add_moments(io::SafetensorsWriter& w, optim::AdamW<T>& adam) {
   detail::require(adam.owns_all(), "add_moments",
                   "this optimiser holds one shard of the moments; gather them into one that owns every element first "
                   "(the data-parallel trainer does)");
-  detail_learner::add_slots(w, adam.first_moment(), "adam.m.");
-  detail_learner::add_slots(w, adam.second_moment(), "adam.v.");
+  if (adam.moment_storage() == optim::MomentStorage::full) {
+    detail_learner::add_slots(w, adam.first_moment(), "adam.m.");
+    detail_learner::add_slots(w, adam.second_moment(), "adam.v.");
+    return;
+  }
+  detail_state::add_bf16_slots(w, adam.first_moment_bf16(), "adam.m.");
+  detail_state::add_bf16_slots(w, adam.second_moment_bf16(), "adam.v.");
 }
 template <class T>
 void add_moments(io::SafetensorsWriter& w, optim::StreamingAdamW<T>& adam) {
@@ -146,12 +162,8 @@ void add_moments(io::SafetensorsWriter& w, optim::StreamingAdamW<T>& adam) {
     detail_learner::add_slots(w, adam.second_moment(), "adam.v.");
     return;
   }
-  for (auto* arena : {&adam.first_moment_bf16(), &adam.second_moment_bf16()}) {
-    const std::string prefix = arena == &adam.first_moment_bf16() ? "adam.m." : "adam.v.";
-    for (const auto& s : arena->layout().slots())
-      w.add_bytes(prefix + s.name, io::Dtype::BF16, s.shape,
-                  std::as_bytes(std::span<const std::uint16_t>(arena->data() + s.offset, s.size)));
-  }
+  detail_state::add_bf16_slots(w, adam.first_moment_bf16(), "adam.m.");
+  detail_state::add_bf16_slots(w, adam.second_moment_bf16(), "adam.v.");
 }
 
 namespace detail_state {
@@ -161,21 +173,44 @@ inline void require_moment_dtype(const io::SafetensorsFile& f, const std::string
   const auto stored = f.info(name).dtype;
   if (stored != expected)
     throw FormatError(fmt::format("{}: tensor '{}' is {}, expected {} (the checkpoint was written with other "
-                                  "optimiser moments than this run's: see --optimizer/--moments)",
+                                  "optimiser moments than this run's: see --moments)",
                                   f.path().string(), name, io::dtype_name(stored), io::dtype_name(expected)));
 }
 
-/// Reads T moments "adam.m.<slot>" and "adam.v.<slot>" into two arenas.
-template <class T>
-void read_full_moments(const io::SafetensorsFile& f, Arena<T>& m, Arena<T>& v) {
-  const io::Dtype expected = std::is_same_v<T, float> ? io::Dtype::F32 : io::Dtype::F64;
-  for (auto* arena : {&m, &v}) {
-    const std::string prefix = arena == &m ? "adam.m." : "adam.v.";
-    for (const auto& s : arena->layout().slots()) {
-      require_moment_dtype(f, prefix + s.name, expected);
-      f.template read<T>(prefix + s.name, std::span<T>(arena->data() + s.offset, s.size));
-    }
+/// Reads the elements `part` (parameter indices) of the moment tensor `name` of `slot` into
+/// `out`: T values (Bits = T, stored as F32/F64), or bfloat16 bits (Bits = uint16_t, stored as
+/// BF16), exactly. `scratch` holds a whole slot when only a part of it is wanted.
+template <class T, class Bits>
+void read_moment_part(const io::SafetensorsFile& f, const std::string& name, const Layout::Slot& slot,
+                      ElementRange part, Bits* out, std::vector<T>& scratch) {
+  constexpr bool bf16 = std::is_same_v<Bits, std::uint16_t>;
+  const io::Dtype expected = bf16 ? io::Dtype::BF16 : std::is_same_v<T, float> ? io::Dtype::F32 : io::Dtype::F64;
+  require_moment_dtype(f, name, expected);
+  const std::size_t first = part.begin - slot.offset;
+  if constexpr (!bf16) {
+    if (part.size() == slot.size) return f.template read<T>(name, std::span<T>(out, slot.size));
   }
+  scratch.resize(slot.size);
+  f.template read<T>(name, std::span<T>(scratch));
+  for (std::size_t i = 0; i < part.size(); ++i) {
+    if constexpr (bf16)  // exact: every value is a bfloat16
+      out[i] = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(static_cast<float>(scratch[first + i])) >> 16);
+    else
+      out[i] = scratch[first + i];
+  }
+}
+
+/// The moments of the parameter elements `owned` from "adam.m.<slot>" / "adam.v.<slot>" into
+/// m and v (element i of m is parameter element owned.begin + i).
+template <class T, class Bits>
+void read_moment_range(const io::SafetensorsFile& f, const Layout& layout, ElementRange owned, Bits* m, Bits* v) {
+  std::vector<T> scratch;
+  for (Bits* out : {m, v})
+    for (const auto& s : layout.slots()) {
+      const ElementRange r = owned.intersect(s.offset, s.size);
+      if (r.size() > 0)
+        read_moment_part<T>(f, (out == m ? "adam.m." : "adam.v.") + s.name, s, r, out + (r.begin - owned.begin), scratch);
+    }
 }
 }  // namespace detail_state
 
@@ -184,43 +219,22 @@ void read_full_moments(const io::SafetensorsFile& f, Arena<T>& m, Arena<T>& v) {
 /// processes holds every element's).
 template <class T>
 void read_moments(const io::SafetensorsFile& f, optim::AdamW<T>& adam) {
-  const io::Dtype expected = std::is_same_v<T, float> ? io::Dtype::F32 : io::Dtype::F64;
-  const ElementRange owned = adam.owned();
-  std::vector<T> whole_slot;
-  for (auto* arena : {&adam.first_moment(), &adam.second_moment()}) {
-    const std::string prefix = arena == &adam.first_moment() ? "adam.m." : "adam.v.";
-    for (const auto& s : adam.layout().slots()) {
-      const ElementRange r = owned.intersect(s.offset, s.size);
-      if (r.size() == 0) continue;
-      detail_state::require_moment_dtype(f, prefix + s.name, expected);
-      T* out = arena->data() + (r.begin - owned.begin);
-      if (r.size() == s.size) {
-        f.template read<T>(prefix + s.name, std::span<T>(out, s.size));
-      } else {  // a part of the slot: read it whole, keep the part
-        whole_slot.resize(s.size);
-        f.template read<T>(prefix + s.name, std::span<T>(whole_slot));
-        std::copy_n(whole_slot.data() + (r.begin - s.offset), r.size(), out);
-      }
-    }
-  }
+  if (adam.moment_storage() == optim::MomentStorage::full)
+    detail_state::read_moment_range<T>(f, adam.layout(), adam.owned(), adam.first_moment().data(),
+                                       adam.second_moment().data());
+  else
+    detail_state::read_moment_range<T>(f, adam.layout(), adam.owned(), adam.first_moment_bf16().data(),
+                                       adam.second_moment_bf16().data());
 }
 template <class T>
 void read_moments(const io::SafetensorsFile& f, optim::StreamingAdamW<T>& adam) {
-  if (adam.moment_storage() == optim::MomentStorage::full) {
-    detail_state::read_full_moments(f, adam.first_moment(), adam.second_moment());
-    return;
-  }
-  std::vector<float> values;
-  for (auto* arena : {&adam.first_moment_bf16(), &adam.second_moment_bf16()}) {
-    const std::string prefix = arena == &adam.first_moment_bf16() ? "adam.m." : "adam.v.";
-    for (const auto& s : arena->layout().slots()) {
-      detail_state::require_moment_dtype(f, prefix + s.name, io::Dtype::BF16);
-      values.resize(s.size);
-      f.template read<float>(prefix + s.name, std::span<float>(values));
-      for (std::size_t i = 0; i < s.size; ++i)  // exact: every value is a bfloat16
-        arena->data()[s.offset + i] = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(values[i]) >> 16);
-    }
-  }
+  const ElementRange all{0, adam.gradients().size()};
+  const auto& layout = adam.gradients().layout();
+  if (adam.moment_storage() == optim::MomentStorage::full)
+    detail_state::read_moment_range<T>(f, layout, all, adam.first_moment().data(), adam.second_moment().data());
+  else
+    detail_state::read_moment_range<T>(f, layout, all, adam.first_moment_bf16().data(),
+                                       adam.second_moment_bf16().data());
 }
 
 /// Writes a complete checkpoint for `state.step` as in the file comment and commits it.
