@@ -11,6 +11,7 @@
 //   - the same with bfloat16 moments (sharded, stochastic rounding keyed on the parameter index).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <causalqwen/dist/communicator.hpp>
+#include <causalqwen/dist/gradient_buckets.hpp>
 #include <causalqwen/train.hpp>
 #include <doctest/doctest.h>
 
@@ -208,6 +209,30 @@ TEST_CASE_TEMPLATE("AdamW over two shards equals AdamW over everything, with hal
 
 TEST_CASE("bfloat16 moments: AdamW over two shards equals AdamW over everything, bit for bit") {
   check_sharded_adamw<float>(cq::optim::MomentStorage::bf16);
+}
+
+TEST_CASE("gradient buckets: each process receives the sum over processes of its range, exactly") {
+  if (!two_processes()) return;
+  const auto comm = world();
+  auto layout = std::make_shared<cq::Layout>();
+  layout->add("w", {1003});
+  cq::Arena<double> grads(layout);
+  const auto ranges = cq::shard_ranges(layout->total(), 2);
+  // buckets of 37 elements: they straddle the two ranges, and the staging buffer (4 buckets)
+  // fills up and is emptied during the step; three steps reuse everything
+  cq::dist::GradientBuckets<double> buckets(comm, ranges, 37);
+  std::vector<double> owned(ranges[comm.rank()].size());
+  for (int step = 0; step < 3; ++step) {
+    for (std::size_t i = 0; i < grads.size(); ++i) grads.data()[i] = std::ldexp(static_cast<double>(i + 1), comm.rank() + step);
+    buckets.begin(grads, owned);
+    for (std::size_t offset : {900u, 700u, 650u, 200u}) buckets.final_from(offset);
+    buckets.finish();
+    CHECK(buckets.elements() == layout->total());
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < owned.size(); ++i)  // (i+1)·2^step + (i+1)·2^(step+1), exact
+      wrong += owned[i] != 3.0 * std::ldexp(static_cast<double>(ranges[comm.rank()].begin + i + 1), step);
+    CHECK_MESSAGE(wrong == 0, "step ", step);
+  }
 }
 
 /// Records what a backward pass reports: each offset, and the gradients from it to the end as

@@ -337,7 +337,8 @@ class Trainer {
                                        m.units_mean_scale, m.ovr_prob_sum, m.accuracy, m.num_accuracy, m.mean_P_num,
                                        static_cast<double>(m.valid_count), static_cast<double>(m.num_count),
                                        static_cast<double>(mine.n), static_cast<double>(tokens)};
-    std::vector<double> all(local.size() * processes());
+    auto& all = gathered_metrics_;  // kept: a step allocates nothing
+    all.resize(local.size() * processes());
     o_.comm.all_gather(local, all);
     std::array<double, 14> total{};
     for (std::size_t r = 0; r < processes(); ++r)
@@ -429,6 +430,7 @@ class Trainer {
   std::optional<optim::StreamingAdamW<T>> streaming_;
   std::mt19937_64 rng_;
   std::vector<ElementRange> ranges_;                  // each process's range of the parameters
+  mutable std::vector<double> gathered_metrics_;      // combined()'s scratch
   int sleep_ms_ = 0, crash_at_ = 0, checkpoints_written_ = 0, lock_fd_ = -1, kill_at_step_ = -1;
 
  public:
