@@ -138,6 +138,18 @@ inline void add_bf16_slots(io::SafetensorsWriter& w, const Arena<std::uint16_t>&
     w.add_bytes(prefix + s.name, io::Dtype::BF16, s.shape,
                 std::as_bytes(std::span<const std::uint16_t>(moment.data() + s.offset, s.size)));
 }
+
+/// add_moments of an optimiser whose moments are laid out like the parameters.
+template <class Optimizer>
+void add_whole_moments(io::SafetensorsWriter& w, Optimizer& adam) {
+  if (adam.moment_storage() == optim::MomentStorage::full) {
+    detail_learner::add_slots(w, adam.first_moment(), "adam.m.");
+    detail_learner::add_slots(w, adam.second_moment(), "adam.v.");
+  } else {
+    add_bf16_slots(w, adam.first_moment_bf16(), "adam.m.");
+    add_bf16_slots(w, adam.second_moment_bf16(), "adam.v.");
+  }
+}
 }  // namespace detail_state
 
 /// The optimiser moments as tensors "adam.m.<slot>", "adam.v.<slot>" (T, or BF16 for bfloat16
@@ -147,23 +159,11 @@ void add_moments(io::SafetensorsWriter& w, optim::AdamW<T>& adam) {
   detail::require(adam.owns_all(), "add_moments",
                   "this optimiser holds one shard of the moments; gather them into one that owns every element first "
                   "(the data-parallel trainer does)");
-  if (adam.moment_storage() == optim::MomentStorage::full) {
-    detail_learner::add_slots(w, adam.first_moment(), "adam.m.");
-    detail_learner::add_slots(w, adam.second_moment(), "adam.v.");
-    return;
-  }
-  detail_state::add_bf16_slots(w, adam.first_moment_bf16(), "adam.m.");
-  detail_state::add_bf16_slots(w, adam.second_moment_bf16(), "adam.v.");
+  detail_state::add_whole_moments(w, adam);
 }
 template <class T>
 void add_moments(io::SafetensorsWriter& w, optim::StreamingAdamW<T>& adam) {
-  if (adam.moment_storage() == optim::MomentStorage::full) {
-    detail_learner::add_slots(w, adam.first_moment(), "adam.m.");
-    detail_learner::add_slots(w, adam.second_moment(), "adam.v.");
-    return;
-  }
-  detail_state::add_bf16_slots(w, adam.first_moment_bf16(), "adam.m.");
-  detail_state::add_bf16_slots(w, adam.second_moment_bf16(), "adam.v.");
+  detail_state::add_whole_moments(w, adam);
 }
 
 namespace detail_state {
