@@ -12,6 +12,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <unistd.h>
 
 #include "../support/test_support.hpp"
 
@@ -188,4 +189,24 @@ TEST_CASE("an on-demand arena keeps unwritten pages out of memory and zero() kee
   CHECK(!arena.untouched(b.offset, b.size));  // written: its page stays, now holding 0
   cq::Arena<float> filled(layout);
   CHECK(!filled.untouched(0, 16));
+  // the written runs: the page holding b[5] (1024 floats of 4 KiB pages), clipped to the range asked
+  std::vector<std::pair<std::size_t, std::size_t>> runs;
+  const auto collect = [&](std::size_t begin, std::size_t end) { runs.emplace_back(begin, end); };
+  arena.for_each_written_run(0, arena.size(), collect);
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE)) / sizeof(float);
+  REQUIRE(runs.size() == 1);
+  CHECK(runs[0].first == b.offset);
+  CHECK(runs[0].second == b.offset + page);
+  runs.clear();
+  arena.for_each_written_run(b.offset + 3, 10, collect);
+  REQUIRE(runs.size() == 1);
+  CHECK(runs[0] == std::pair<std::size_t, std::size_t>(b.offset + 3, b.offset + 13));
+  runs.clear();
+  arena.for_each_written_run(0, b.offset, collect);  // slot a: never written
+  CHECK(runs.empty());
+  CHECK(arena.untouched(b.offset + page, b.size - page));  // listing the runs read nothing
+  runs.clear();
+  filled.for_each_written_run(7, 9, collect);  // a filled arena: the whole range
+  REQUIRE(runs.size() == 1);
+  CHECK(runs[0] == std::pair<std::size_t, std::size_t>(7, 16));
 }

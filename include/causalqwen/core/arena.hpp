@@ -162,6 +162,39 @@ class Arena {
     return std::none_of(resident.begin(), resident.begin() + pages, [](unsigned char r) { return r & 1; });
   }
 
+  /// f(begin, end) for each run of elements within [offset, offset + count) whose pages have
+  /// been written (on_demand; one mincore call), in increasing order; the whole range for a
+  /// filled arena. Reading only these leaves the other pages unmapped: on some kernels even a
+  /// read of a never-written anonymous page makes it resident.
+  template <class F>
+  void for_each_written_run(std::size_t offset, std::size_t count, F&& f) const {
+    if (count == 0) return;
+    if (memory_ != ArenaMemory::on_demand) return f(offset, offset + count);
+    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    const auto base = reinterpret_cast<std::uintptr_t>(data());
+    const std::uintptr_t first = (base + offset * sizeof(T)) / page * page;
+    const std::uintptr_t last = base + (offset + count) * sizeof(T);
+    thread_local std::vector<unsigned char> resident;  // grows only
+    const std::size_t pages = (last - first + page - 1) / page;
+    if (resident.size() < pages) resident.resize(pages);
+    if (mincore(reinterpret_cast<void*>(first), last - first, resident.data()) != 0) return f(offset, offset + count);
+    // element index of the start of page p, clipped to the range
+    const auto element_at = [&](std::size_t p) {
+      const std::uintptr_t at = first + p * page;
+      return at <= base + offset * sizeof(T) ? offset : std::min(offset + count, (at - base) / sizeof(T));
+    };
+    for (std::size_t p = 0; p < pages;) {
+      if (!(resident[p] & 1)) {
+        ++p;
+        continue;
+      }
+      std::size_t q = p;
+      while (q < pages && (resident[q] & 1)) ++q;
+      f(element_at(p), element_at(q));
+      p = q;
+    }
+  }
+
   const Layout& layout() const { return *layout_; }
   std::shared_ptr<const Layout> shared_layout() const { return layout_; }
   T* data() { return buffer_.get(); }

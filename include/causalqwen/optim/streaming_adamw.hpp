@@ -238,8 +238,11 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
     const auto& slot = grads_.layout().slots()[s];
     const std::size_t K = row_length(slot);
     tile.assign(nr * K, T(0));
-    if (has_direct && !grads_.untouched(slot.offset + r0 * K, nr * K))  // unwritten pages are not read
-      std::copy_n(grads_.data() + slot.offset + r0 * K, nr * K, tile.data());
+    const std::size_t at = slot.offset + r0 * K;
+    if (has_direct)  // only written pages are read
+      grads_.for_each_written_run(at, nr * K, [&](std::size_t begin, std::size_t end) {
+        std::copy(grads_.data() + begin, grads_.data() + end, tile.data() + (begin - at));
+      });
     bool any_abs = false;
     for (const auto& p : products_[s]) {
       const std::size_t a = std::max(r0, p.row0), b = std::min(r0 + nr, p.row0 + p.rows);
@@ -326,12 +329,28 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
     return total;
   }
 
-  /// Σ g² over [offset, offset + n) of the gradient arena, skipping blocks never written.
+  /// Σ g² over [offset, offset + n) of the gradient arena: per block of residency_block
+  /// elements, the bits of sum_squares over the block, computed from the pages written only
+  /// (the others hold 0, whose squares add exactly 0; reading them would make them resident).
   double direct_norm2(std::size_t offset, std::size_t n) const {
+    constexpr std::size_t block = 4096, blocks = residency_block / block;  // add_sum_of_squares' blocks
     double total = 0;
     for (std::size_t b0 = 0; b0 < n; b0 += residency_block) {
-      const std::size_t len = std::min(residency_block, n - b0);
-      if (!grads_.untouched(offset + b0, len)) total += sum_squares(grads_.data() + offset + b0, len);
+      const std::size_t start = offset + b0, len = std::min(residency_block, n - b0);
+      if (grads_.untouched(start, len)) continue;
+      double lanes[blocks][8] = {};
+      grads_.for_each_written_run(start, len, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t i = begin; i < end; ++i) {
+          const double g = static_cast<double>(grads_.data()[i]);
+          lanes[(i - start) / block][(i - start) & 7] += g * g;
+        }
+      });
+      double sum = 0;  // sum_squares of the block: its 4096-element block sums in order
+      for (std::size_t b = 0; b * block < len; ++b) {
+        const double* l = lanes[b];
+        sum += ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+      }
+      total += sum;
     }
     return total;
   }
@@ -348,12 +367,18 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
   /// Elements per residency check of the on-demand gradient arena (1 MB of floats).
   static constexpr std::size_t residency_block = std::size_t{1} << 18;
 
-  /// AdamW on a slot whose gradient lies in the arena; blocks never written count as g = 0
+  /// AdamW on a slot whose gradient lies in the arena; pages never written count as g = 0
   /// without being read.
   void update_direct(Arena<T>& params, const Layout::Slot& slot, const Coefficients& k) {
     for (std::size_t b0 = 0; b0 < slot.size; b0 += residency_block) {
       const std::size_t n = std::min(residency_block, slot.size - b0), off = slot.offset + b0;
-      update_elements(params.data() + off, off, n, k, grads_.untouched(off, n) ? nullptr : grads_.data() + off);
+      std::size_t done = off;  // elements before `done` are updated
+      grads_.for_each_written_run(off, n, [&](std::size_t begin, std::size_t end) {
+        if (begin > done) update_elements(params.data() + done, done, begin - done, k, nullptr);
+        update_elements(params.data() + begin, begin, end - begin, k, grads_.data() + begin);
+        done = end;
+      });
+      if (off + n > done) update_elements(params.data() + done, done, off + n - done, k, nullptr);
     }
   }
 
