@@ -108,8 +108,9 @@ void adamw_kernel_bf16(std::size_t n, float* __restrict p, const float* __restri
 }
 
 /// The optimiser of the parameter elements in `owned()` (all of them by default). With data
-/// parallelism (dist/data_parallel.hpp) each process owns one range (shard_ranges) and keeps only
-/// that range's moments, so the optimiser state per process falls as 1/N (ZeRO stage 1). Moment
+/// parallelism (train::Trainer over a dist::Communicator) each process owns one range
+/// (shard_ranges) and keeps only that range's moments, so the optimiser state per process falls
+/// as 1/N (ZeRO stage 1). Moment
 /// element i belongs to parameter element owned().begin + i; when the optimiser owns every
 /// element the moment arenas have the parameters' layout.
 template <class T>
