@@ -151,15 +151,9 @@ class Arena {
   /// false for a filled arena.
   bool untouched(std::size_t offset, std::size_t count) const {
     if (memory_ != ArenaMemory::on_demand || count == 0) return memory_ == ArenaMemory::on_demand;
-    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    const auto base = reinterpret_cast<std::uintptr_t>(data());
-    const std::uintptr_t first = (base + offset * sizeof(T)) / page * page;
-    const std::uintptr_t last = base + (offset + count) * sizeof(T);
-    thread_local std::vector<unsigned char> resident;  // grows only
-    const std::size_t pages = (last - first + page - 1) / page;
-    if (resident.size() < pages) resident.resize(pages);
-    if (mincore(reinterpret_cast<void*>(first), last - first, resident.data()) != 0) return false;
-    return std::none_of(resident.begin(), resident.begin() + pages, [](unsigned char r) { return r & 1; });
+    bool written = false;  // (a failed mincore reports the whole range written)
+    for_each_written_run(offset, count, [&](std::size_t, std::size_t) { written = true; });
+    return !written;
   }
 
   /// f(begin, end) for each run of elements within [offset, offset + count) whose pages have

@@ -331,13 +331,13 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
 
   /// Σ g² over [offset, offset + n) of the gradient arena: per block of residency_block
   /// elements, the bits of sum_squares over the block, computed from the pages written only
-  /// (the others hold 0, whose squares add exactly 0; reading them would make them resident).
+  /// (the others hold 0, whose squares add exactly 0; reading them would make them resident;
+  /// a block never written adds exactly 0 too).
   double direct_norm2(std::size_t offset, std::size_t n) const {
     constexpr std::size_t block = 4096, blocks = residency_block / block;  // add_sum_of_squares' blocks
     double total = 0;
     for (std::size_t b0 = 0; b0 < n; b0 += residency_block) {
       const std::size_t start = offset + b0, len = std::min(residency_block, n - b0);
-      if (grads_.untouched(start, len)) continue;
       double lanes[blocks][8] = {};
       grads_.for_each_written_run(start, len, [&](std::size_t begin, std::size_t end) {
         for (std::size_t i = begin; i < end; ++i) {
