@@ -4,11 +4,13 @@
 #pragma once
 #include "causalqwen/core/eigen_map.hpp"
 #include "causalqwen/core/tensor.hpp"
+#include "causalqwen/linalg/bf16_gemm.hpp"
 #include "causalqwen/linalg/gemv.hpp"
 #include "causalqwen/linalg/matmul.hpp"
 #include "causalqwen/linalg/weight_grad_sink.hpp"
 
 #include <cstddef>
+#include <type_traits>
 #include <vector>
 
 namespace causalqwen::linalg {
@@ -18,9 +20,10 @@ inline auto ix(std::size_t n) { return static_cast<std::ptrdiff_t>(n); }
 }  // namespace detail_gemm
 
 /// Y = X·Wᵀ (+ b):  X [M,K], W [N,K], b [N] (optional: empty view), Y [M,N].
-/// Up to few_rows_max rows (a decoding step) W is read once by the few-rows kernel (gemv.hpp),
-/// from `packed` when it holds a bf16 / int8 copy of W; more rows use the GEMM over the float W,
-/// which reuses W from cache.
+/// When `packed` holds a bf16 copy of W, every row count runs on the bf16 product
+/// (bf16_gemm.hpp: Y = bf16(X)·Wᵀ, a row's bits independent of M). Otherwise up to few_rows_max
+/// rows (a decoding step) W is read once by the few-rows kernel (gemv.hpp), from `packed` when
+/// it holds an int8 copy; more rows use the GEMM over the float W, which reuses W from cache.
 template <class T>
 void linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, TensorView<const T, 2> w,
                     TensorView<const T, 1> b = {}, const PackedRef& packed = {}) {
@@ -29,6 +32,8 @@ void linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, TensorView<con
   detail::require(w.shape[1] == k, "linear_forward", "W {} does not match X {}",
                   shape_string(w.shape), shape_string(x.shape));
   require_shape(y, {m, n}, "linear_forward", "Y");
+  if constexpr (std::is_same_v<T, float>)
+    if (packed.type == WeightType::bf16) return bf16_linear_forward(y, x, packed, b);
   if constexpr (detail_gemv::simd_type<T>)
     if (m <= few_rows_max) return few_rows_linear_forward<T>(y, x, w, b, packed);
   matmul<T>(Op::plain, Op::transposed, m, n, k, x.data, k, w.data, k, y.data, n, false);

@@ -1,0 +1,170 @@
+// The bf16 product of a linear layer, Y = bf16(X)·Wᵀ (+ b) over a bf16 panel copy of W
+// (linalg/bf16_gemm.hpp): the AVX512-BF16 kernel gives the portable loop's bits; a row's result
+// does not depend on how many rows X has, where the row sits or the thread count; the sums agree
+// with a double loop over the bf16 values; X's rounding is float_to_bf16's (ties, overflow, NaN);
+// infinities and NaN propagate; wrong input is refused with a sentence.
+#include "../support/test_support.hpp"
+
+#include <causalqwen/linalg/bf16_gemm.hpp>
+#include <causalqwen/linalg/gemm.hpp>
+#include <doctest/doctest.h>
+#include <omp.h>
+
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace cq = causalqwen;
+namespace la = causalqwen::linalg;
+using cq::TensorView;
+
+namespace {
+std::vector<float> normal_vector(std::size_t n, std::mt19937_64& rng, double sd = 1.0) {
+  std::normal_distribution<double> d(0, sd);
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(d(rng));
+  return v;
+}
+TensorView<float, 2> v2(std::vector<float>& v, std::size_t r, std::size_t c) { return {v.data(), {r, c}}; }
+TensorView<const float, 2> c2(const std::vector<float>& v, std::size_t r, std::size_t c) { return {v.data(), {r, c}}; }
+float bf16_round(float v) { return cq::bf16_to_float(cq::float_to_bf16(v)); }
+
+/// Y on the portable loop or the hardware kernel.
+std::vector<float> product(bool hardware, const std::vector<float>& x, std::size_t M, std::size_t K, const la::PackedRef& w,
+                           const std::vector<float>& b) {
+  std::vector<float> y(M * w.rows);
+  la::detail_bf16::forward(hardware, v2(y, M, w.rows), c2(x, M, K), w,
+                           b.empty() ? TensorView<const float, 1>{} : TensorView<const float, 1>(b.data(), {w.rows}));
+  return y;
+}
+
+bool same_bits(float a, float b) { return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b); }
+
+// M: one row, a tile and a tail; N: a single panel group, tails of 4 and 8; K: below one chunk,
+// tails of 16, and the Qwen2.5-0.5B width
+constexpr std::array<std::array<std::size_t, 3>, 6> shapes{{{1, 7, 5}, {2, 16, 9}, {7, 33, 13}, {13, 100, 64}, {6, 48, 36}, {40, 896, 130}}};
+}  // namespace
+
+TEST_CASE("bf16 product: AVX512-BF16 gives the portable loop's bits, both agree with a double loop") {
+  const std::uint64_t seed = cqtest::test_seed(20261130, "bf16 product kernels");
+  std::mt19937_64 rng(seed);
+  const bool hardware = la::detail_bf16::cpu_has_avx512_bf16();
+  MESSAGE(std::string(hardware ? "this CPU runs AVX512-BF16: the kernel is compared with the portable loop"
+                               : "this CPU has no AVX512-BF16: the portable loop only"));
+  for (const auto [M, K, N] : shapes) {
+    CAPTURE(M);
+    CAPTURE(K);
+    CAPTURE(N);
+    const auto x = normal_vector(M * K, rng), w = normal_vector(N * K, rng, 0.05), b = normal_vector(N, rng);
+    const la::PackedMatrix p(la::WeightType::bf16, c2(w, N, K));
+    const auto portable = product(false, x, M, K, p.ref(), b);
+    if (hardware) {
+      const auto fast = product(true, x, M, K, p.ref(), b);
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < M * N; ++i) differ += !same_bits(fast[i], portable[i]);
+      CHECK(differ == 0);
+    }
+    for (std::size_t m = 0; m < M; ++m)
+      for (std::size_t n = 0; n < N; ++n) {
+        double s = b[n], magnitude = std::abs(b[n]);
+        for (std::size_t k = 0; k < K; ++k) {
+          const double term = double(bf16_round(x[m * K + k])) * p.at(n, k);
+          s += term;
+          magnitude += std::abs(term);
+        }
+        // float summation of K + 1 exact terms: |error| ≤ (K + 1)·2⁻²⁴·Σ|terms|
+        CHECK(std::abs(portable[m * N + n] - s) <= double(K + 1) * 0x1p-24 * magnitude);
+      }
+  }
+}
+
+TEST_CASE("bf16 product: a row's bits do not depend on the rows beside it, its place in X or the thread count") {
+  const std::uint64_t seed = cqtest::test_seed(20261131, "bf16 product row independence");
+  std::mt19937_64 rng(seed);
+  const std::size_t M = 19, K = 400, N = 44;  // large enough to run on the threads
+  const auto x = normal_vector(M * K, rng), w = normal_vector(N * K, rng, 0.05);
+  const la::PackedMatrix p(la::WeightType::bf16, c2(w, N, K));
+  for (const bool hardware : {false, true}) {
+    if (hardware && !la::detail_bf16::cpu_has_avx512_bf16()) continue;
+    CAPTURE(hardware);
+    const auto all = product(hardware, x, M, K, p.ref(), {});
+    for (std::size_t m = 0; m < M; ++m) {
+      const std::vector<float> row(x.begin() + std::ptrdiff_t(m * K), x.begin() + std::ptrdiff_t((m + 1) * K));
+      const auto alone = product(hardware, row, 1, K, p.ref(), {});
+      for (std::size_t n = 0; n < N; ++n) CHECK(same_bits(alone[n], all[m * N + n]));
+    }
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const auto one_thread = product(hardware, x, M, K, p.ref(), {});
+    omp_set_num_threads(threads);
+    for (std::size_t i = 0; i < M * N; ++i) CHECK(same_bits(one_thread[i], all[i]));
+  }
+}
+
+TEST_CASE("bf16 product: rows of a copy from a panel group onwards, as linear_forward is given them") {
+  const std::uint64_t seed = cqtest::test_seed(20261132, "bf16 product row ranges");
+  std::mt19937_64 rng(seed);
+  const std::size_t M = 9, K = 70, N = 30;
+  const auto x = normal_vector(M * K, rng), w = normal_vector(N * K, rng, 0.05);
+  const la::PackedMatrix p(la::WeightType::bf16, c2(w, N, K));
+  const auto whole = product(la::detail_bf16::cpu_has_avx512_bf16(), x, M, K, p.ref(), {});
+  const auto part = p.ref().rows_from(8, 13);  // rows [8, 21): groups 2..5, the last one partly
+  std::vector<float> y(M * 13);
+  la::linear_forward<float>(v2(y, M, 13), c2(x, M, K), TensorView<const float, 2>(w.data() + 8 * K, {13, K}), {}, part);
+  for (std::size_t m = 0; m < M; ++m)
+    for (std::size_t n = 0; n < 13; ++n) CHECK(same_bits(y[m * 13 + n], whole[m * N + 8 + n]));
+  std::vector<float> y2(M * 13);
+  CHECK_THROWS_WITH_AS(la::bf16_linear_forward(v2(y2, M, 13), c2(x, M, K), p.ref().rows_from(6, 13)),
+                       doctest::Contains("starts at row 6 of its panels, not at a multiple of 4"), cq::DomainError);
+  std::vector<float> x_short(M * 69);
+  CHECK_THROWS_WITH_AS(la::bf16_linear_forward(v2(y2, M, 13), c2(x_short, M, 69), part),
+                       doctest::Contains("does not match X"), cq::DomainError);
+  const la::PackedMatrix q(la::WeightType::int8, c2(w, N, K));
+  std::vector<float> y3(M * N);
+  CHECK_THROWS_WITH_AS(la::bf16_linear_forward(v2(y3, M, N), c2(x, M, K), q.ref()), doctest::Contains("W is int8, not a bf16 copy"),
+                       cq::DomainError);
+}
+
+TEST_CASE("bf16 product: X rounds as float_to_bf16 does (ties to even, overflow to infinity, NaN); infinities and NaN propagate") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float tie_down = std::bit_cast<float>(0x3F808000u), tie_up = std::bit_cast<float>(0x3F818000u);  // ties: to even
+  const float max = std::numeric_limits<float>::max(), tiny = std::numeric_limits<float>::denorm_min();
+  const std::vector<float> special = {tie_down, tie_up, max, -max, inf, -inf, nan, tiny, -0.0f, 1e-40f, 3.0f, -2.5f, 0.1f, 7.0f, 1e30f, -1e-30f, 0.5f};
+  const std::size_t K = special.size();
+  std::vector<std::uint16_t> portable(32), fast(32);
+  la::detail_bf16::round_rows_portable(special.data(), 1, K, 32, portable.data());
+  for (std::size_t k = 0; k < K; ++k) CHECK(portable[k] == cq::float_to_bf16(special[k]));
+  for (std::size_t k = K; k < 32; ++k) CHECK(portable[k] == 0);  // padding
+#ifdef CAUSALQWEN_BF16_KERNEL
+  if (la::detail_bf16::cpu_has_avx512_bf16()) {
+    la::detail_bf16::round_rows_avx512(special.data(), 1, K, 32, fast.data());
+    for (std::size_t k = 0; k < 32; ++k) CHECK(fast[k] == portable[k]);
+  }
+#endif
+  // one weight row of ones: y = Σ bf16(x); a row with an infinity gives ±∞, one with NaN gives NaN
+  const std::vector<float> ones(4 * 3, 1.0f);
+  const la::PackedMatrix p(la::WeightType::bf16, c2(ones, 4, 3));
+  for (const bool hardware : {false, true}) {
+    if (hardware && !la::detail_bf16::cpu_has_avx512_bf16()) continue;
+    CAPTURE(hardware);
+    const std::vector<float> x = {1.0f, inf, 2.0f, 1.0f, nan, 2.0f, max, max, 0.0f, 0.25f, 0.5f, -1.0f};
+    const auto y = product(hardware, x, 4, 3, p.ref(), {});
+    CHECK(y[0] == inf);
+    CHECK(std::isnan(y[4]));
+    CHECK(y[8] == inf);  // bf16(max) rounds up to +∞
+    CHECK(y[12] == -0.25f);
+  }
+}
+
+TEST_CASE("bf16 product: set_bf16_kernel chooses the portable loop; the name says which runs") {
+  la::set_bf16_kernel(la::Bf16Kernel::portable);
+  CHECK(!la::bf16_kernel_is_hardware());
+  CHECK(std::string(la::bf16_kernel_name()) == "portable");
+  la::set_bf16_kernel(la::Bf16Kernel::automatic);
+  CHECK(la::bf16_kernel_is_hardware() == la::detail_bf16::cpu_has_avx512_bf16());
+}
