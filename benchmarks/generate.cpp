@@ -3,18 +3,24 @@
 //   prefill tokens/s at S = 128 and 512 (the prompt through the stack into the KV cache, then
 //   the deterministic head on the last position), and decode tokens/s (one token per step after
 //   a 128-token prompt: the stack with the KV cache + the head over all K classes) with the
-//   weight matrices read as float32, then as bf16 and int8 copies (CausalQwen::use_weights),
+//   weight matrices read as float32, then as bf16 and int8 copies (CausalQwen::use_weights; a
+//   bf16 copy also runs prefill's products in bf16 on AVX512-BF16: linalg/bf16_gemm.hpp),
 // against, in the same run,
 //   (a) a STREAM-like read bandwidth (SIMD sum of a 1 GiB float array, all threads): decode is bound
 //       by reading the weights, so achieved GB/s = weight bytes read per token (of the type
 //       read) × tokens/s is reported as a fraction of it;
-//   (b) the same model in PyTorch (benchmarks/generate_torch.py, torch.set_num_threads(THREADS)),
+//   (b) the multiply-add peaks of this CPU (float FMA, and bf16 vdpbf16ps when it has it: many
+//       independent chains in registers, all threads), which prefill's GFLOP/s is a fraction of;
+//   (c) the same model in PyTorch (benchmarks/generate_torch.py, torch.set_num_threads(THREADS)),
 //       greedy with a KV cache and the tied lm_head over all 151,936 rows.
 // Run with OMP_WAIT_POLICY=PASSIVE (and OPENBLAS_CORETYPE=SkylakeX for both sides).
 // usage: bench_generate [THREADS=2] [DECODE_STEPS=24] [--no-torch]
 #include <causalqwen/core/process_usage.hpp>
 #include <causalqwen/model/causal_qwen.hpp>
 #include <causalqwen/generate/generator.hpp>
+#include <causalqwen/linalg/bf16_gemm.hpp>
+
+#include "peak.hpp"
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -83,6 +89,7 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -95,6 +102,10 @@ int main(int argc, char** argv) {
              std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "(unset)");
   const double bw = stream_read_bandwidth();
   fmt::print("STREAM-like read bandwidth: {:.2f} GB/s\n", bw / 1e9);
+  const double f32_peak = cqbench::float_fma_peak(), bf16_peak = cqbench::bf16_dot_peak();
+  fmt::print("multiply-add peak: float FMA {:.0f} GFLOP/s, bf16 vdpbf16ps {:.0f} GFLOP/s (0: not measured on this CPU); bf16 "
+             "products run on: {}\n",
+             f32_peak / 1e9, bf16_peak / 1e9, cq::linalg::bf16_kernel_name());
 
   cqm::CausalConfig cfg;
   cfg.backbone = cq::nn::TransformerConfig::qwen2_5_0_5b();
@@ -126,29 +137,39 @@ int main(int argc, char** argv) {
   std::vector<std::int64_t> ids(512);
   for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>((i * 7919) % 151000);
 
+  // multiply-adds of a prefill of S tokens, per token: the linear layers, and causal attention
+  // (QKᵀ and PV over S(S+1)/2 query-key pairs per head); the head on the last position is left out
+  const auto prefill_flops_per_token = [&](std::size_t S) {
+    const double linear = 2.0 * double(bc.num_layers) * double(bc.qkv_size() * H + H * H + 3 * H * F);
+    const double attention = 2.0 * 2.0 * double(bc.num_layers) * double(bc.num_heads * bc.head_dim()) * double(S + 1) / 2.0;
+    return linear + attention;
+  };
   nlohmann::json ours;
-  for (std::size_t S : {128u, 512u}) {
-    std::vector<double> times;
-    const auto usage_start = cq::ProcessUsage::now();
-    for (int rep = 0; rep < 4; ++rep) {
-      const double t = now();
-      model->begin_inference(state, 1, S + 1);
-      const auto z = model->forward_cached({ids.data(), {1, S}}, {}, {}, {}, state);
-      head_step(z.data + (S - 1) * H);
-      times.push_back(now() - t);
+  const auto measure_prefill = [&](const std::string& type_name) {
+    for (std::size_t S : {128u, 512u}) {
+      std::vector<double> times;
+      const auto usage_start = cq::ProcessUsage::now();
+      for (int rep = 0; rep < 4; ++rep) {
+        const double t = now();
+        model->begin_inference(state, 1, S + 1);
+        const auto z = model->forward_cached({ids.data(), {1, S}}, {}, {}, {}, state);
+        head_step(z.data + (S - 1) * H);
+        times.push_back(now() - t);
+      }
+      const auto usage = cq::ProcessUsage::now() - usage_start;
+      times.erase(times.begin());  // warm-up
+      ours["prefill"][type_name][std::to_string(S)] = median(times);
+      fmt::print("prefill {} S = {}: {:.0f} minor page faults per prefill (the first included), system time {:.1f} % of wall\n",
+                 type_name, S, double(usage.minor_faults) / 4.0, 100.0 * usage.system_share());
     }
-    const auto usage = cq::ProcessUsage::now() - usage_start;
-    times.erase(times.begin());  // warm-up
-    ours["prefill"][std::to_string(S)] = median(times);
-    fmt::print("prefill S = {}: {:.0f} minor page faults per prefill (the first included), system time {:.1f} % of wall\n",
-               S, double(usage.minor_faults) / 4.0, 100.0 * usage.system_share());
-  }
+  };
   // decode with the weight matrices read as f32, then as bf16 and int8 copies
   const std::size_t packed_params = bc.num_layers * (bc.qkv_size() * H + H * H + 3 * H * F) + K * C;
   const std::vector<std::string> types = {"f32", "bf16", "int8"};
   for (const auto& type_name : types) {
     const auto type = cq::linalg::parse_weight_type(type_name);
     model->use_weights(type);
+    measure_prefill(type_name);
     const double bytes = type == cq::linalg::WeightType::f32
                              ? bytes_per_token
                              : double(model->packed_bytes()) + double(per_token_params - packed_params) * sizeof(float);
@@ -193,11 +214,12 @@ int main(int argc, char** argv) {
     }
   }
   fmt::print("\n{:<26} {:>12} {:>14} {:>12}\n", "", "ours tok/s", "PyTorch tok/s", "ours/PyTorch");
-  for (std::size_t S : {128u, 512u}) {
-    const double o = double(S) / ours["prefill"][std::to_string(S)].get<double>();
-    const double p = peer.is_null() ? 0 : double(S) / peer["prefill"][std::to_string(S)].get<double>();
-    fmt::print("{:<26} {:>12.1f} {:>14.1f} {:>11.2f}x\n", fmt::format("prefill S = {}", S), o, p, p > 0 ? o / p : 0.0);
-  }
+  for (const auto& type_name : types)
+    for (std::size_t S : {128u, 512u}) {
+      const double o = double(S) / ours["prefill"][type_name][std::to_string(S)].get<double>();
+      const double p = peer.is_null() ? 0 : double(S) / peer["prefill"][std::to_string(S)].get<double>();
+      fmt::print("{:<26} {:>12.1f} {:>14.1f} {:>11.2f}x\n", fmt::format("prefill {} S = {}", type_name, S), o, p, p > 0 ? o / p : 0.0);
+    }
   const double dp = peer.is_null() ? 0 : 1.0 / peer["decode_s_per_token"].get<double>();
   for (const auto& type_name : types) {
     const double d = 1.0 / ours["decode"][type_name].get<double>();
@@ -211,6 +233,15 @@ int main(int argc, char** argv) {
     fmt::print("{:<6} {:>12.3f} {:>10.2f} {:>10.2f} {:>16.2f} {:>14.1f}\n", type_name, bytes / 1e9, d, bytes * d / 1e9,
                bytes * d / bw, ours["head"][type_name].get<double>() * 1e3);
   }
-  fmt::print("(measured read bandwidth {:.2f} GB/s; the PyTorch peer decodes in float32)\n", bw / 1e9);
+  fmt::print("(measured read bandwidth {:.2f} GB/s; the PyTorch peer runs in float32)\n", bw / 1e9);
+  fmt::print("\n{:<8} {:>4} {:>10} {:>10} {:>22}\n", "prefill", "S", "tok/s", "GFLOP/s", "of its multiply-add peak");
+  for (const auto& type_name : types)
+    for (std::size_t S : {128u, 512u}) {
+      const double tps = double(S) / ours["prefill"][type_name][std::to_string(S)].get<double>();
+      const double gflops = tps * prefill_flops_per_token(S) / 1e9;
+      const double peak = type_name == "bf16" && cq::linalg::bf16_kernel_is_hardware() ? bf16_peak : f32_peak;
+      fmt::print("{:<8} {:>4} {:>10.1f} {:>10.0f} {:>22.2f}\n", type_name, S, tps, gflops, peak > 0 ? gflops * 1e9 / peak : 0.0);
+    }
+  fmt::print("(GFLOP/s counts the linear layers and attention; f32 and int8 prefill run float GEMMs: the float FMA peak)\n");
   return 0;
 }

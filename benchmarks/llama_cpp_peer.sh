@@ -10,11 +10,11 @@
 #   2. llama-bench -p 128,512 -n 64 -r 3 -t 2 -o json measures prefill (pp128, pp512) and
 #      decode (tg64) tokens/s for each of F32, BF16 and Q8_0;
 #   3. build/bin/bench_generate 2 24 --no-torch (this repository's benchmark, built beforehand)
-#      measures ours: prefill at S = 128 and 512 (float32) and decode with f32, bf16 and int8
-#      weights;
+#      measures ours: prefill at S = 128 and 512 and decode, with f32, bf16 and int8 weights;
 #   4. one table compares them: llama.cpp's mean tokens/s over the 3 repetitions (avg_ts)
-#      next to ours and ours/llama.cpp. Our prefill is float32 whatever the weight type, so the
-#      same prefill numbers stand in every row; Q8_0 decode is compared with our int8 decode.
+#      next to ours and ours/llama.cpp, type by type (F32 with our f32, BF16 with our bf16, Q8_0
+#      with our int8). Our int8 prefill runs float GEMMs over the rounded float weights; bf16
+#      prefill runs bf16 products (AVX512-BF16 where the CPU has it).
 # Differences to keep in mind: our decode is measured after a 128-token prompt and includes
 # the CausalQwen head over 151666 classes; llama.cpp's tg64 starts from an empty context and
 # ends in the tied LM head over the 151936-token vocabulary.
@@ -136,15 +136,15 @@ for t in ("f32", "bf16", "q8_0"):
             llama[(t, f"tg{r['n_gen']}")] = r["avg_ts"]
         info = r
 
-# ours: "prefill S = N   <ours tok/s> ..." rows, and the final table "decode GB/token tok/s ..."
+# ours: "prefill TYPE S = N   <ours tok/s> ..." rows, and the final table "decode GB/token tok/s ..."
 # whose rows start with the weight type (the tok/s column is located by its header)
 path = os.path.join(work, "ours.txt")
 lines = open(path).read().splitlines()
 ours = {}
 for ln in lines:
-    m = re.match(r"^prefill S = (\d+)\s+([0-9.]+)", ln)
+    m = re.match(r"^prefill (f32|bf16|int8) S = (\d+)\s+([0-9.]+)", ln)
     if m:
-        ours[f"pp{m.group(1)}"] = float(m.group(2))
+        ours[f"pp{m.group(2)}_{m.group(1)}"] = float(m.group(3))
 col = None
 for ln in lines:
     f = ln.split()
@@ -152,7 +152,7 @@ for ln in lines:
         col = f.index("tok/s")
     elif col is not None and f and f[0] in ("f32", "bf16", "int8") and len(f) > col:
         ours[f"tg_{f[0]}"] = float(f[col])
-for k in ("pp128", "pp512", "tg_f32", "tg_bf16", "tg_int8"):
+for k in [f"pp{S}_{t}" for S in (128, 512) for t in ("f32", "bf16", "int8")] + ["tg_f32", "tg_bf16", "tg_int8"]:
     if k not in ours:
         die(f"could not find {k} in {path} (bench_generate output format changed?)")
 
@@ -163,13 +163,13 @@ built = f"llama-bench build {build} #{info.get('build_number', '?')}, " if build
 print(f"llama.cpp {commit} ({built}backend {info.get('backends', '?')}) vs ours, {threads} threads, {date}")
 print(f"CPU: {info.get('cpu_info', '?')}")
 print("model: random Qwen2.5-0.5B shape (494M parameters, tied output); llama.cpp: mean of 3 repetitions")
-print("ours: prefill in float32 for every row; Q8_0 decode compared with our int8 decode\n")
+print("ours: each row with our weights of that type (Q8_0 against our int8)\n")
 hdr = f"{'type':<6} {'test':<6} {'llama.cpp tok/s':>16} {'ours tok/s':>11} {'ours/llama.cpp':>15}"
 print(hdr)
 print("-" * len(hdr))
 results = []
-for t, label, ours_tg in (("f32", "F32", "tg_f32"), ("bf16", "BF16", "tg_bf16"), ("q8_0", "Q8_0", "tg_int8")):
-    for test, ok in (("pp128", "pp128"), ("pp512", "pp512"), ("tg64", ours_tg)):
+for t, label, ours_t in (("f32", "F32", "f32"), ("bf16", "BF16", "bf16"), ("q8_0", "Q8_0", "int8")):
+    for test, ok in (("pp128", f"pp128_{ours_t}"), ("pp512", f"pp512_{ours_t}"), ("tg64", f"tg_{ours_t}")):
         l, o = llama.get((t, test)), ours[ok]
         ratio = o / l if l else float("nan")
         print(f"{label:<6} {test:<6} {l if l else float('nan'):>16.2f} {o:>11.2f} {ratio:>14.2f}x")

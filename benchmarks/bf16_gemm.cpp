@@ -1,0 +1,126 @@
+// The bf16 product of a linear layer, Y = bf16(X)·Wᵀ (linalg/bf16_gemm.hpp), on the
+// Qwen2.5-0.5B linear shapes with M = 512 rows (a prefill) and M = 1 (a decoding step), against,
+// in the same run:
+//   - the float product the library runs otherwise (linalg::linear_forward: OpenBLAS sgemm for
+//     M = 512, the few-rows kernel for M = 1), the baseline of every ratio;
+//   - oneDNN's bf16 matmul (when libdnnl is found at configure time): X reordered to bf16 at every
+//     call, as ours rounds it, W reordered once to the layout the primitive asks for, float Y;
+//   - the bf16 and float multiply-add peaks of this CPU (benchmarks/peak.hpp).
+// Each figure is the median of 9 timed calls after 2 untimed ones.
+//
+//   OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 build/bin/bench_bf16_gemm [THREADS=2]
+#include "peak.hpp"
+
+#include <causalqwen/linalg/bf16_gemm.hpp>
+#include <causalqwen/linalg/gemm.hpp>
+
+#include <fmt/core.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#ifdef CQ_BENCH_ONEDNN
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace cq = causalqwen;
+namespace la = causalqwen::linalg;
+using cq::TensorView;
+
+namespace {
+
+struct Shape {
+  const char* name;
+  std::size_t k, n;  // X [M,K], W [N,K]
+};
+constexpr Shape shapes[] = {{"q|k|v 896 -> 1152", 896, 1152},
+                            {"o 896 -> 896", 896, 896},
+                            {"gate, up 896 -> 4864", 896, 4864},
+                            {"down 4864 -> 896", 4864, 896}};
+
+template <class F>
+double median_seconds(F&& f) {
+  for (int i = 0; i < 2; ++i) f();
+  std::vector<double> t;
+  for (int i = 0; i < 9; ++i) {
+    const double t0 = cqbench::seconds_now();
+    f();
+    t.push_back(cqbench::seconds_now() - t0);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+#ifdef CQ_BENCH_ONEDNN
+/// oneDNN's bf16 matmul for Y [M,N] = X [M,K]·W [N,K]ᵀ: X (float) reordered to bf16 per call.
+struct OneDnnBf16 {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  dnnl::matmul matmul;
+  dnnl::reorder to_bf16;
+  dnnl::memory x_f32, x_bf16, w, y;
+  OneDnnBf16(std::size_t M, std::size_t K, std::size_t N, const float* w_f32, float* y_data, float* x_data) {
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    const dnnl::memory::dim m = dnnl::memory::dim(M), k = dnnl::memory::dim(K), n = dnnl::memory::dim(N);
+    const dnnl::memory::desc x_md({m, k}, dt::bf16, tag::ab), w_any({k, n}, dt::bf16, tag::any), y_md({m, n}, dt::f32, tag::ab);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(x_md, w_any, y_md), engine);
+    matmul = dnnl::matmul(pd);
+    x_f32 = dnnl::memory({{m, k}, dt::f32, tag::ab}, engine, x_data);
+    x_bf16 = dnnl::memory(x_md, engine);
+    to_bf16 = dnnl::reorder(x_f32, x_bf16);
+    dnnl::memory w_plain({{k, n}, dt::f32, tag::ba}, engine, const_cast<float*>(w_f32));  // W [N,K] = Wᵀ [K,N] as 'ba'
+    w = dnnl::memory(pd.weights_desc(), engine);
+    dnnl::reorder(w_plain, w).execute(stream, w_plain, w);
+    y = dnnl::memory(y_md, engine, y_data);
+    stream.wait();
+  }
+  void run() {
+    to_bf16.execute(stream, x_f32, x_bf16);
+    matmul.execute(stream, {{DNNL_ARG_SRC, x_bf16}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, y}});
+    stream.wait();
+  }
+};
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
+  cq::set_threads(static_cast<std::size_t>(threads));
+  const double bf16_peak = cqbench::bf16_dot_peak(), f32_peak = cqbench::float_fma_peak();
+  fmt::print("threads {}, OPENBLAS_CORETYPE={}; bf16 products run on: {}\n", threads,
+             std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "(unset)", la::bf16_kernel_name());
+  fmt::print("multiply-add peak: float FMA {:.0f} GFLOP/s, bf16 vdpbf16ps {:.0f} GFLOP/s (0: not on this CPU)\n\n",
+             f32_peak / 1e9, bf16_peak / 1e9);
+  fmt::print("{:<22} {:>4} {:>11} {:>11} {:>11} {:>10} {:>11} {:>12}\n", "shape", "M", "float GF/s", "ours GF/s",
+             "oneDNN GF/s", "ours/float", "ours/oneDNN", "of bf16 peak");
+  std::mt19937_64 rng(1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const auto& s : shapes)
+    for (const std::size_t M : {std::size_t{512}, std::size_t{1}}) {
+      std::vector<float> x(M * s.k), w(s.n * s.k), y(M * s.n);
+      for (auto& v : x) v = normal(rng);
+      for (auto& v : w) v = 0.05f * normal(rng);
+      const la::PackedMatrix packed(la::WeightType::bf16, TensorView<const float, 2>(w.data(), {s.n, s.k}));
+      const TensorView<const float, 2> xv(x.data(), {M, s.k}), wv(w.data(), {s.n, s.k});
+      const TensorView<float, 2> yv(y.data(), {M, s.n});
+      const double flops = 2.0 * double(M) * double(s.n) * double(s.k);
+      const double t_float = median_seconds([&] { la::linear_forward<float>(yv, xv, wv); });
+      const double t_ours = median_seconds([&] { la::bf16_linear_forward(yv, xv, packed.ref()); });
+      double t_dnnl = 0;
+#ifdef CQ_BENCH_ONEDNN
+      OneDnnBf16 dnnl_mm(M, s.k, s.n, w.data(), y.data(), x.data());
+      t_dnnl = median_seconds([&] { dnnl_mm.run(); });
+#endif
+      fmt::print("{:<22} {:>4} {:>11.0f} {:>11.0f} {:>11.0f} {:>9.2f}x {:>10.2f}x {:>12.2f}\n", s.name, M, flops / t_float / 1e9,
+                 flops / t_ours / 1e9, t_dnnl > 0 ? flops / t_dnnl / 1e9 : 0.0, t_float / t_ours, t_dnnl > 0 ? t_dnnl / t_ours : 0.0,
+                 bf16_peak > 0 ? flops / t_ours / bf16_peak : 0.0);
+    }
+  fmt::print("\n(float: linalg::linear_forward over the float W; oneDNN 0: not built with libdnnl; M = 1 is bound by reading W)\n");
+  return 0;
+}

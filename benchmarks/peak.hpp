@@ -1,0 +1,96 @@
+// The multiply-add peaks of this CPU, measured: float FMA (vfmadd231ps zmm) and bf16 dot
+// products (vdpbf16ps zmm), on all OpenMP threads, in FLOP/s (2 per multiply-add). A benchmark
+// reports its GFLOP/s as a fraction of them. 0 when the CPU lacks the instruction.
+#pragma once
+#include <causalqwen/linalg/bf16_gemm.hpp>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+namespace cqbench {
+
+inline double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+constexpr std::size_t chains = 24;
+
+/// Multiply-add peak in FLOP/s (2 per multiply-add): every thread runs `chains` independent
+/// chains of `step` (one vector instruction each) in registers for `iterations` rounds. The
+/// chains start from different values and all feed the result, or the compiler merges or drops
+/// them (an earlier version of this probe reported 1.5× the real peak that way).
+template <class Step>
+double peak_flops(std::size_t flops_per_instruction, Step step) {
+  constexpr std::size_t iterations = 10'000'000;
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const double t = seconds_now();
+    int team = 1;
+#pragma omp parallel
+    {
+#pragma omp single
+      team = omp_get_num_threads();
+      step(iterations);
+    }
+    best = std::max(best, double(team) * double(iterations) * double(chains) * double(flops_per_instruction) / (seconds_now() - t));
+  }
+  return best;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/// Chains of float FMAs (vfmadd231ps zmm: 16 lanes).
+inline __attribute__((target("avx512f"))) void fma_chains(std::size_t iterations) {
+  __m512 acc[chains];
+  for (std::size_t c = 0; c < chains; ++c) acc[c] = _mm512_set1_ps(float(c));
+  const __m512 x = _mm512_set1_ps(1e-8f), y = _mm512_set1_ps(1.0f);
+  for (std::size_t i = 0; i < iterations; ++i)
+#pragma GCC unroll 24
+    for (auto& a : acc) a = _mm512_fmadd_ps(x, y, a);
+  __m512 sum = acc[0];
+  for (std::size_t c = 1; c < chains; ++c) sum = _mm512_add_ps(sum, acc[c]);
+  float out[16];
+  _mm512_storeu_ps(out, sum);
+  if (out[0] < 0) std::puts("");
+}
+/// Chains of vdpbf16ps (32 bf16 multiply-adds each).
+inline __attribute__((target("avx512f,avx512bf16"))) void bf16_chains(std::size_t iterations) {
+  __m512 acc[chains];
+  for (std::size_t c = 0; c < chains; ++c) acc[c] = _mm512_set1_ps(float(c));
+  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3C00), y = (__m512bh)_mm512_set1_epi16(0x3F80);
+  for (std::size_t i = 0; i < iterations; ++i)
+#pragma GCC unroll 24
+    for (auto& a : acc) a = _mm512_dpbf16_ps(a, x, y);
+  __m512 sum = acc[0];
+  for (std::size_t c = 1; c < chains; ++c) sum = _mm512_add_ps(sum, acc[c]);
+  float out[16];
+  _mm512_storeu_ps(out, sum);
+  if (out[0] < 0) std::puts("");
+}
+#endif
+
+/// Float FMA peak in FLOP/s (0 without AVX-512).
+inline double float_fma_peak() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return peak_flops(32, fma_chains);
+#endif
+  return 0;
+}
+
+/// bf16 dot-product peak in FLOP/s (0 without AVX512-BF16).
+inline double bf16_dot_peak() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (causalqwen::linalg::detail_bf16::cpu_has_avx512_bf16()) return peak_flops(64, bf16_chains);
+#endif
+  return 0;
+}
+
+}  // namespace cqbench
