@@ -150,6 +150,8 @@ for ln in lines:
     f = ln.split()
     if f and f[0] == "decode" and "tok/s" in f and "GB/token" in f:
         col = f.index("tok/s")
+    elif f and f[0] == "prefill" and "tok/s" in f:  # the prefill table after it: not decode rows
+        col = None
     elif col is not None and f and f[0] in ("f32", "bf16", "int8") and len(f) > col:
         ours[f"tg_{f[0]}"] = float(f[col])
 for k in [f"pp{S}_{t}" for S in (128, 512) for t in ("f32", "bf16", "int8")] + ["tg_f32", "tg_bf16", "tg_int8"]:
