@@ -46,28 +46,23 @@ double peak_flops(std::size_t flops_per_instruction, Step step) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-/// Chains of float FMAs (vfmadd231ps zmm: 16 lanes).
-inline __attribute__((target("avx512f"))) void fma_chains(std::size_t iterations) {
+/// `chains` chains of float FMAs (vfmadd231ps zmm: 16 lanes) or, when Bf16, of vdpbf16ps (32
+/// bf16 multiply-adds each). (Compiled for both instruction sets; called only when the CPU has
+/// the instruction it runs.)
+template <bool Bf16>
+inline __attribute__((target("avx512f,avx512bf16"))) void multiply_add_chains(std::size_t iterations) {
   __m512 acc[chains];
   for (std::size_t c = 0; c < chains; ++c) acc[c] = _mm512_set1_ps(float(c));
   const __m512 x = _mm512_set1_ps(1e-8f), y = _mm512_set1_ps(1.0f);
+  const __m512bh xb = (__m512bh)_mm512_set1_epi16(0x3C00), yb = (__m512bh)_mm512_set1_epi16(0x3F80);
   for (std::size_t i = 0; i < iterations; ++i)
 #pragma GCC unroll 24
-    for (auto& a : acc) a = _mm512_fmadd_ps(x, y, a);
-  __m512 sum = acc[0];
-  for (std::size_t c = 1; c < chains; ++c) sum = _mm512_add_ps(sum, acc[c]);
-  float out[16];
-  _mm512_storeu_ps(out, sum);
-  if (out[0] < 0) std::puts("");
-}
-/// Chains of vdpbf16ps (32 bf16 multiply-adds each).
-inline __attribute__((target("avx512f,avx512bf16"))) void bf16_chains(std::size_t iterations) {
-  __m512 acc[chains];
-  for (std::size_t c = 0; c < chains; ++c) acc[c] = _mm512_set1_ps(float(c));
-  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3C00), y = (__m512bh)_mm512_set1_epi16(0x3F80);
-  for (std::size_t i = 0; i < iterations; ++i)
-#pragma GCC unroll 24
-    for (auto& a : acc) a = _mm512_dpbf16_ps(a, x, y);
+    for (auto& a : acc) {
+      if constexpr (Bf16)
+        a = _mm512_dpbf16_ps(a, xb, yb);
+      else
+        a = _mm512_fmadd_ps(x, y, a);
+    }
   __m512 sum = acc[0];
   for (std::size_t c = 1; c < chains; ++c) sum = _mm512_add_ps(sum, acc[c]);
   float out[16];
@@ -80,7 +75,7 @@ inline __attribute__((target("avx512f,avx512bf16"))) void bf16_chains(std::size_
 inline double float_fma_peak() {
 #if defined(__x86_64__) && defined(__GNUC__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return peak_flops(32, fma_chains);
+  if (__builtin_cpu_supports("avx512f")) return peak_flops(32, multiply_add_chains<false>);
 #endif
   return 0;
 }
@@ -88,7 +83,7 @@ inline double float_fma_peak() {
 /// bf16 dot-product peak in FLOP/s (0 without AVX512-BF16).
 inline double bf16_dot_peak() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (causalqwen::linalg::detail_bf16::cpu_has_avx512_bf16()) return peak_flops(64, bf16_chains);
+  if (causalqwen::linalg::detail_bf16::cpu_has_avx512_bf16()) return peak_flops(64, multiply_add_chains<true>);
 #endif
   return 0;
 }

@@ -3,6 +3,7 @@
 // does not depend on how many rows X has, where the row sits or the thread count; the sums agree
 // with a double loop over the bf16 values; X's rounding is float_to_bf16's (ties, overflow, NaN);
 // infinities and NaN propagate; wrong input is refused with a sentence.
+#include "../support/float_matrices.hpp"
 #include "../support/test_support.hpp"
 
 #include <causalqwen/linalg/bf16_gemm.hpp>
@@ -22,16 +23,9 @@
 namespace cq = causalqwen;
 namespace la = causalqwen::linalg;
 using cq::TensorView;
+using cqtest::c2, cqtest::normal_vector, cqtest::v2;
 
 namespace {
-std::vector<float> normal_vector(std::size_t n, std::mt19937_64& rng, double sd = 1.0) {
-  std::normal_distribution<double> d(0, sd);
-  std::vector<float> v(n);
-  for (auto& x : v) x = static_cast<float>(d(rng));
-  return v;
-}
-TensorView<float, 2> v2(std::vector<float>& v, std::size_t r, std::size_t c) { return {v.data(), {r, c}}; }
-TensorView<const float, 2> c2(const std::vector<float>& v, std::size_t r, std::size_t c) { return {v.data(), {r, c}}; }
 float bf16_round(float v) { return cq::bf16_to_float(cq::float_to_bf16(v)); }
 
 /// Y on the portable loop or the hardware kernel.

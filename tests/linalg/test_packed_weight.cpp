@@ -1,6 +1,7 @@
 // Packed bf16 / int8 weights: the packing rules, and the linear and fused Cauchy kernels reading
 // a packed copy against the float kernels reading the rounded float matrix. (The bf16 product of
 // the linear layers has its own tests: test_bf16_gemm.)
+#include "../support/float_matrices.hpp"
 #include "../support/test_support.hpp"
 
 #include <causalqwen/linalg/cauchy_linear.hpp>
@@ -19,14 +20,9 @@ namespace la = causalqwen::linalg;
 using cq::TensorView;
 
 namespace {
-std::vector<float> normal_vector(std::size_t n, std::mt19937_64& rng, double sd = 1.0) {
-  std::normal_distribution<double> d(0, sd);
-  std::vector<float> v(n);
-  for (auto& x : v) x = static_cast<float>(d(rng));
-  return v;
-}
-TensorView<float, 2> v2(std::vector<float>& v, std::size_t r, std::size_t c) { return {v.data(), {r, c}}; }
-TensorView<const float, 2> c2(const std::vector<float>& v, std::size_t r, std::size_t c) { return {v.data(), {r, c}}; }
+using cqtest::c2;
+using cqtest::normal_vector;
+using cqtest::v2;
 }  // namespace
 
 TEST_CASE("weight type names parse, and an unknown name is refused with the accepted ones") {
