@@ -18,7 +18,6 @@
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/core/threading.hpp"
-#include "causalqwen/core/xt.hpp"
 #include "causalqwen/linalg/matmul.hpp"
 #include "causalqwen/nn/kv_cache.hpp"
 
@@ -200,51 +199,23 @@ struct CausalSelfAttention {
 
   /// Row r of P [S·G, L+S] (query slot i = L + r/G): softmax over the keys j ≤ i whose `keep`
   /// is 1 (null: all), 0 elsewhere; a row without a visible key is all 0.
-  ///   p_j = exp(x_j − max) / Σ_j' exp(x_j' − max)
-  /// The exponentials run on SIMD vectors (xsimd::exp: at most 1.5 ulp from std::exp over
-  /// float's normal range, measured; results below e^-87 flush to 0). Hidden keys are first set
-  /// to −∞, whose exponential is exactly 0, so masked and unmasked rows take the same path and a
-  /// row's bits depend only on its values and its length i + 1 (a prefill's rows equal a
-  /// decoding step's).
   void softmax_rows(T* P, std::size_t seq, std::size_t L, const std::int64_t* keep) const {
-    using B = xsimd::batch<T>;
-    constexpr std::size_t W = B::size;
     const std::size_t rows_total = seq * group(), total = L + seq;
     parallel_for(rows_total, rows_total * total / 2, [&](std::size_t r) {
-      const std::size_t i = L + r / group(), n = i + 1;
+      const std::size_t i = L + r / group();
       T* row = P + r * total;
-      if (keep)
-        for (std::size_t j = 0; j < n; ++j)
-          if (!keep[j]) row[j] = -std::numeric_limits<T>::infinity();
       T mx = -std::numeric_limits<T>::infinity();
-      for (std::size_t j = 0; j < n; ++j) mx = std::max(mx, row[j]);
-      if (mx == -std::numeric_limits<T>::infinity()) {  // no visible key
-        std::fill(row, row + total, T(0));
-        return;
+      for (std::size_t j = 0; j <= i; ++j)
+        if (!keep || keep[j]) mx = std::max(mx, row[j]);
+      T sum = 0;
+      for (std::size_t j = 0; j <= i; ++j) {
+        const T e = (!keep || keep[j]) ? std::exp(row[j] - mx) : T(0);
+        row[j] = e;
+        sum += e;
       }
-      const B mx_v(mx);
-      B sum_v(T(0));
-      std::size_t j = 0;
-      for (; j + W <= n; j += W) {
-        const B e = xsimd::exp(B::load_unaligned(row + j) - mx_v);
-        e.store_unaligned(row + j);
-        sum_v += e;
-      }
-#if XSIMD_VERSION_MAJOR >= 9
-      T sum = xsimd::reduce_add(sum_v);
-#else
-      T sum = xsimd::hadd(sum_v);
-#endif
-      for (; j < n; ++j) {  // the tail, through the same vector exp
-        alignas(64) T lane[W] = {};
-        lane[0] = row[j] - mx;
-        xsimd::exp(B::load_aligned(lane)).store_aligned(lane);
-        row[j] = lane[0];
-        sum += lane[0];
-      }
-      const T inv = T(1) / sum;
-      for (std::size_t k = 0; k < n; ++k) row[k] *= inv;
-      std::fill(row + n, row + total, T(0));
+      const T inv = sum > T(0) ? T(1) / sum : T(0);
+      for (std::size_t j = 0; j <= i; ++j) row[j] *= inv;
+      std::fill(row + i + 1, row + total, T(0));
     });
   }
 };
