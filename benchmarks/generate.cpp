@@ -28,8 +28,8 @@
 #include <xsimd/xsimd.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
+#include <chrono>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -96,6 +96,11 @@ int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   const std::size_t decode_steps = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 24;
   const bool torch = !(argc > 3 && std::string(argv[3]) == "--no-torch");
+  if (threads < 1 || decode_steps < 3 || (argc > 3 && torch) || argc > 4) {
+    std::fprintf(stderr,
+                 "usage: bench_generate [THREADS >= 1] [DECODE_STEPS >= 3: the first two are warm-up] [--no-torch]\n");
+    return 2;
+  }
   omp_set_num_threads(threads);
   fmt::print("threads {}, OMP_WAIT_POLICY={}, OPENBLAS_CORETYPE={}\n", threads,
              std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "(unset)",
