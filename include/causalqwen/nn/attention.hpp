@@ -16,6 +16,7 @@
 #pragma once
 #include "causalqwen/core/eigen_map.hpp"
 #include "causalqwen/core/error.hpp"
+#include "causalqwen/core/exp_float.hpp"
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/core/threading.hpp"
 #include "causalqwen/linalg/matmul.hpp"
@@ -25,6 +26,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace causalqwen::nn {
@@ -199,6 +201,9 @@ struct CausalSelfAttention {
 
   /// Row r of P [S·G, L+S] (query slot i = L + r/G): softmax over the keys j ≤ i whose `keep`
   /// is 1 (null: all), 0 elsewhere; a row without a visible key is all 0.
+  /// P_ij = e^{x_ij − max_j x_ij} / Σ_j e^{x_ij − max_j x_ij}, the sum taken in key order. For
+  /// float the exponentials run 16 at a time (`exp_float`: the same bits as `std::exp`, so the
+  /// results do not change), a masked key's e^{−∞} = 0 exactly as before.
   void softmax_rows(T* P, std::size_t seq, std::size_t L, const std::int64_t* keep) const {
     const std::size_t rows_total = seq * group(), total = L + seq;
     parallel_for(rows_total, rows_total * total / 2, [&](std::size_t r) {
@@ -208,10 +213,17 @@ struct CausalSelfAttention {
       for (std::size_t j = 0; j <= i; ++j)
         if (!keep || keep[j]) mx = std::max(mx, row[j]);
       T sum = 0;
-      for (std::size_t j = 0; j <= i; ++j) {
-        const T e = (!keep || keep[j]) ? std::exp(row[j] - mx) : T(0);
-        row[j] = e;
-        sum += e;
+      if constexpr (std::is_same_v<T, float>) {
+        constexpr float masked = -std::numeric_limits<float>::infinity();
+        for (std::size_t j = 0; j <= i; ++j) row[j] = (!keep || keep[j]) ? row[j] - mx : masked;
+        exp_float(row, row, i + 1);
+        for (std::size_t j = 0; j <= i; ++j) sum += row[j];
+      } else {
+        for (std::size_t j = 0; j <= i; ++j) {
+          const T e = (!keep || keep[j]) ? std::exp(row[j] - mx) : T(0);
+          row[j] = e;
+          sum += e;
+        }
       }
       const T inv = sum > T(0) ? T(1) / sum : T(0);
       for (std::size_t j = 0; j <= i; ++j) row[j] *= inv;
