@@ -2,8 +2,9 @@
 // gives std::exp's bits for every float of a dense sweep (all floats in [−128, 128] whose low 4
 // mantissa bits are 0, every 97th float overall, and the branch thresholds with their
 // neighbours); tails of any length and aliased input and output; attention's softmax therefore
-// keeps its results. The sweep over all 2^32 floats (13 s on 2 threads here) is skipped by
+// keeps its results, and so does SwiGLU's middle (`silu_times` = Silu::value(g)·u bit for bit). The sweep over all 2^32 floats (13 s on 2 threads here) is skipped by
 // default: `build/bin/test_exp_float --no-skip`.
+#include <causalqwen/autodiff/functions.hpp>
 #include <causalqwen/core/exp_float.hpp>
 #include <doctest/doctest.h>
 
@@ -109,6 +110,29 @@ TEST_CASE("exp_float: every tail length, and the output may be the input") {
     }
     CHECK(y[n] == 7.0f);  // nothing written past n
   }
+}
+
+TEST_CASE("silu_times gives Silu::value(g)·u bit for bit (SwiGLU's forward in float)") {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> g, u;
+  for (const float s : {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), 88.0f, -88.0f, 104.0f, -104.0f,
+                        1e-30f, -1e-30f, std::numeric_limits<float>::max(), -std::numeric_limits<float>::max()}) {
+    g.push_back(s);
+    u.push_back(1.5f);
+  }
+  for (std::uint32_t i = 0; i < 300000; ++i) {  // g over [−60, 60], u over [−4, 4]
+    g.push_back(-60.0f + 120.0f * float(i) / 300000.0f);
+    u.push_back(float(int(i % 801) - 400) / 100.0f);
+  }
+  std::vector<float> a(g.size());
+  cq::autodiff::silu_times(g.data(), u.data(), a.data(), g.size());
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < g.size(); ++i)
+    if (!same_bits(a[i], cq::autodiff::Silu::value(g[i]) * u[i])) {
+      if (bad++ == 0) std::printf("silu_times(%a)·%a = %a, Silu::value gives %a\n", double(g[i]), double(u[i]), double(a[i]),
+                                  double(cq::autodiff::Silu::value(g[i]) * u[i]));
+    }
+  CHECK(bad == 0);
 }
 
 TEST_CASE("exp_float equals std::exp for all 2^32 floats" * doctest::skip()) {
