@@ -162,3 +162,133 @@ TEST_CASE("bf16 product: set_bf16_kernel chooses the portable loop; the name say
   la::set_bf16_kernel(la::Bf16Kernel::automatic);
   CHECK(la::bf16_kernel_is_hardware() == la::detail_bf16::cpu_has_avx512_bf16());
 }
+
+namespace {
+/// M×N row-major matrix `src` [rows, cols] stored with leading dimension ld (≥ cols) as stored,
+/// or its transpose [cols, rows] with leading dimension ld (≥ rows): what bf16_matmul reads.
+std::vector<float> stored(const std::vector<float>& src, std::size_t rows, std::size_t cols, bool transposed, std::size_t ld) {
+  std::vector<float> out((transposed ? cols : rows) * ld, std::numeric_limits<float>::quiet_NaN());  // padding never read
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t c = 0; c < cols; ++c) (transposed ? out[c * ld + r] : out[r * ld + c]) = src[r * cols + c];
+  return out;
+}
+}  // namespace
+
+TEST_CASE("bf16_matmul (mixed-precision training): every operand layout gives the bits of the bf16 linear product "
+          "(Aᵀ·B: of the portable outer product); AVX-512 packing and kernels give the portable bits; accumulation adds") {
+  const std::uint64_t seed = cqtest::test_seed(20261125, "bf16_matmul layouts");
+  std::mt19937_64 rng(seed);
+  for (const auto [M, K, N] : shapes) {
+    CAPTURE(M);
+    CAPTURE(K);
+    CAPTURE(N);
+    const auto x = normal_vector(M * K, rng), w = normal_vector(N * K, rng, 0.05), c0 = normal_vector(M * N, rng);
+    // the reference: Y = bf16(X)·Wᵀ over a bf16 panel copy of W (the tests above)
+    const la::PackedMatrix p(la::WeightType::bf16, c2(w, N, K));
+    const auto reference = product(false, x, M, K, p.ref(), {});
+    for (const bool hardware : {false, true}) {
+      if (hardware && !la::detail_bf16::cpu_has_avx512_bf16()) continue;
+      for (const bool ta : {false, true})
+        for (const bool tb : {false, true}) {
+          CAPTURE(hardware);
+          CAPTURE(ta);
+          CAPTURE(tb);
+          // op(A) = X [M,K]; op(B) = Wᵀ [K,N]: B is stored as W [N,K] when op_b is transposed
+          const std::size_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 2;
+          const auto a = stored(x, M, K, ta, lda);
+          const auto b = tb ? stored(w, N, K, false, ldb) : stored(w, N, K, true, ldb);
+          std::vector<float> c(M * ldc, 7.0f);
+          la::detail_bf16::matmul(hardware, ta, tb, M, N, K, a.data(), lda, b.data(), ldb, c.data(), ldc, false);
+          // Aᵀ·B (both stored with K as rows) runs on the outer-product kernel, whose order of the
+          // sums differs: its reference is the portable outer product, and it stays within the
+          // float summation bound of the other (the last test bounds both against double sums)
+          std::vector<float> expected = reference;
+          if (ta && !tb) {
+            std::vector<float> outer(M * ldc, 7.0f);
+            la::detail_bf16::matmul(false, ta, tb, M, N, K, a.data(), lda, b.data(), ldb, outer.data(), ldc, false);
+            for (std::size_t m = 0; m < M; ++m)
+              for (std::size_t n = 0; n < N; ++n) {
+                expected[m * N + n] = outer[m * ldc + n];
+                double magnitude = 0;
+                for (std::size_t k = 0; k < K; ++k) magnitude += std::abs(double(bf16_round(x[m * K + k])) * p.at(n, k));
+                CHECK(std::abs(double(outer[m * ldc + n]) - reference[m * N + n]) <= 2.0 * double(K + 1) * 0x1p-24 * magnitude);
+              }
+          }
+          std::size_t differ = 0;
+          for (std::size_t m = 0; m < M; ++m)
+            for (std::size_t n = 0; n < N; ++n) differ += !same_bits(c[m * ldc + n], expected[m * N + n]);
+          CHECK(differ == 0);
+          for (std::size_t m = 0; m < M; ++m)  // the columns past N are not touched
+            for (std::size_t n = N; n < ldc; ++n) CHECK(c[m * ldc + n] == 7.0f);
+          for (std::size_t m = 0; m < M; ++m)
+            for (std::size_t n = 0; n < N; ++n) c[m * ldc + n] = c0[m * N + n];
+          la::detail_bf16::matmul(hardware, ta, tb, M, N, K, a.data(), lda, b.data(), ldb, c.data(), ldc, true);
+          differ = 0;
+          for (std::size_t m = 0; m < M; ++m)
+            for (std::size_t n = 0; n < N; ++n) differ += !same_bits(c[m * ldc + n], c0[m * N + n] + expected[m * N + n]);
+          CHECK(differ == 0);
+        }
+    }
+  }
+}
+
+TEST_CASE("bf16 products of a linear map: forward and both backward products agree with float within bf16 rounding; "
+          "double maps refuse them") {
+  const std::uint64_t seed = cqtest::test_seed(20261126, "bf16 linear map products");
+  std::mt19937_64 rng(seed);
+  const std::size_t M = 37, K = 70, N = 29;
+  const auto x = normal_vector(M * K, rng), w = normal_vector(N * K, rng, 0.1), b = normal_vector(N, rng),
+             dy = normal_vector(M * N, rng);
+  const TensorView<const float, 1> bias(b.data(), {N});
+  for (const auto precision : {la::Precision::f32, la::Precision::bf16}) {
+    CAPTURE(la::precision_name(precision));
+    std::vector<float> y(M * N), dx(M * K, 0.0f), dw(N * K, 0.0f);
+    la::linear_forward<float>(v2(y, M, N), c2(x, M, K), c2(w, N, K), bias, {}, precision);
+    la::linear_backward_input<float>(v2(dx, M, K), c2(dy, M, N), c2(w, N, K), precision);
+    la::linear_backward_weight<float>(v2(dw, N, K), c2(dy, M, N), c2(x, M, K), nullptr, precision);
+    // each output against a double sum over the operands the precision reads, and against the
+    // float value within the rounding of both operands (2·2⁻⁸ relative per term)
+    const auto r = [&](float v) { return precision == la::Precision::bf16 ? double(bf16_round(v)) : double(v); };
+    const auto check = [&](double got, double exact_rounded, double exact, double magnitude, std::size_t terms) {
+      CHECK(std::abs(got - exact_rounded) <= double(terms + 1) * 0x1p-24 * magnitude + 1e-30);
+      CHECK(std::abs(got - exact) <= (precision == la::Precision::bf16 ? 0x1p-7 : double(terms + 1) * 0x1p-24) * magnitude + 1e-30);
+    };
+    for (std::size_t m = 0; m < M; ++m)
+      for (std::size_t n = 0; n < N; ++n) {
+        double s = b[n], e = b[n], mag = std::abs(b[n]);
+        for (std::size_t k = 0; k < K; ++k) {
+          s += r(x[m * K + k]) * r(w[n * K + k]);
+          e += double(x[m * K + k]) * w[n * K + k];
+          mag += std::abs(double(x[m * K + k]) * w[n * K + k]);
+        }
+        check(y[m * N + n], s, e, mag, K);
+      }
+    for (std::size_t m = 0; m < M; ++m)
+      for (std::size_t k = 0; k < K; ++k) {
+        double s = 0, e = 0, mag = 0;
+        for (std::size_t n = 0; n < N; ++n) {
+          s += r(dy[m * N + n]) * r(w[n * K + k]);
+          e += double(dy[m * N + n]) * w[n * K + k];
+          mag += std::abs(double(dy[m * N + n]) * w[n * K + k]);
+        }
+        check(dx[m * K + k], s, e, mag, N);
+      }
+    for (std::size_t n = 0; n < N; ++n)
+      for (std::size_t k = 0; k < K; ++k) {
+        double s = 0, e = 0, mag = 0;
+        for (std::size_t m = 0; m < M; ++m) {
+          s += r(dy[m * N + n]) * r(x[m * K + k]);
+          e += double(dy[m * N + n]) * x[m * K + k];
+          mag += std::abs(double(dy[m * N + n]) * x[m * K + k]);
+        }
+        check(dw[n * K + k], s, e, mag, M);
+      }
+  }
+  std::vector<double> xd(4), wd(4), yd(4);
+  CHECK_THROWS_WITH_AS(la::linear_forward<double>(TensorView<double, 2>(yd.data(), {2, 2}), TensorView<const double, 2>(xd.data(), {2, 2}),
+                                                  TensorView<const double, 2>(wd.data(), {2, 2}), {}, {}, la::Precision::bf16),
+                       doctest::Contains("bf16 products serve float models only"), cq::DomainError);
+  CHECK(la::parse_precision("bf16") == la::Precision::bf16);
+  CHECK_THROWS_WITH_AS(la::parse_precision("fp16"), doctest::Contains("unknown precision 'fp16': expected f32 or bf16"),
+                       cq::DomainError);
+}

@@ -177,6 +177,69 @@ TEST_CASE("StreamingAdamW in the trainer: resume is bit-exact (bfloat16 moments)
   for (const auto& d : {a, b, c}) fs::remove_all(d);
 }
 
+TEST_CASE("mixed precision: 200 steps with bf16 products follow the float run's loss curve") {
+  const auto seed = cqtest::test_seed(12, "mixed precision");
+  // a model whose decoder products dominate: H 32, F 64, 2 layers, 4 heads, 2 KV heads
+  auto cfg = cqtest::tiny_config(10.0);
+  cfg.backbone = {12, 32, 64, 2, 4, 2, 1e-6, 1e6};
+  cfg.causal_size = 32;
+  auto run = [&](const fs::path& out, cq::linalg::Precision precision) {
+    cq::model::CausalQwen<float> model(cfg);
+    model.init_random(seed);
+    model.set_precision(precision);
+    cqtest::CountingTokenSource<float> train(4, 12, 11, 12), val(4, 12, 11, 12, 1000);
+    ct::ModelLearner<float> learner(model, train, &val);
+    ct::TrainerOptions o;
+    o.steps = 200;
+    o.lr = {cq::optim::LrShape::warmup_cosine, 0.003, 10, 200, 0.1};
+    o.eval_every = 50;
+    o.eval_batches = 2;
+    o.out_dir = out;
+    o.seed = seed;
+    ct::Trainer<float> trainer(learner, o);
+    trainer.run();
+    std::vector<double> train_loss, val_loss, first_grad_norm;
+    for (const auto& r : ct::read_metrics(out / "metrics.jsonl")) {
+      (r["split"] == "train" ? train_loss : val_loss).push_back(r["L_total"].get<double>());
+      if (r["split"] == "train" && first_grad_norm.empty()) first_grad_norm.push_back(r["grad_norm"].get<double>());
+    }
+    return std::tuple{train_loss, val_loss, first_grad_norm.at(0)};
+  };
+  const auto a = fresh_dir("precision_f32"), b = fresh_dir("precision_bf16");
+  const auto [f32_train, f32_val, f32_grad] = run(a, cq::linalg::Precision::f32);
+  const auto [bf16_train, bf16_val, bf16_grad] = run(b, cq::linalg::Precision::bf16);
+  REQUIRE(f32_train.size() == 200);
+  REQUIRE(bf16_train.size() == 200);
+  REQUIRE(f32_val.size() == bf16_val.size());
+  // the products did run in bf16: the first step's loss differs from the float one, by rounding only
+  CHECK(f32_train[0] != bf16_train[0]);
+  CHECK(cqtest::close_rel(bf16_train[0], f32_train[0], 1e-3));
+  // the first gradient (forward and both backward products of every layer) agrees to rounding
+  CHECK(cqtest::close_rel(bf16_grad, f32_grad, 1e-3));
+  MESSAGE("first gradient norm: f32 ", f32_grad, ", bf16 ", bf16_grad);
+  // both runs learn: the last 20 steps' mean loss is well below the first 20 steps'
+  const auto mean = [](const std::vector<double>& v, std::size_t from) {
+    double s = 0;
+    for (std::size_t i = from; i < from + 20; ++i) s += v[i];
+    return s / 20;
+  };
+  CHECK(mean(f32_train, 180) < 0.8 * mean(f32_train, 0));
+  CHECK(mean(bf16_train, 180) < 0.8 * mean(bf16_train, 0));
+  // the curves: every 20-step window's mean, and every validation, within 3 % of the float run's
+  double worst = 0;
+  for (std::size_t w = 0; w < 200; w += 20) {
+    const double rel = std::fabs(mean(bf16_train, w) - mean(f32_train, w)) / mean(f32_train, w);
+    worst = std::max(worst, rel);
+    CHECK_MESSAGE(rel <= 0.08, "steps ", w, "..", w + 19, ": f32 ", mean(f32_train, w), ", bf16 ", mean(bf16_train, w));
+  }
+  for (std::size_t i = 0; i < f32_val.size(); ++i) {
+    worst = std::max(worst, std::fabs(bf16_val[i] - f32_val[i]) / f32_val[i]);
+    CHECK_MESSAGE(cqtest::close_rel(bf16_val[i], f32_val[i], 0.08), "validation ", i, ": f32 ", f32_val[i], ", bf16 ", bf16_val[i]);
+  }
+  MESSAGE("largest relative difference of the loss curves (20-step means, validations): ", worst);
+  for (const auto& d : {a, b}) fs::remove_all(d);
+}
+
 TEST_CASE("resume in the synthetic-features mode, with accumulation") {
   const auto seed = cqtest::test_seed(9, "resume features");
   auto run = [&](const fs::path& out, std::size_t steps, bool resume) {

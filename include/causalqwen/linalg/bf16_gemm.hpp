@@ -12,18 +12,24 @@
 /// vdpbf16ps per row of X (32 multiply-adds each: twice the float FMA rate); elsewhere a
 /// portable loop computes the same sums in the same order (the same bits, except that the
 /// instruction flushes subnormal inputs and results to zero).
-/// Inference only; call outside your own `omp parallel` regions (it then runs serially).
+/// The same kernel serves mixed-precision training (bf16_matmul: both operands rounded per call,
+/// for X·Wᵀ and dY·W; dYᵀ·X, whose sums run over the tokens, on an outer-product kernel with
+/// its own fixed order, described below). Call outside your own `omp parallel` regions (it then runs
+/// serially).
 #pragma once
 #include "causalqwen/core/bfloat16.hpp"
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/core/threading.hpp"
+#include "causalqwen/linalg/matmul.hpp"
 #include "causalqwen/linalg/packed_weight.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -107,18 +113,25 @@ CAUSALQWEN_NO_LOOP_VECTORIZE inline void tile_portable(const std::uint16_t* xb, 
 #ifdef CAUSALQWEN_BF16_KERNEL
 #define CAUSALQWEN_TARGET_BF16 __attribute__((target("avx512f,avx512bw,avx512dq,avx512bf16")))
 
-/// out [Kp] ← bf16(row [K]) with AVX-512: float_to_bf16 (nearest even; NaN stays a quiet NaN),
-/// zero-padded.
+/// bf16 (nearest even; NaN stays a quiet NaN) of 16 floats: float_to_bf16, 16 at a time.
+CAUSALQWEN_TARGET_BF16 inline __m256i round16(__m512 v) {
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), odd)), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                 _mm512_set1_epi32(0x7F800000));
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x0040));
+  return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
+}
+
+/// Lanes [0, n) set (n ≤ 16).
+inline __mmask16 first_lanes(std::size_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1); }
+
+/// out [Kp] ← bf16(row [K]) with AVX-512, zero-padded.
 CAUSALQWEN_TARGET_BF16 inline void round_row_avx512(const float* row, std::size_t K, std::size_t Kp, std::uint16_t* out) {
   for (std::size_t k = 0; k < Kp; k += 16) {
-    const __mmask16 valid = k + 16 <= K ? __mmask16(0xFFFF) : k >= K ? __mmask16(0) : __mmask16((1u << (K - k)) - 1);
-    const __m512i bits = _mm512_castps_si512(_mm512_maskz_loadu_ps(valid, row + k));
-    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-    const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), odd)), 16);
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF)),
-                                                   _mm512_set1_epi32(0x7F800000));
-    const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x0040));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet)));
+    const __mmask16 valid = k < K ? first_lanes(K - k) : __mmask16(0);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), round16(_mm512_maskz_loadu_ps(valid, row + k)));
   }
 }
 
@@ -190,6 +203,156 @@ inline void tile(bool hardware, const std::uint16_t* xb, std::size_t Kp, std::si
   tile_portable(xb, Kp, mr, w_group, G, out);
 }
 
+/// Where a packer puts the 16 bf16 values of chunk c (contraction indices [16c, 16c+16)) of
+/// row j: rows of Kp (`rows`: the X side) or panels (the W side, panel_index).
+enum class PackLayout { rows, panels };
+inline std::uint16_t* chunk_at(std::uint16_t* dst, PackLayout layout, std::size_t j, std::size_t c, std::size_t Kp) {
+  return dst + (layout == PackLayout::rows ? j * Kp + c * panel_cols : panel_index(j, c * panel_cols, Kp));
+}
+
+/// dst ← bf16 of the matrix R [rows, K] (row j, contraction k) read from src with leading
+/// dimension ld: R_jk = src[j·ld + k] (`transposed` false) or src[k·ld + j] (true); every
+/// chunk zero-padded past K, and (panels) the rows of the last group past `rows` zero.
+inline void pack_portable(const float* src, std::size_t ld, bool transposed, std::size_t rows, std::size_t K,
+                          std::size_t Kp, PackLayout layout, std::uint16_t* dst) {
+  const std::size_t chunks = Kp / panel_cols;
+  const std::size_t padded_rows = layout == PackLayout::panels ? (rows + panel_rows - 1) / panel_rows * panel_rows : rows;
+  parallel_for((padded_rows + 15) / 16, padded_rows * Kp, [&](std::size_t block) {
+    for (std::size_t j = block * 16; j < std::min(padded_rows, block * 16 + 16); ++j)
+      for (std::size_t c = 0; c < chunks; ++c) {
+        std::uint16_t* out = chunk_at(dst, layout, j, c, Kp);
+        for (std::size_t t = 0; t < panel_cols; ++t) {
+          const std::size_t k = c * panel_cols + t;
+          out[t] = j < rows && k < K ? float_to_bf16(transposed ? src[k * ld + j] : src[j * ld + k]) : std::uint16_t{0};
+        }
+      }
+  });
+}
+
+#ifdef CAUSALQWEN_BF16_KERNEL
+/// The 16×16 block r (row i = r[i]) transposed in place: r[j] lane i ← old r[i] lane j.
+CAUSALQWEN_TARGET_BF16 inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {  // pairs of rows interleaved
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {  // then pairs of pairs
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  for (int i = 0; i < 4; ++i) {  // then 128-bit blocks, twice
+    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
+    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+  }
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+  }
+}
+
+/// pack_portable's rows [j0, j1) (j1 − j0 ≤ 16) with AVX-512 (the same bits): contiguous rows
+/// are loaded 16 values at a time; transposed ones as 16×16 blocks, transposed in registers.
+CAUSALQWEN_TARGET_BF16 inline void pack_block_avx512(const float* src, std::size_t ld, bool transposed, std::size_t rows,
+                                                     std::size_t K, std::size_t Kp, PackLayout layout, std::uint16_t* dst,
+                                                     std::size_t j0, std::size_t j1) {
+  const std::size_t chunks = Kp / panel_cols;
+  if (!transposed) {
+    for (std::size_t j = j0; j < j1; ++j)
+      for (std::size_t c = 0; c < chunks; ++c) {
+        const std::size_t k = c * panel_cols;
+        const __mmask16 valid = j < rows && k < K ? first_lanes(K - k) : __mmask16(0);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(chunk_at(dst, layout, j, c, Kp)),
+                            round16(_mm512_maskz_loadu_ps(valid, src + j * ld + k)));
+      }
+    return;
+  }
+  const __mmask16 columns = j0 < rows ? first_lanes(rows - j0) : __mmask16(0);  // R's rows j0.. are src's columns
+  __m512 block[16];
+  for (std::size_t c = 0; c < chunks; ++c) {
+    const std::size_t k = c * panel_cols;
+    for (std::size_t t = 0; t < 16; ++t)
+      block[t] = k + t < K ? _mm512_maskz_loadu_ps(columns, src + (k + t) * ld + j0) : _mm512_setzero_ps();
+    transpose16(block);
+    for (std::size_t j = j0; j < j1; ++j)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(chunk_at(dst, layout, j, c, Kp)), round16(block[j - j0]));
+  }
+}
+
+/// pack_portable with AVX-512, threaded over blocks of 16 rows.
+inline void pack_avx512(const float* src, std::size_t ld, bool transposed, std::size_t rows, std::size_t K, std::size_t Kp,
+                        PackLayout layout, std::uint16_t* dst) {
+  const std::size_t padded_rows = layout == PackLayout::panels ? (rows + panel_rows - 1) / panel_rows * panel_rows : rows;
+  parallel_for((padded_rows + 15) / 16, padded_rows * Kp, [&](std::size_t block) {
+    pack_block_avx512(src, ld, transposed, rows, K, Kp, layout, dst, block * 16, std::min(padded_rows, block * 16 + 16));
+  });
+}
+#endif
+
+/// pack_portable, on AVX-512 when `hardware`.
+inline void pack(bool hardware, const float* src, std::size_t ld, bool transposed, std::size_t rows, std::size_t K,
+                 std::size_t Kp, PackLayout layout, std::uint16_t* dst) {
+#ifdef CAUSALQWEN_BF16_KERNEL
+  if (hardware) return pack_avx512(src, ld, transposed, rows, K, Kp, layout, dst);
+#endif
+  pack_portable(src, ld, transposed, rows, K, Kp, layout, dst);
+}
+
+/// The W side of a product: N rows of bf16 panels, packed already (`panels`: the first group),
+/// or the float matrix R [N, K] that pack() reads (src, ld, transposed), which each task then
+/// packs for its own rows just before it multiplies them (in its cache, not through memory).
+struct PanelSource {
+  const std::uint16_t* panels = nullptr;
+  const float* src = nullptr;
+  std::size_t ld = 0, K = 0;
+  bool transposed = false;
+};
+
+/// c [M,N] (=|+=) the products of the bf16 rows xb [M,Kp] with the N rows of `w`, each output
+/// in the order of the file comment; written as out + bias (bias may be null: out + 0), or
+/// added to c when `accumulate`.
+inline void multiply(bool hardware, const std::uint16_t* xb, std::size_t M, std::size_t Kp, const PanelSource& w,
+                     std::size_t N, float* c, std::size_t ldc, bool accumulate, const float* bias) {
+  const std::size_t block_rows = std::max(tile_rows, x_block_bytes / (2 * Kp) / tile_rows * tile_rows);
+  const std::size_t tasks = (N + rows_per_task - 1) / rows_per_task;
+  parallel_for(tasks, M * N * Kp / 8 + N * Kp, [&](std::size_t t) {
+    const std::size_t n0 = t * rows_per_task, n1 = std::min(N, n0 + rows_per_task);
+    const std::size_t groups = M <= 2 ? few_rows_tile_groups : tile_groups;
+    // the panels of rows [n0, n1): the packed ones, or this task's rows packed now
+    thread_local std::vector<std::uint16_t> task_panels;  // [rows_per_task, Kp], grown once per shape
+    const std::uint16_t* first_group = w.panels + (n0 / panel_rows) * panel_rows * Kp;
+    if (!w.panels) {
+      if (task_panels.size() < rows_per_task * Kp) task_panels.resize(rows_per_task * Kp);
+      pack(hardware, w.transposed ? w.src + n0 : w.src + n0 * w.ld, w.ld, w.transposed, n1 - n0, w.K, Kp, PackLayout::panels,
+           task_panels.data());
+      first_group = task_panels.data();
+    }
+    float out[tile_rows * panel_rows * tile_groups];
+    for (std::size_t m0 = 0; m0 < M; m0 += block_rows) {
+      const std::size_t m_end = std::min(M, m0 + block_rows);
+      for (std::size_t n = n0; n < n1; n += panel_rows * groups) {
+        const std::size_t rows = std::min(panel_rows * groups, n1 - n);
+        const std::size_t G = (rows + panel_rows - 1) / panel_rows, width = panel_rows * G;
+        for (std::size_t m = m0; m < m_end; m += tile_rows) {
+          const std::size_t mr = std::min(tile_rows, m_end - m);
+          tile(hardware, xb + m * Kp, Kp, mr, first_group + ((n - n0) / panel_rows) * panel_rows * Kp, G, out);
+          for (std::size_t i = 0; i < mr; ++i) {
+            float* c_row = c + (m + i) * ldc + n;
+            for (std::size_t r = 0; r < rows; ++r)
+              c_row[r] = accumulate ? c_row[r] + out[i * width + r] : out[i * width + r] + (bias ? bias[n + r] : 0.0f);
+          }
+        }
+      }
+    }
+  });
+}
+
 /// Y = bf16(X)·Wᵀ (+ b) on the portable loop or (when `hardware`, which needs
 /// cpu_has_avx512_bf16()) on AVX512-BF16: the same sums.
 inline void forward(bool hardware, TensorView<float, 2> y, TensorView<const float, 2> x, const PackedRef& w,
@@ -210,29 +373,165 @@ inline void forward(bool hardware, TensorView<float, 2> y, TensorView<const floa
   else
 #endif
     round_rows_portable(x.data, M, K, Kp, xb.data());
-  const std::uint16_t* x_bf16 = xb.data();  // (the tasks run on other threads: not their xb)
   const std::uint16_t* first_group = w.bf16 + (w.row0 / panel_rows) * panel_rows * Kp;
-  const std::size_t block_rows = std::max(tile_rows, x_block_bytes / (2 * Kp) / tile_rows * tile_rows);
-  const std::size_t tasks = (N + rows_per_task - 1) / rows_per_task;
-  parallel_for(tasks, M * N * K / 8 + N * K, [&](std::size_t t) {
-    const std::size_t n0 = t * rows_per_task, n1 = std::min(N, n0 + rows_per_task);
-    const std::size_t groups = M <= 2 ? few_rows_tile_groups : tile_groups;
-    float out[tile_rows * panel_rows * tile_groups];
-    for (std::size_t m0 = 0; m0 < M; m0 += block_rows) {
-      const std::size_t m_end = std::min(M, m0 + block_rows);
-      for (std::size_t n = n0; n < n1; n += panel_rows * groups) {
-        const std::size_t rows = std::min(panel_rows * groups, n1 - n);
-        const std::size_t G = (rows + panel_rows - 1) / panel_rows, width = panel_rows * G;
-        for (std::size_t m = m0; m < m_end; m += tile_rows) {
-          const std::size_t mr = std::min(tile_rows, m_end - m);
-          tile(hardware, x_bf16 + m * Kp, Kp, mr, first_group + (n / panel_rows) * panel_rows * Kp, G, out);
-          for (std::size_t i = 0; i < mr; ++i)
-            for (std::size_t r = 0; r < rows; ++r)
-              y.data[(m + i) * N + n + r] = out[i * width + r] + (b.empty() ? 0.0f : b.data[n + r]);
-        }
-      }
+  multiply(hardware, xb.data(), M, Kp, {first_group}, N, y.data, N, false, b.empty() ? nullptr : b.data);
+}
+
+// ---- products whose two operands both hold the sum's index in their rows: C = Aᵀ·B (dW = dYᵀ·X)
+// Their sums are short (K = the tokens of a batch) and C is large: an outer-product kernel keeps
+// 16 outputs per accumulator and needs no lane sums at the end. Each output sums the pairs
+// (2p, 2p+1) of K in turn, as vdpbf16ps adds them:  c ← (c + a_{2p+1}·b_{2p+1}) + a_{2p}·b_{2p}.
+
+/// Output rows and 16-column vectors per tile of the outer-product kernel.
+inline constexpr std::size_t outer_rows = 6, outer_vectors = 2, outer_cols = 16 * outer_vectors;
+/// Rows of C per task.
+inline constexpr std::size_t outer_rows_per_task = 24;
+
+/// pairs [P, ld_pairs] (P = ⌈K/2⌉, 32-bit words) ← bf16 of src's rows 2p and 2p+1 side by side
+/// (low half: row 2p), for columns [0, cols) of src [K, cols] (leading dimension ld); a missing
+/// row 2p+1 (odd K) and the columns [cols, ld_pairs) are 0.
+inline void pair_rows_portable(const float* src, std::size_t ld, std::size_t K, std::size_t cols, std::size_t ld_pairs,
+                               std::uint32_t* pairs) {
+  parallel_for((K + 1) / 2, K * cols, [&](std::size_t p) {
+    for (std::size_t c = 0; c < ld_pairs; ++c) {
+      const std::uint32_t lo = c < cols ? float_to_bf16(src[2 * p * ld + c]) : 0;
+      const std::uint32_t hi = c < cols && 2 * p + 1 < K ? float_to_bf16(src[(2 * p + 1) * ld + c]) : 0;
+      pairs[p * ld_pairs + c] = lo | hi << 16;
     }
   });
+}
+
+/// The portable outer-product kernel: C [N, cols] (+)= Σ_p pairs of A [P, lda_pairs] (rows
+/// [n0, n1) of C: columns of A) · pairs of B [P, ldb_pairs], each output in the order above.
+CAUSALQWEN_NO_LOOP_VECTORIZE inline void outer_portable(const std::uint32_t* a, std::size_t lda_pairs, const std::uint32_t* b,
+                                                        std::size_t ldb_pairs, std::size_t P, std::size_t n0, std::size_t n1,
+                                                        std::size_t cols, float* c, std::size_t ldc, bool accumulate) {
+  const auto lo = [](std::uint32_t w) { return bf16_to_float(static_cast<std::uint16_t>(w)); };
+  const auto hi = [](std::uint32_t w) { return bf16_to_float(static_cast<std::uint16_t>(w >> 16)); };
+  for (std::size_t n = n0; n < n1; ++n)
+    for (std::size_t j = 0; j < cols; ++j) {
+      float sum = 0;
+      for (std::size_t p = 0; p < P; ++p) {
+        const std::uint32_t x = a[p * lda_pairs + n], y = b[p * ldb_pairs + j];
+        sum = sum + hi(x) * hi(y);  // exact products: no contraction can change them
+        sum = sum + lo(x) * lo(y);
+      }
+      c[n * ldc + j] = accumulate ? c[n * ldc + j] + sum : sum;
+    }
+}
+
+#ifdef CAUSALQWEN_BF16_KERNEL
+/// pair_rows_portable with AVX-512 (the same bits), 16 columns at a time.
+CAUSALQWEN_TARGET_BF16 inline void pair_row_avx512(const float* src, std::size_t ld, std::size_t K, std::size_t cols,
+                                                   std::size_t ld_pairs, std::size_t p, std::uint32_t* pairs) {
+  for (std::size_t c = 0; c < ld_pairs; c += 16) {
+    const __mmask16 valid = c < cols ? first_lanes(cols - c) : __mmask16(0);
+    const __m512i lo = _mm512_cvtepu16_epi32(round16(_mm512_maskz_loadu_ps(valid, src + 2 * p * ld + c)));
+    const __m512i hi = 2 * p + 1 < K ? _mm512_cvtepu16_epi32(round16(_mm512_maskz_loadu_ps(valid, src + (2 * p + 1) * ld + c)))
+                                     : _mm512_setzero_si512();
+    _mm512_storeu_si512(pairs + p * ld_pairs + c, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+  }
+}
+inline void pair_rows_avx512(const float* src, std::size_t ld, std::size_t K, std::size_t cols, std::size_t ld_pairs,
+                             std::uint32_t* pairs) {
+  parallel_for((K + 1) / 2, K * cols, [&](std::size_t p) { pair_row_avx512(src, ld, K, cols, ld_pairs, p, pairs); });
+}
+
+/// The AVX512-BF16 outer-product kernel: rows [n, n + MR) × columns [j, j + 32) of C.
+template <std::size_t MR>
+CAUSALQWEN_TARGET_BF16 void outer_tile_avx512(const std::uint32_t* a, std::size_t lda_pairs, const std::uint32_t* b,
+                                              std::size_t ldb_pairs, std::size_t P, std::size_t n, std::size_t j,
+                                              std::size_t cols, float* c, std::size_t ldc, bool accumulate) {
+  __m512 acc[MR][outer_vectors];
+  for (std::size_t r = 0; r < MR; ++r)
+    for (std::size_t v = 0; v < outer_vectors; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (std::size_t p = 0; p < P; ++p) {
+    const std::uint32_t* bp = b + p * ldb_pairs + j;
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp), b1 = (__m512bh)_mm512_loadu_si512(bp + 16);
+    const std::uint32_t* ap = a + p * lda_pairs + n;
+#pragma GCC unroll 6
+    for (std::size_t r = 0; r < MR; ++r) {
+      const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(ap[r]));
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], x, b0);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], x, b1);
+    }
+  }
+  for (std::size_t r = 0; r < MR; ++r)
+    for (std::size_t v = 0; v < outer_vectors; ++v) {
+      const std::size_t col = j + 16 * v;
+      if (col >= cols) break;
+      const __mmask16 m = first_lanes(cols - col);
+      float* out = c + (n + r) * ldc + col;
+      _mm512_mask_storeu_ps(out, m, accumulate ? _mm512_add_ps(_mm512_maskz_loadu_ps(m, out), acc[r][v]) : acc[r][v]);
+    }
+}
+#endif
+
+/// Rows [n0, n1) of C on the kernel (`hardware`) or the portable loop.
+inline void outer_rows_of(bool hardware, const std::uint32_t* a, std::size_t lda_pairs, const std::uint32_t* b,
+                          std::size_t ldb_pairs, std::size_t P, std::size_t n0, std::size_t n1, std::size_t cols, float* c,
+                          std::size_t ldc, bool accumulate) {
+#ifdef CAUSALQWEN_BF16_KERNEL
+  if (hardware) {
+    for (std::size_t j = 0; j < cols; j += outer_cols)
+      for (std::size_t n = n0; n < n1; n += outer_rows) {
+        switch (std::min(outer_rows, n1 - n)) {
+          case 1: outer_tile_avx512<1>(a, lda_pairs, b, ldb_pairs, P, n, j, cols, c, ldc, accumulate); break;
+          case 2: outer_tile_avx512<2>(a, lda_pairs, b, ldb_pairs, P, n, j, cols, c, ldc, accumulate); break;
+          case 3: outer_tile_avx512<3>(a, lda_pairs, b, ldb_pairs, P, n, j, cols, c, ldc, accumulate); break;
+          case 4: outer_tile_avx512<4>(a, lda_pairs, b, ldb_pairs, P, n, j, cols, c, ldc, accumulate); break;
+          case 5: outer_tile_avx512<5>(a, lda_pairs, b, ldb_pairs, P, n, j, cols, c, ldc, accumulate); break;
+          default: outer_tile_avx512<6>(a, lda_pairs, b, ldb_pairs, P, n, j, cols, c, ldc, accumulate); break;
+        }
+      }
+    return;
+  }
+#endif
+  outer_portable(a, lda_pairs, b, ldb_pairs, P, n0, n1, cols, c, ldc, accumulate);
+}
+
+/// C [N, cols] (+)= bf16(A)ᵀ·bf16(B): A [K, N] (lda), B [K, cols] (ldb), row-major, the sum
+/// over their rows in the order above.
+inline void outer_product(bool hardware, std::size_t N, std::size_t cols, std::size_t K, const float* a, std::size_t lda,
+                          const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate) {
+  if (N == 0 || cols == 0) return;
+  const std::size_t P = (K + 1) / 2, lda_pairs = (N + 15) / 16 * 16,
+                    ldb_pairs = (cols + outer_cols - 1) / outer_cols * outer_cols;
+  thread_local std::vector<std::uint32_t> a_pairs, b_pairs;  // [P, lda_pairs], [P, ldb_pairs]
+  if (a_pairs.size() < P * lda_pairs) a_pairs.resize(P * lda_pairs);
+  if (b_pairs.size() < P * ldb_pairs) b_pairs.resize(P * ldb_pairs);
+#ifdef CAUSALQWEN_BF16_KERNEL
+  if (hardware) {
+    pair_rows_avx512(a, lda, K, N, lda_pairs, a_pairs.data());
+    pair_rows_avx512(b, ldb, K, cols, ldb_pairs, b_pairs.data());
+  } else
+#endif
+  {
+    pair_rows_portable(a, lda, K, N, lda_pairs, a_pairs.data());
+    pair_rows_portable(b, ldb, K, cols, ldb_pairs, b_pairs.data());
+  }
+  const std::uint32_t *ap = a_pairs.data(), *bp = b_pairs.data();
+  const std::size_t tasks = (N + outer_rows_per_task - 1) / outer_rows_per_task;
+  parallel_for(tasks, N * cols * K / 8, [&](std::size_t t) {
+    const std::size_t n0 = t * outer_rows_per_task, n1 = std::min(N, n0 + outer_rows_per_task);
+    outer_rows_of(hardware, ap, lda_pairs, bp, ldb_pairs, P, n0, n1, cols, c, ldc, accumulate);
+  });
+}
+
+/// C [M,N] (+)= bf16(op(A))·bf16(op(B)): op(A) [M,K], op(B) [K,N], both rounded to bf16 once
+/// per call: op(A) into a per-thread buffer (grown once per shape), op(B) task by task inside
+/// `multiply`; then the sums of `multiply`. Aᵀ·B (both stored with K as their rows) runs on
+/// the outer-product kernel instead, with its order of the sums.
+inline void matmul(bool hardware, bool a_transposed, bool b_transposed, std::size_t M, std::size_t N, std::size_t K,
+                   const float* a, std::size_t lda, const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate) {
+  if (M == 0 || N == 0) return;
+  if (a_transposed && !b_transposed) return outer_product(hardware, M, N, K, a, lda, b, ldb, c, ldc, accumulate);
+  const std::size_t Kp = (K + panel_cols - 1) / panel_cols * panel_cols;
+  thread_local std::vector<std::uint16_t> a_rows;  // [M, Kp]
+  if (a_rows.size() < M * Kp) a_rows.resize(M * Kp);
+  pack(hardware, a, lda, a_transposed, M, K, Kp, PackLayout::rows, a_rows.data());
+  // the panels' row j is column j of op(B): stored as row j when B is transposed
+  multiply(hardware, a_rows.data(), M, Kp, {nullptr, b, ldb, K, !b_transposed}, N, c, ldc, accumulate, nullptr);
 }
 
 }  // namespace detail_bf16
@@ -266,6 +565,31 @@ inline const char* bf16_kernel_name() { return bf16_kernel_is_hardware() ? "AVX5
 inline void bf16_linear_forward(TensorView<float, 2> y, TensorView<const float, 2> x, const PackedRef& w,
                                 TensorView<const float, 1> b = {}) {
   detail_bf16::forward(bf16_kernel_is_hardware(), y, x, w, b);
+}
+
+/// The arithmetic of a linear map's products in training: float throughout (`f32`), or bf16
+/// operands with float sums (`bf16`: mixed precision; the weights, gradients and optimiser
+/// stay float, and each product rounds its two operands to bf16 when it is made).
+enum class Precision { f32, bf16 };
+
+inline std::string_view precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "f32"; }
+
+/// "f32" or "bf16" → the precision; anything else is refused with the accepted names.
+inline Precision parse_precision(std::string_view s) {
+  if (s == "f32") return Precision::f32;
+  if (s == "bf16") return Precision::bf16;
+  throw DomainError("causalqwen::parse_precision: unknown precision '" + std::string(s) + "': expected f32 or bf16");
+}
+
+/// C [M,N] = bf16(op(A))·bf16(op(B)) (+ C when `accumulate`), row-major with leading
+/// dimensions lda, ldb, ldc, as linalg::matmul takes them: both operands rounded to bf16
+/// (nearest even) once per call, every product exact, each output summed in float in an order
+/// that depends on K alone (the file comment's; for Aᵀ·B, the outer-product kernel's). The
+/// products of mixed-precision training.
+inline void bf16_matmul(Op op_a, Op op_b, std::size_t M, std::size_t N, std::size_t K, const float* a, std::size_t lda,
+                        const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate) {
+  detail_bf16::matmul(bf16_kernel_is_hardware(), op_a == Op::transposed, op_b == Op::transposed, M, N, K, a, lda, b, ldb,
+                      c, ldc, accumulate);
 }
 
 }  // namespace causalqwen::linalg

@@ -19,51 +19,71 @@ namespace detail_gemm {
 inline auto ix(std::size_t n) { return static_cast<std::ptrdiff_t>(n); }
 }  // namespace detail_gemm
 
+/// Refuses Precision::bf16 for a map that is not float.
+template <class T>
+void require_precision_fits(Precision precision, const char* fn) {
+  detail::require(std::is_same_v<T, float> || precision == Precision::f32, fn, "bf16 products serve float models only");
+}
+
 /// Y = X·Wᵀ (+ b):  X [M,K], W [N,K], b [N] (optional: empty view), Y [M,N].
 /// When `packed` holds a bf16 copy of W, every row count runs on the bf16 product
 /// (bf16_gemm.hpp: Y = bf16(X)·Wᵀ, a row's bits independent of M). Otherwise up to few_rows_max
 /// rows (a decoding step) W is read once by the few-rows kernel (gemv.hpp), from `packed` when
 /// it holds an int8 copy; more rows use the GEMM over the float W, which reuses W from cache.
+/// Precision::bf16 (float only): Y = bf16(X)·bf16(W)ᵀ (+ b), both rounded in this call.
 template <class T>
 void linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, TensorView<const T, 2> w,
-                    TensorView<const T, 1> b = {}, const PackedRef& packed = {}) {
+                    TensorView<const T, 1> b = {}, const PackedRef& packed = {}, Precision precision = Precision::f32) {
   using detail_gemm::ix;
   const std::size_t m = x.shape[0], k = x.shape[1], n = w.shape[0];
   detail::require(w.shape[1] == k, "linear_forward", "W {} does not match X {}",
                   shape_string(w.shape), shape_string(x.shape));
   require_shape(y, {m, n}, "linear_forward", "Y");
-  if constexpr (std::is_same_v<T, float>)
+  if (!b.empty()) require_shape(b, {n}, "linear_forward", "b");
+  require_precision_fits<T>(precision, "linear_forward");
+  if constexpr (std::is_same_v<T, float>) {
+    if (precision == Precision::bf16) {
+      bf16_matmul(Op::plain, Op::transposed, m, n, k, x.data, k, w.data, k, y.data, n, false);
+      if (!b.empty()) mat(y.data, ix(m), ix(n)).rowwise() += ConstVecMap<T>(b.data, ix(n)).transpose();
+      return;
+    }
     if (packed.type == WeightType::bf16) return bf16_linear_forward(y, x, packed, b);
+  }
   if constexpr (detail_gemv::simd_type<T>)
     if (m <= few_rows_max) return few_rows_linear_forward<T>(y, x, w, b, packed);
   matmul<T>(Op::plain, Op::transposed, m, n, k, x.data, k, w.data, k, y.data, n, false);
-  if (!b.empty()) {
-    require_shape(b, {n}, "linear_forward", "b");
-    mat(y.data, ix(m), ix(n)).rowwise() += ConstVecMap<T>(b.data, ix(n)).transpose();
-  }
+  if (!b.empty()) mat(y.data, ix(m), ix(n)).rowwise() += ConstVecMap<T>(b.data, ix(n)).transpose();
 }
 
-/// dX += dY·W:  dY [M,N], W [N,K], dX [M,K].
+/// dX += dY·W:  dY [M,N], W [N,K], dX [M,K]  (Precision::bf16: bf16(dY)·bf16(W)).
 template <class T>
 void linear_backward_input(TensorView<T, 2> dx, TensorView<const T, 2> dy,
-                           TensorView<const T, 2> w) {
+                           TensorView<const T, 2> w, Precision precision = Precision::f32) {
   const std::size_t m = dy.shape[0], n = dy.shape[1], k = w.shape[1];
   detail::require(w.shape[0] == n, "linear_backward_input", "W {} does not match dY {}",
                   shape_string(w.shape), shape_string(dy.shape));
   require_shape(dx, {m, k}, "linear_backward_input", "dX");
+  require_precision_fits<T>(precision, "linear_backward_input");
+  if constexpr (std::is_same_v<T, float>)
+    if (precision == Precision::bf16) return bf16_matmul(Op::plain, Op::plain, m, k, n, dy.data, n, w.data, k, dx.data, k, true);
   matmul<T>(Op::plain, Op::plain, m, k, n, dy.data, n, w.data, k, dx.data, k, true);
 }
 
 /// dW += dYᵀ·X:  dY [M,N], X [M,K], dW [N,K]. (Offered first to `sink` when given, which may
-/// keep dY and X instead: weight_grad_sink.hpp.)
+/// keep dY and X instead, and forms the product in float later: weight_grad_sink.hpp.)
+/// Precision::bf16: bf16(dY)ᵀ·bf16(X).
 template <class T>
 void linear_backward_weight(TensorView<T, 2> dw, TensorView<const T, 2> dy,
-                            TensorView<const T, 2> x, WeightGradSink<T>* sink = nullptr) {
+                            TensorView<const T, 2> x, WeightGradSink<T>* sink = nullptr,
+                            Precision precision = Precision::f32) {
   const std::size_t m = dy.shape[0], n = dy.shape[1], k = x.shape[1];
   detail::require(x.shape[0] == m, "linear_backward_weight", "X {} does not match dY {}",
                   shape_string(x.shape), shape_string(dy.shape));
   require_shape(dw, {n, k}, "linear_backward_weight", "dW");
   if (offer_to_weight_grad_sink<T>(sink, dw, dy, x)) return;
+  require_precision_fits<T>(precision, "linear_backward_weight");
+  if constexpr (std::is_same_v<T, float>)
+    if (precision == Precision::bf16) return bf16_matmul(Op::transposed, Op::plain, n, k, m, dy.data, n, x.data, k, dw.data, k, true);
   matmul<T>(Op::transposed, Op::plain, n, k, m, dy.data, n, x.data, k, dw.data, k, true);
 }
 

@@ -148,6 +148,18 @@ class CausalQwen<T, RuntimeConfig> {
     return metrics;
   }
 
+  /// The arithmetic of the decoder layers' linear products (q|k|v, o, gate, up, down) in the
+  /// forward passes of training and evaluation and in their backward: f32 (the default), or
+  /// bf16 (mixed precision: each product rounds its two operands to bf16 and sums in float;
+  /// the weights, gradients and optimiser, attention, the norms, the embeddings and the heads
+  /// stay float). Float models only.
+  void set_precision(linalg::Precision precision) {
+    detail::require(precision == linalg::Precision::f32 || std::is_same_v<T, float>, "CausalQwen::set_precision",
+                    "bf16 products serve float models only");
+    precision_ = precision;
+  }
+  linalg::Precision precision() const { return precision_; }
+
   /// Stores the matrices that decoding reads once per token (every layer's q|k|v, o, gate, up
   /// and down projections, and W_cls) as `type` as well: bf16, or int8 with one scale per row
   /// (linalg/packed_weight.hpp). Decoding steps (forward_cached and the decoding head, up to a
@@ -241,6 +253,7 @@ class CausalQwen<T, RuntimeConfig> {
     require_shape(b.labels, {B, S}, "CausalQwen", "labels");
     if (!b.target_values.empty()) require_shape(b.target_values, {B, S}, "CausalQwen", "target_values");
     const auto e = embed(b.input_ids, b.numeric_values, cache.embedding, cache.e);                         // [B,S,H]
+    cache.backbone.precision = precision_;
     const auto z = backbone_.forward(params_, e, b.attention_mask, b.position_ids, cache.backbone);      // [B,S,H]
     const HeadTargets<T> targets{b.labels.reshape(Shape<1>{M}),
                                  b.target_values.empty() ? TensorView<const T, 1>{} : b.target_values.reshape(Shape<1>{M}),
@@ -269,6 +282,7 @@ class CausalQwen<T, RuntimeConfig> {
   CausalHead<T> head_;
   std::size_t backbone_end_ = 0;  // arena offset where the stack's slots end and the heads' begin
   Arena<T> params_;
+  linalg::Precision precision_ = linalg::Precision::f32;  // the layers' products (set_precision)
   // packed copies for decoding (use_weights)
   linalg::WeightType weight_type_ = linalg::WeightType::f32;
   std::uint64_t packed_version_ = 0;

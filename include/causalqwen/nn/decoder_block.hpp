@@ -99,6 +99,11 @@ struct DecoderBlock {
   static std::array<typename Linear<T>::Params*, 5> packable(Params& p) {
     return {&p.qkv, &p.o_proj, &p.mlp.gate, &p.mlp.up, &p.mlp.down};
   }
+  /// Sets the precision of the layer's five linear maps' products (attention's own products
+  /// and the norms stay float).
+  static void use_precision(Params& p, linalg::Precision precision) {
+    for (auto* map : packable(p)) map->precision = precision;
+  }
   /// Points the layer's views at the packed copies in `w` (or at none: a default PackedWeights).
   static void use_packed(Params& p, const PackedWeights& w) {
     const auto maps = packable(p);

@@ -50,14 +50,14 @@ struct SwiGLU {
     std::fill(w.da.begin(), w.da.end(), T(0));
     std::fill(w.dg.begin(), w.dg.end(), T(0));
     std::fill(w.du.begin(), w.du.end(), T(0));
-    linalg::linear_backward_input<T>(w.da, dy, p.down.weight);
-    linalg::linear_backward_weight<T>(grad.down.weight, dy, c.a, sink);
+    linalg::linear_backward_input<T>(w.da, dy, p.down.weight, p.down.precision);
+    linalg::linear_backward_weight<T>(grad.down.weight, dy, c.a, sink, p.down.precision);
     using namespace autodiff;
     backprop(silu(var(c.g, w.dg)) * var(c.u, w.du), w.da);
-    linalg::linear_backward_input<T>(dx, w.dg, p.gate.weight);
-    linalg::linear_backward_input<T>(dx, w.du, p.up.weight);
-    linalg::linear_backward_weight<T>(grad.gate.weight, w.dg, c.x, sink);
-    linalg::linear_backward_weight<T>(grad.up.weight, w.du, c.x, sink);
+    linalg::linear_backward_input<T>(dx, w.dg, p.gate.weight, p.gate.precision);
+    linalg::linear_backward_input<T>(dx, w.du, p.up.weight, p.up.precision);
+    linalg::linear_backward_weight<T>(grad.gate.weight, w.dg, c.x, sink, p.gate.precision);
+    linalg::linear_backward_weight<T>(grad.up.weight, w.du, c.x, sink, p.up.precision);
   }
 };
 

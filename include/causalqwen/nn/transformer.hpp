@@ -75,6 +75,9 @@ class Transformer {
     TensorView<const T, 2> input;             // [M,H] the embeddings of the last forward
     TensorView<T, 2> z;                       // [M,H] final output
     std::vector<TensorView<T, 2>> layer_out;  // [M,H] output of each block
+    /// The products of the layers' linear maps in the next forward and its backward (bf16:
+    /// mixed precision, float models only).
+    linalg::Precision precision = linalg::Precision::f32;
   };
 
   /// What incremental decoding keeps between steps: the KV cache and scratch for the new tokens.
@@ -125,7 +128,10 @@ class Transformer {
       cache.positions[m] = position_ids.empty() ? static_cast<std::int64_t>(m % S) : position_ids[m];
     block_.rope().build(TensorView<const std::int64_t, 1>(cache.positions.data(), {M}), cache.rope);
     cache.input = e.flat2d();
-    const auto& p = bind(params, cache.bound_params);
+    detail::require(std::is_same_v<T, float> || cache.precision == linalg::Precision::f32, "Transformer::forward",
+                    "bf16 products serve float models only");
+    auto& p = bind(params, cache.bound_params);
+    for (auto& layer : p.layers) DecoderBlock<T>::use_precision(layer, cache.precision);
     const TensorView<const std::int64_t, 2> mask =
         cache.has_mask ? TensorView<const std::int64_t, 2>(cache.mask.data(), {B, S}) : TensorView<const std::int64_t, 2>{};
     TensorView<const T, 2> in = cache.input;
