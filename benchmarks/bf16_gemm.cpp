@@ -6,6 +6,10 @@
 //   - oneDNN's bf16 matmul (when libdnnl is found at configure time): X reordered to bf16 at every
 //     call, as ours rounds it, W reordered once to the layout the primitive asks for, float Y;
 //   - the bf16 and float multiply-add peaks of this CPU (benchmarks/peak.hpp).
+// A second table times the three products of mixed-precision training (bf16_matmul through
+// linear_forward / linear_backward_input / linear_backward_weight with Precision::bf16: both
+// operands rounded and packed at every call) against the same three in float, for M = 128 and
+// M = 512 tokens.
 // Each figure is the median of 9 timed calls after 2 untimed ones.
 //
 //   OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 build/bin/bench_bf16_gemm [THREADS=2]
@@ -122,5 +126,29 @@ int main(int argc, char** argv) {
                  bf16_peak > 0 ? flops / t_ours / bf16_peak : 0.0);
     }
   fmt::print("\n(float: linalg::linear_forward over the float W; oneDNN 0: not built with libdnnl; M = 1 is bound by reading W)\n");
+
+  fmt::print("\nmixed-precision training products, bf16 (operands rounded and packed in each call) against float; "
+             "GFLOP/s, ratio = float time / bf16 time\n");
+  fmt::print("{:<22} {:>4} {:>17} {:>17} {:>17} {:>8}\n", "shape", "M", "Y = X.W^T", "dX = dY.W", "dW += dY^T.X", "all 3");
+  for (const auto& s : shapes)
+    for (const std::size_t M : {std::size_t{128}, std::size_t{512}}) {
+      std::vector<float> x(M * s.k), w(s.n * s.k), y(M * s.n), dy(M * s.n), dx(M * s.k), dw(s.n * s.k);
+      for (auto& v : x) v = normal(rng);
+      for (auto& v : dy) v = normal(rng);
+      for (auto& v : w) v = 0.05f * normal(rng);
+      const TensorView<const float, 2> xv(x.data(), {M, s.k}), wv(w.data(), {s.n, s.k}), dyv(dy.data(), {M, s.n});
+      const double flops = 2.0 * double(M) * double(s.n) * double(s.k);
+      double t[2][3];
+      for (const auto p : {la::Precision::f32, la::Precision::bf16}) {
+        const int i = p == la::Precision::bf16;
+        t[i][0] = median_seconds([&] { la::linear_forward<float>({y.data(), {M, s.n}}, xv, wv, {}, {}, p); });
+        t[i][1] = median_seconds([&] { la::linear_backward_input<float>({dx.data(), {M, s.k}}, dyv, wv, p); });
+        t[i][2] = median_seconds([&] { la::linear_backward_weight<float>({dw.data(), {s.n, s.k}}, dyv, xv, nullptr, p); });
+      }
+      const auto cell = [&](int j) { return fmt::format("{:>5.0f}/{:<5.0f} {:>4.2f}x", flops / t[0][j] / 1e9, flops / t[1][j] / 1e9, t[0][j] / t[1][j]); };
+      fmt::print("{:<22} {:>4} {:>17} {:>17} {:>17} {:>7.2f}x\n", s.name, M, cell(0), cell(1), cell(2),
+                 (t[0][0] + t[0][1] + t[0][2]) / (t[1][0] + t[1][1] + t[1][2]));
+    }
+  fmt::print("(each cell: float GFLOP/s / bf16 GFLOP/s, and the speed-up)\n");
   return 0;
 }

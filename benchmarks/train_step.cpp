@@ -11,6 +11,9 @@
 //   streaming   optim::StreamingAdamW with bfloat16 moments (stochastic rounding): no gradient
 //               arena (weight gradients kept as dY, X factors and formed tile by tile inside the
 //               update), m and v in 16 bits — what a memory-bound user runs
+//   arena-bf16  the arena step in mixed precision (CausalQwen::set_precision(bf16)): the decoder
+//               layers' products on bf16 operands with float sums (linalg/bf16_gemm.hpp), the
+//               rest as `arena`; also printed as a ratio against `arena`
 //
 // Throughput: tokens (B·S) per second of a step, median of PyTorch's timed steps and Google
 // Benchmark's mean of ours, after one warm-up step each. Peak memory: each process's own VmHWM
@@ -123,6 +126,11 @@ struct ArenaStep : StepData {
   }
 };
 
+/// The arena step with the decoder layers' products in bf16 (file comment).
+struct ArenaBf16Step : ArenaStep {
+  explicit ArenaBf16Step(const StepShape& s) : ArenaStep(s) { model.set_precision(cq::linalg::Precision::bf16); }
+};
+
 /// The same step through StreamingAdamW with bfloat16 moments (file comment).
 struct StreamingStep : StepData {
   cq::optim::StreamingAdamW<float> adam;
@@ -189,6 +197,9 @@ int main(int argc, char** argv) {
     };
     register_ours.template operator()<ArenaStep>("arena");
     register_ours.template operator()<StreamingStep>("streaming");
+    register_ours.template operator()<ArenaBf16Step>("arena-bf16");
+    reporter.add_pair("causalqwen arena-bf16 " + label + "/iterations:" + std::to_string(s.steps) + "/real_time",
+                      "causalqwen arena " + label + "/iterations:" + std::to_string(s.steps) + "/real_time");
     const double tp = torch_peak[s.name];
     benchmark::RegisterBenchmark(("pytorch " + label).c_str(), [torch_s, tokens, tp](benchmark::State& st) {
       for (auto _ : st) st.SetIterationTime(torch_s);  // measured by the child process above

@@ -13,6 +13,8 @@
 //            --alpha (its schedule: --alpha-end, --alpha-steps), --lambda (--lambda-final,
 //            --lambda-steps), --freeze backbone for a first stage; --lr defaults to 3e-3 from
 //            scratch, 1e-4 from a checkpoint and 1e-3 from a checkpoint with --freeze backbone
+//   compute  --precision bf16: mixed precision (the decoder layers' products on bf16 operands with
+//            float sums; weights, gradients, optimiser, attention and heads stay float)
 #include "command.hpp"
 #include "model_loading.hpp"
 #include "train_display.hpp"
@@ -45,7 +47,7 @@ namespace ds = causalqwen::datasets;
 struct TrainArgs {
   cqcli::ModelOptions model;
   std::string config, preset, data, out, metrics, curves, schedule = "cosine", freeze = "none", layout = "packed";
-  std::string action_mode = "deterministic", optimizer = "adamw", moments = "f32";
+  std::string action_mode = "deterministic", optimizer = "adamw", moments = "f32", precision = "f32";
   std::size_t synthetic = 0, steps = 200, batch = 8, seq = 64, warmup = 20, accumulation = 1, eval_every = 50,
               eval_batches = 4, checkpoint_every = 100, threads = 2, alpha_steps = 0, hidden = 64, classes = 16;
   bool features = false, resume = false, learn_threshold = false;
@@ -146,7 +148,8 @@ ct::TrainerOptions trainer_options(const TrainArgs& a) {
   o.comm = cq::dist::Communicator::world();
   o.run_settings = {{"lr", learning_rate(a)}, {"schedule", a.schedule}, {"steps", a.steps}, {"batch", a.batch}, {"seq", a.seq},
                     {"accumulation", a.accumulation}, {"seed", a.seed}, {"threads", a.threads},
-                    {"optimizer", a.optimizer}, {"moments", a.moments}, {"processes", o.comm.size()}};
+                    {"optimizer", a.optimizer}, {"moments", a.moments}, {"precision", a.precision},
+                    {"processes", o.comm.size()}};
   return o;
 }
 
@@ -173,6 +176,8 @@ void report(const ct::TrainSummary& s, const std::string& out) {
 void run_features(const TrainArgs& a) {
   if (!a.reg_bias.empty() || a.reg_init_gain)
     throw cq::DomainError("train: --reg-bias and --reg-init-gain set a token model's heads; --features makes its own");
+  if (a.precision != "f32")
+    throw cq::DomainError("train: --precision bf16 sets the decoder layers' products; --features trains the heads alone");
   cq::model::CausalConfig c;
   const auto K = a.classes, H = a.hidden;
   c.backbone = {K, H, 2 * H, 1, 2, 1, 1e-6, 1e6};
@@ -261,6 +266,7 @@ void run_tokens(const TrainArgs& a) {
   std::unique_ptr<ct::BatchListSource<float>> val;
   if (!val_batches.empty()) val = std::make_unique<ct::BatchListSource<float>>(std::move(val_batches));
   if (a.alpha_start >= 0) model->set_alpha_gate(a.alpha_start);
+  model->set_precision(cq::linalg::parse_precision(a.precision));
   const double alpha0 = model->config().alpha_gate;
   ct::ModelLearner<float> learner(*model, *train, val.get(), config_base, lm_head);
   auto o = trainer_options(a);
@@ -312,6 +318,11 @@ const cqcli::Registration reg{"train", [](CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--moments", a->moments, "f32, or bf16 (16-bit moments with stochastic rounding: half the optimiser memory; either optimiser)")
       ->capture_default_str();
+  sub->add_option("--precision", a->precision,
+                  "f32, or bf16 (mixed precision: the decoder layers' products on bf16 operands with float sums; "
+                  "weights, gradients, optimiser and heads stay float)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "bf16"}));
   sub->add_option("--freeze", a->freeze, "none (train everything), backbone (train only the causal.* heads) or heads (train only the backbone)")->capture_default_str();
   sub->add_flag("--learn-threshold", a->learn_threshold, "Also train causal.ovr_threshold (fixed by default)");
   sub->add_option("--threshold", a->threshold, "OvR threshold C (one value, or K values) for a model made here "
