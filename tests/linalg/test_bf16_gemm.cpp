@@ -249,40 +249,30 @@ TEST_CASE("bf16 products of a linear map: forward and both backward products agr
     // each output against a double sum over the operands the precision reads, and against the
     // float value within the rounding of both operands (2·2⁻⁸ relative per term)
     const auto r = [&](float v) { return precision == la::Precision::bf16 ? double(bf16_round(v)) : double(v); };
-    const auto check = [&](double got, double exact_rounded, double exact, double magnitude, std::size_t terms) {
-      CHECK(std::abs(got - exact_rounded) <= double(terms + 1) * 0x1p-24 * magnitude + 1e-30);
-      CHECK(std::abs(got - exact) <= (precision == la::Precision::bf16 ? 0x1p-7 : double(terms + 1) * 0x1p-24) * magnitude + 1e-30);
+    // out [rows, cols] against Σ_t u(i, t)·v(j, t) (+ b_j for the forward), t < terms
+    const auto check = [&](const std::vector<float>& out, std::size_t rows, std::size_t cols, std::size_t terms,
+                           auto u, auto v, bool with_bias) {
+      for (std::size_t i = 0; i < rows; ++i)
+        for (std::size_t j = 0; j < cols; ++j) {
+          const double b0 = with_bias ? b[j] : 0.0;
+          double rounded = b0, exact = b0, magnitude = std::abs(b0);
+          for (std::size_t t = 0; t < terms; ++t) {
+            rounded += r(u(i, t)) * r(v(j, t));
+            exact += double(u(i, t)) * v(j, t);
+            magnitude += std::abs(double(u(i, t)) * v(j, t));
+          }
+          const double got = out[i * cols + j];
+          CHECK(std::abs(got - rounded) <= double(terms + 1) * 0x1p-24 * magnitude + 1e-30);
+          CHECK(std::abs(got - exact) <=
+                (precision == la::Precision::bf16 ? 0x1p-7 : double(terms + 1) * 0x1p-24) * magnitude + 1e-30);
+        }
     };
-    for (std::size_t m = 0; m < M; ++m)
-      for (std::size_t n = 0; n < N; ++n) {
-        double s = b[n], e = b[n], mag = std::abs(b[n]);
-        for (std::size_t k = 0; k < K; ++k) {
-          s += r(x[m * K + k]) * r(w[n * K + k]);
-          e += double(x[m * K + k]) * w[n * K + k];
-          mag += std::abs(double(x[m * K + k]) * w[n * K + k]);
-        }
-        check(y[m * N + n], s, e, mag, K);
-      }
-    for (std::size_t m = 0; m < M; ++m)
-      for (std::size_t k = 0; k < K; ++k) {
-        double s = 0, e = 0, mag = 0;
-        for (std::size_t n = 0; n < N; ++n) {
-          s += r(dy[m * N + n]) * r(w[n * K + k]);
-          e += double(dy[m * N + n]) * w[n * K + k];
-          mag += std::abs(double(dy[m * N + n]) * w[n * K + k]);
-        }
-        check(dx[m * K + k], s, e, mag, N);
-      }
-    for (std::size_t n = 0; n < N; ++n)
-      for (std::size_t k = 0; k < K; ++k) {
-        double s = 0, e = 0, mag = 0;
-        for (std::size_t m = 0; m < M; ++m) {
-          s += r(dy[m * N + n]) * r(x[m * K + k]);
-          e += double(dy[m * N + n]) * x[m * K + k];
-          mag += std::abs(double(dy[m * N + n]) * x[m * K + k]);
-        }
-        check(dw[n * K + k], s, e, mag, M);
-      }
+    check(y, M, N, K, [&](std::size_t m, std::size_t k) { return x[m * K + k]; },
+          [&](std::size_t n, std::size_t k) { return w[n * K + k]; }, true);
+    check(dx, M, K, N, [&](std::size_t m, std::size_t n) { return dy[m * N + n]; },
+          [&](std::size_t k, std::size_t n) { return w[n * K + k]; }, false);
+    check(dw, N, K, M, [&](std::size_t n, std::size_t m) { return dy[m * N + n]; },
+          [&](std::size_t k, std::size_t m) { return x[m * K + k]; }, false);
   }
   std::vector<double> xd(4), wd(4), yd(4);
   CHECK_THROWS_WITH_AS(la::linear_forward<double>(TensorView<double, 2>(yd.data(), {2, 2}), TensorView<const double, 2>(xd.data(), {2, 2}),

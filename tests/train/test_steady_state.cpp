@@ -196,27 +196,21 @@ TEST_CASE("steady state: a training step allocates nothing and faults no page") 
   const StepBatch data(seed, 63);
   const auto batch = data.view();
 
-  SUBCASE("AdamW with a gradient arena") {
+  const auto adamw_steps = [&](const char* what) {
     auto grads = model.make_gradients();
     cq::optim::AdamW<float> adam(model.params().shared_layout(), {}, cqm::parameter_rules(model.layout()));
-    check_steady("training step (AdamW)", [&] {
+    check_steady(what, [&] {
       grads.zero();
       model.forward_backward(batch, cache, grads);
       const double norm = cq::optim::global_grad_norm(grads, adam.rules());
       adam.step(model.params(), grads, 1e-3, cq::optim::clip_factor(norm, 1.0));
     });
-  }
+  };
+  SUBCASE("AdamW with a gradient arena") { adamw_steps("training step (AdamW)"); }
   SUBCASE("StreamingAdamW (factors kept, bf16 moments)") { check_streaming_steps("training step (StreamingAdamW)", model, batch); }
   SUBCASE("AdamW, mixed precision (the layers' products in bf16)") {
     model.set_precision(cq::linalg::Precision::bf16);
-    auto grads = model.make_gradients();
-    cq::optim::AdamW<float> adam(model.params().shared_layout(), {}, cqm::parameter_rules(model.layout()));
-    check_steady("training step (AdamW, bf16 products)", [&] {
-      grads.zero();
-      model.forward_backward(batch, cache, grads);
-      const double norm = cq::optim::global_grad_norm(grads, adam.rules());
-      adam.step(model.params(), grads, 1e-3, cq::optim::clip_factor(norm, 1.0));
-    });
+    adamw_steps("training step (AdamW, bf16 products)");
   }
 }
 
