@@ -131,12 +131,12 @@ TEST_CASE("bf16 product: X rounds as float_to_bf16 does (ties to even, overflow 
   const std::vector<float> special = {tie_down, tie_up, max, -max, inf, -inf, nan, tiny, -0.0f, 1e-40f, 3.0f, -2.5f, 0.1f, 7.0f, 1e30f, -1e-30f, 0.5f};
   const std::size_t K = special.size();
   std::vector<std::uint16_t> portable(32), fast(32);
-  la::detail_bf16::round_rows_portable(special.data(), 1, K, 32, portable.data());
+  la::detail_bf16::pack_portable(special.data(), K, false, 1, K, 32, la::detail_bf16::PackLayout::rows, portable.data());
   for (std::size_t k = 0; k < K; ++k) CHECK(portable[k] == cq::float_to_bf16(special[k]));
   for (std::size_t k = K; k < 32; ++k) CHECK(portable[k] == 0);  // padding
 #ifdef CAUSALQWEN_BF16_KERNEL
   if (la::detail_bf16::cpu_has_avx512_bf16()) {
-    la::detail_bf16::round_rows_avx512(special.data(), 1, K, 32, fast.data());
+    la::detail_bf16::pack_avx512(special.data(), K, false, 1, K, 32, la::detail_bf16::PackLayout::rows, fast.data());
     for (std::size_t k = 0; k < 32; ++k) CHECK(fast[k] == portable[k]);
   }
 #endif

@@ -70,14 +70,6 @@ inline float lane_sum(const float* l) {
   return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
 }
 
-/// xb [M, Kp] ← bf16(x [M,K]), each row zero-padded to Kp (a multiple of 16).
-inline void round_rows_portable(const float* x, std::size_t M, std::size_t K, std::size_t Kp, std::uint16_t* xb) {
-  parallel_for(M, M * K, [&](std::size_t m) {
-    for (std::size_t k = 0; k < K; ++k) xb[m * Kp + k] = float_to_bf16(x[m * K + k]);
-    std::fill(xb + m * Kp + K, xb + (m + 1) * Kp, std::uint16_t{0});
-  });
-}
-
 /// GCC 12's loop vectoriser at -O3 miscompiles the portable kernel below (with three chunks
 /// of ones a row sums to 56, not 48), so that one function is compiled without it.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -126,20 +118,6 @@ CAUSALQWEN_TARGET_BF16 inline __m256i round16(__m512 v) {
 
 /// Lanes [0, n) set (n ≤ 16).
 inline __mmask16 first_lanes(std::size_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1); }
-
-/// out [Kp] ← bf16(row [K]) with AVX-512, zero-padded.
-CAUSALQWEN_TARGET_BF16 inline void round_row_avx512(const float* row, std::size_t K, std::size_t Kp, std::uint16_t* out) {
-  for (std::size_t k = 0; k < Kp; k += 16) {
-    const __mmask16 valid = k < K ? first_lanes(K - k) : __mmask16(0);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), round16(_mm512_maskz_loadu_ps(valid, row + k)));
-  }
-}
-
-/// xb [M, Kp] ← bf16(x [M,K]), row by row with AVX-512 (a lambda does not take its caller's
-/// target attribute, so the threads call a function that has it).
-inline void round_rows_avx512(const float* x, std::size_t M, std::size_t K, std::size_t Kp, std::uint16_t* xb) {
-  parallel_for(M, M * K, [&](std::size_t m) { round_row_avx512(x + m * K, K, Kp, xb + m * Kp); });
-}
 
 /// Four row sums from the lane accumulators of rows (0,1) and (2,3): [y₀, y₁, y₂, y₃].
 CAUSALQWEN_TARGET_BF16 inline __m128 four_sums(__m512 rows01, __m512 rows23) {
@@ -367,12 +345,7 @@ inline void forward(bool hardware, TensorView<float, 2> y, TensorView<const floa
   if (M == 0 || N == 0) return;
   thread_local std::vector<std::uint16_t> xb;  // [M, Kp], grown once per shape
   if (xb.size() < M * Kp) xb.resize(M * Kp);
-#ifdef CAUSALQWEN_BF16_KERNEL
-  if (hardware)
-    round_rows_avx512(x.data, M, K, Kp, xb.data());
-  else
-#endif
-    round_rows_portable(x.data, M, K, Kp, xb.data());
+  pack(hardware, x.data, K, false, M, K, Kp, PackLayout::rows, xb.data());
   const std::uint16_t* first_group = w.bf16 + (w.row0 / panel_rows) * panel_rows * Kp;
   multiply(hardware, xb.data(), M, Kp, {first_group}, N, y.data, N, false, b.empty() ? nullptr : b.data);
 }
