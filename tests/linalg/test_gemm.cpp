@@ -1,5 +1,6 @@
 // GEMM wrappers and the Cauchy scale products against naive loops.
 #include <causalqwen/core/arena.hpp>
+#include <causalqwen/core/process_usage.hpp>
 #include <causalqwen/linalg/abs_weight.hpp>
 #include <causalqwen/linalg/gemm.hpp>
 #include <causalqwen/linalg/matmul.hpp>
@@ -9,6 +10,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -148,6 +151,40 @@ TEST_CASE("arena: named slices, packed slots, zeroing, versions") {
                        cq::DomainError);
   arena.zero();
   CHECK(arena.view<2>("b")(1, 0) == 0.0f);
+}
+
+TEST_CASE("a filled arena of 4 MiB and more sits on 2 MiB boundaries and, with transparent huge pages, faults once per 2 MiB") {
+  auto layout = std::make_shared<cq::Layout>();
+  layout->add("w", {std::size_t(16) << 20});  // 64 MiB of floats: 16,384 pages of 4 KiB
+  const auto before = cq::ProcessUsage::now();
+  cq::Arena<float> arena(layout);
+  const long faults = (cq::ProcessUsage::now() - before).minor_faults;
+  CHECK(reinterpret_cast<std::uintptr_t>(arena.data()) % (std::size_t(2) << 20) == 0);
+  CHECK(arena.bytes() == std::size_t(64) << 20);
+  bool all_zero = true;
+  for (const float v : arena.span()) all_zero = all_zero && v == 0.0f;
+  CHECK(all_zero);
+  arena.span().back() = 3.0f;
+  arena.zero();
+  CHECK(arena.span().back() == 0.0f);
+  // growing re-maps, shrinking keeps the mapping; both leave every element 0
+  auto bigger = std::make_shared<cq::Layout>();
+  bigger->add("w", {(std::size_t(16) << 20) + 1});
+  arena.reset(bigger);
+  CHECK(arena.bytes() == std::size_t(66) << 20);
+  CHECK(arena.span().back() == 0.0f);
+  arena.reset(layout);
+  CHECK(arena.bytes() == std::size_t(66) << 20);
+  // the fault count depends on the kernel's setting: "[never]" gives the 4 KiB pages
+  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+  const std::string setting((std::istreambuf_iterator<char>(thp)), std::istreambuf_iterator<char>());
+  MESSAGE("transparent huge pages: ", setting, "minor faults while building 64 MiB: ", faults);
+  if (!setting.empty() && setting.find("[never]") == std::string::npos) CHECK(faults < 1024);
+  // a small arena stays on the heap, 64-byte aligned
+  auto small = std::make_shared<cq::Layout>();
+  small->add("w", {1000});
+  cq::Arena<float> heap(small);
+  CHECK(reinterpret_cast<std::uintptr_t>(heap.data()) % 64 == 0);
 }
 
 TEST_CASE("set_threads(n) gives OpenMP n threads, also when the OpenMP build of OpenBLAS is linked") {

@@ -104,7 +104,11 @@ inline std::vector<ElementRange> shard_ranges(std::size_t total, std::size_t par
 }
 
 /// How an arena's memory is obtained.
-///   filled      aligned_alloc, every element written with 0 (resident at once)
+///   filled      every element written with 0 (resident at once); from aligned_alloc, or, from
+///               4 MiB up, an anonymous mapping aligned to 2 MiB and offered to the kernel's
+///               transparent huge pages (madvise): one page fault per 2 MiB instead of per
+///               4 KiB, which on a virtual machine makes building a 0.5B model's arenas
+///               (parameters, gradients, moments) about twice as fast
 ///   on_demand   anonymous mmap: a page becomes resident only when first written, and zero()
 ///               writes 0 over the resident pages only (mincore), keeping them: an arena of
 ///               which only a few slots are ever written costs only those slots' memory (the
@@ -128,13 +132,16 @@ class Arena {
     std::size_t n = std::max<std::size_t>(layout_->total(), 1);
     if (n > capacity_) {
       const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-      const std::size_t align = memory_ == ArenaMemory::on_demand ? page : 64;
+      const bool huge = memory_ == ArenaMemory::filled && n * sizeof(T) >= 2 * kHugePage;
+      const std::size_t align = memory_ == ArenaMemory::on_demand ? page : huge ? kHugePage : 64;
       const std::size_t bytes = (n * sizeof(T) + align - 1) / align * align;
       buffer_.reset();
       if (memory_ == ArenaMemory::on_demand) {
         void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         detail::require(p != MAP_FAILED, "Arena::reset", "cannot map {} bytes", bytes);
         buffer_ = std::unique_ptr<T, Free>(static_cast<T*>(p), Free{bytes});
+      } else if (huge) {
+        buffer_ = std::unique_ptr<T, Free>(static_cast<T*>(map_huge(bytes)), Free{bytes});
       } else {
         buffer_ = std::unique_ptr<T, Free>(static_cast<T*>(std::aligned_alloc(64, bytes)), Free{0});
         detail::require(buffer_ != nullptr, "Arena::reset", "cannot allocate {} bytes", bytes);
@@ -238,6 +245,23 @@ class Arena {
       else std::free(p);
     }
   };
+  static constexpr std::size_t kHugePage = std::size_t(2) << 20;
+
+  /// `bytes` (a multiple of 2 MiB) of anonymous memory starting at a 2 MiB boundary, marked
+  /// MADV_HUGEPAGE: the mapping is made 2 MiB longer and the slack on both sides unmapped. A
+  /// kernel without transparent huge pages ignores the advice (4 KiB pages, same contents).
+  static void* map_huge(std::size_t bytes) {
+    void* p = mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    detail::require(p != MAP_FAILED, "Arena::reset", "cannot map {} bytes", bytes + kHugePage);
+    const auto start = reinterpret_cast<std::uintptr_t>(p);
+    const std::uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
+    if (aligned > start) munmap(p, aligned - start);
+    if (const std::uintptr_t end = start + bytes + kHugePage; end > aligned + bytes)
+      munmap(reinterpret_cast<void*>(aligned + bytes), end - (aligned + bytes));
+    madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);
+    return reinterpret_cast<void*>(aligned);
+  }
+
   ArenaMemory memory_ = ArenaMemory::filled;
   std::shared_ptr<const Layout> layout_;
   /// 0 over every resident page of an on_demand buffer that holds something else (a page only
