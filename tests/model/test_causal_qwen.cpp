@@ -170,3 +170,12 @@ TEST_CASE("the loss and every gradient are the same bits on 1 and 2 threads") {
   for (std::size_t i = 0; i < grads_one.size(); ++i) differ += std::memcmp(&grads_one[i], &grads_two[i], sizeof(float)) != 0;
   CHECK(differ == 0);
 }
+
+TEST_CASE("a double model refuses bf16 products, with the sentence the linear products use") {
+  ModelFixture f(cqtest::test_seed(43, "double model refuses bf16"));
+  CHECK_THROWS_WITH_AS(f.model.set_precision(cq::linalg::Precision::bf16),
+                       "causalqwen::CausalQwen::set_precision: bf16 products serve float models only",
+                       cq::DomainError);
+  CHECK(f.model.precision() == cq::linalg::Precision::f32);
+  f.model.set_precision(cq::linalg::Precision::f32);
+}

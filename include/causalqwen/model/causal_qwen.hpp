@@ -154,8 +154,7 @@ class CausalQwen<T, RuntimeConfig> {
   /// the weights, gradients and optimiser, attention, the norms, the embeddings and the heads
   /// stay float). Float models only.
   void set_precision(linalg::Precision precision) {
-    detail::require(precision == linalg::Precision::f32 || std::is_same_v<T, float>, "CausalQwen::set_precision",
-                    "bf16 products serve float models only");
+    linalg::require_precision_fits<T>(precision, "CausalQwen::set_precision");
     precision_ = precision;
   }
   linalg::Precision precision() const { return precision_; }

@@ -12,6 +12,7 @@
 #include "causalqwen/core/arena.hpp"
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/tensor.hpp"
+#include "causalqwen/linalg/gemm.hpp"
 #include "causalqwen/linalg/packed_weight.hpp"
 #include "causalqwen/linalg/weight_grad_sink.hpp"
 #include "causalqwen/nn/config.hpp"
@@ -128,8 +129,7 @@ class Transformer {
       cache.positions[m] = position_ids.empty() ? static_cast<std::int64_t>(m % S) : position_ids[m];
     block_.rope().build(TensorView<const std::int64_t, 1>(cache.positions.data(), {M}), cache.rope);
     cache.input = e.flat2d();
-    detail::require(std::is_same_v<T, float> || cache.precision == linalg::Precision::f32, "Transformer::forward",
-                    "bf16 products serve float models only");
+    linalg::require_precision_fits<T>(cache.precision, "Transformer::forward");
     auto& p = bind(params, cache.bound_params);
     for (auto& layer : p.layers) DecoderBlock<T>::use_precision(layer, cache.precision);
     const TensorView<const std::int64_t, 2> mask =
