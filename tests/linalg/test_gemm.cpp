@@ -175,11 +175,13 @@ TEST_CASE("a filled arena of 4 MiB and more sits on 2 MiB boundaries and, with t
   CHECK(arena.span().back() == 0.0f);
   arena.reset(layout);
   CHECK(arena.bytes() == std::size_t(66) << 20);
-  // the fault count depends on the kernel's setting: "[never]" gives the 4 KiB pages
+  // the fault count depends on the kernel's setting: "[never]" gives the 4 KiB pages. 4 KiB pages
+  // fault 16,384 times; huge pages 32 times, plus 2,048 under AddressSanitizer, whose shadow
+  // memory (an eighth of the arena) stays on 4 KiB pages
   std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
   const std::string setting((std::istreambuf_iterator<char>(thp)), std::istreambuf_iterator<char>());
   MESSAGE("transparent huge pages: ", setting, "minor faults while building 64 MiB: ", faults);
-  if (!setting.empty() && setting.find("[never]") == std::string::npos) CHECK(faults < 1024);
+  if (!setting.empty() && setting.find("[never]") == std::string::npos) CHECK(faults < 4096);
   // a small arena stays on the heap, 64-byte aligned
   auto small = std::make_shared<cq::Layout>();
   small->add("w", {1000});
