@@ -7,6 +7,7 @@
 #include "../support/test_support.hpp"
 
 #include <causalqwen/linalg/bf16_gemm.hpp>
+#include <causalqwen/linalg/cauchy_linear.hpp>
 #include <causalqwen/linalg/gemm.hpp>
 #include <doctest/doctest.h>
 #include <omp.h>
@@ -18,6 +19,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cq = causalqwen;
@@ -175,7 +177,7 @@ std::vector<float> stored(const std::vector<float>& src, std::size_t rows, std::
 }  // namespace
 
 TEST_CASE("bf16_matmul (mixed-precision training): every operand layout gives the bits of the bf16 linear product "
-          "(Aᵀ·B: of the portable outer product); AVX-512 packing and kernels give the portable bits; accumulation adds") {
+          "(Aᵀ·B and A·B: of the portable outer product); AVX-512 packing and kernels give the portable bits; accumulation adds") {
   const std::uint64_t seed = cqtest::test_seed(20261125, "bf16_matmul layouts");
   std::mt19937_64 rng(seed);
   for (const auto [M, K, N] : shapes) {
@@ -199,13 +201,15 @@ TEST_CASE("bf16_matmul (mixed-precision training): every operand layout gives th
           const auto b = tb ? stored(w, N, K, false, ldb) : stored(w, N, K, true, ldb);
           std::vector<float> c(M * ldc, 7.0f);
           la::detail_bf16::matmul(hardware, ta, tb, M, N, K, a.data(), lda, b.data(), ldb, c.data(), ldc, false);
-          // Aᵀ·B (both stored with K as rows) runs on the outer-product kernel, whose order of the
-          // sums differs: its reference is the portable outer product, and it stays within the
-          // float summation bound of the other (the last test bounds both against double sums)
+          // Aᵀ·B and A·B (B stored with K as rows) run on the outer-product kernel, whose order of
+          // the sums differs: their reference is the portable Aᵀ·B outer product (the two paths,
+          // A·B's in blocks of pairs, sum in the same order), and it stays within the float
+          // summation bound of the other (the last test bounds both against double sums)
           std::vector<float> expected = reference;
-          if (ta && !tb) {
+          if (!tb) {
             std::vector<float> outer(M * ldc, 7.0f);
-            la::detail_bf16::matmul(false, ta, tb, M, N, K, a.data(), lda, b.data(), ldb, outer.data(), ldc, false);
+            const auto a_t = stored(x, M, K, true, M + 3);
+            la::detail_bf16::matmul(false, true, false, M, N, K, a_t.data(), M + 3, b.data(), ldb, outer.data(), ldc, false);
             for (std::size_t m = 0; m < M; ++m)
               for (std::size_t n = 0; n < N; ++n) {
                 expected[m * N + n] = outer[m * ldc + n];
@@ -232,6 +236,35 @@ TEST_CASE("bf16_matmul (mixed-precision training): every operand layout gives th
   }
 }
 
+namespace {
+/// out [rows, cols] against Σ_t u·v (+ bias_j) over t < terms, {u, v} = factors(i, j, t): within
+/// the float summation bound of a double sum over the operands the precision reads (bf16-rounded
+/// for bf16), and of the exact sum within the rounding of both operands (2·2⁻⁸ relative per term)
+/// for bf16.
+template <class Factors>
+void check_sums(la::Precision precision, const std::vector<float>& out, std::size_t rows, std::size_t cols, std::size_t terms,
+                Factors factors, const float* bias = nullptr) {
+  const auto r = [&](float value) { return precision == la::Precision::bf16 ? double(bf16_round(value)) : double(value); };
+  std::size_t failures = 0;
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) {
+      const double b0 = bias ? bias[j] : 0.0;
+      double rounded = b0, exact = b0, magnitude = std::abs(b0);
+      for (std::size_t t = 0; t < terms; ++t) {
+        const auto [u, v] = factors(i, j, t);
+        rounded += r(u) * r(v);
+        exact += double(u) * v;
+        magnitude += std::abs(double(u) * v);
+      }
+      const double got = out[i * cols + j];
+      failures += !(std::abs(got - rounded) <= double(terms + 1) * 0x1p-24 * magnitude + 1e-30);
+      failures += !(std::abs(got - exact) <=
+                    (precision == la::Precision::bf16 ? 0x1p-7 : double(terms + 1) * 0x1p-24) * magnitude + 1e-30);
+    }
+  CHECK(failures == 0);
+}
+}  // namespace
+
 TEST_CASE("bf16 products of a linear map: forward and both backward products agree with float within bf16 rounding; "
           "double maps refuse them") {
   const std::uint64_t seed = cqtest::test_seed(20261126, "bf16 linear map products");
@@ -246,33 +279,12 @@ TEST_CASE("bf16 products of a linear map: forward and both backward products agr
     la::linear_forward<float>(v2(y, M, N), c2(x, M, K), c2(w, N, K), bias, {}, precision);
     la::linear_backward_input<float>(v2(dx, M, K), c2(dy, M, N), c2(w, N, K), precision);
     la::linear_backward_weight<float>(v2(dw, N, K), c2(dy, M, N), c2(x, M, K), nullptr, precision);
-    // each output against a double sum over the operands the precision reads, and against the
-    // float value within the rounding of both operands (2·2⁻⁸ relative per term)
-    const auto r = [&](float v) { return precision == la::Precision::bf16 ? double(bf16_round(v)) : double(v); };
-    // out [rows, cols] against Σ_t u(i, t)·v(j, t) (+ b_j for the forward), t < terms
-    const auto check = [&](const std::vector<float>& out, std::size_t rows, std::size_t cols, std::size_t terms,
-                           auto u, auto v, bool with_bias) {
-      for (std::size_t i = 0; i < rows; ++i)
-        for (std::size_t j = 0; j < cols; ++j) {
-          const double b0 = with_bias ? b[j] : 0.0;
-          double rounded = b0, exact = b0, magnitude = std::abs(b0);
-          for (std::size_t t = 0; t < terms; ++t) {
-            rounded += r(u(i, t)) * r(v(j, t));
-            exact += double(u(i, t)) * v(j, t);
-            magnitude += std::abs(double(u(i, t)) * v(j, t));
-          }
-          const double got = out[i * cols + j];
-          CHECK(std::abs(got - rounded) <= double(terms + 1) * 0x1p-24 * magnitude + 1e-30);
-          CHECK(std::abs(got - exact) <=
-                (precision == la::Precision::bf16 ? 0x1p-7 : double(terms + 1) * 0x1p-24) * magnitude + 1e-30);
-        }
-    };
-    check(y, M, N, K, [&](std::size_t m, std::size_t k) { return x[m * K + k]; },
-          [&](std::size_t n, std::size_t k) { return w[n * K + k]; }, true);
-    check(dx, M, K, N, [&](std::size_t m, std::size_t n) { return dy[m * N + n]; },
-          [&](std::size_t k, std::size_t n) { return w[n * K + k]; }, false);
-    check(dw, N, K, M, [&](std::size_t n, std::size_t m) { return dy[m * N + n]; },
-          [&](std::size_t k, std::size_t m) { return x[m * K + k]; }, false);
+    check_sums(precision, y, M, N, K,
+               [&](std::size_t i, std::size_t j, std::size_t t) { return std::pair{x[i * K + t], w[j * K + t]}; }, b.data());
+    check_sums(precision, dx, M, K, N,
+               [&](std::size_t i, std::size_t j, std::size_t t) { return std::pair{dy[i * N + t], w[t * K + j]}; });
+    check_sums(precision, dw, N, K, M,
+               [&](std::size_t i, std::size_t j, std::size_t t) { return std::pair{dy[t * N + i], x[t * K + j]}; });
   }
   std::vector<double> xd(4), wd(4), yd(4);
   CHECK_THROWS_WITH_AS(la::linear_forward<double>(TensorView<double, 2>(yd.data(), {2, 2}), TensorView<const double, 2>(xd.data(), {2, 2}),
@@ -281,4 +293,43 @@ TEST_CASE("bf16 products of a linear map: forward and both backward products agr
   CHECK(la::parse_precision("bf16") == la::Precision::bf16);
   CHECK_THROWS_WITH_AS(la::parse_precision("fp16"), doctest::Contains("unknown precision 'fp16': expected f32 or bf16"),
                        cq::DomainError);
+}
+
+TEST_CASE("bf16 products of the Cauchy linear map (the class head in mixed precision): loc_S, scale_S and the four "
+          "backward products agree with double sums over the rounded operands") {
+  const std::uint64_t seed = cqtest::test_seed(20261127, "bf16 cauchy linear");
+  std::mt19937_64 rng(seed);
+  const std::size_t R = 37, C = 70, N = 29;  // more than 16 rows: the GEMM path
+  auto w = normal_vector(N * C, rng, 0.1);
+  w[5] = 0.0f;  // sign(0) = 0 in the scale part of dW
+  const auto loc_a = normal_vector(R * C, rng), b = normal_vector(N, rng), d_loc = normal_vector(R * N, rng),
+             d_scale = normal_vector(R * N, rng);
+  std::vector<float> scale_a = normal_vector(R * C, rng), abs_w(N * C);
+  for (auto& s : scale_a) s = std::abs(s) + 0.1f;
+  for (std::size_t i = 0; i < w.size(); ++i) abs_w[i] = std::abs(w[i]);
+  const auto sign = [&](std::size_t i) { return float((w[i] > 0) - (w[i] < 0)); };
+  for (const auto precision : {la::Precision::f32, la::Precision::bf16}) {
+    CAPTURE(la::precision_name(precision));
+    std::vector<float> loc_s(R * N), scale_s(R * N), da_loc(R * C, 0.0f), da_scale(R * C, 0.0f), dw(N * C, 0.0f);
+    const cq::CauchyView<const float, 2, cq::Kind::independent> a(c2(loc_a, R, C), c2(scale_a, R, C));
+    la::cauchy_linear<float, cq::Kind::independent>({v2(loc_s, R, N), v2(scale_s, R, N)}, c2(w, N, C), c2(abs_w, N, C),
+                                                    TensorView<const float, 1>(b.data(), {N}), a, {}, precision);
+    check_sums(precision, loc_s, R, N, C,
+               [&](std::size_t i, std::size_t j, std::size_t t) { return std::pair{loc_a[i * C + t], w[j * C + t]}; }, b.data());
+    check_sums(precision, scale_s, R, N, C,
+               [&](std::size_t i, std::size_t j, std::size_t t) { return std::pair{scale_a[i * C + t], abs_w[j * C + t]}; });
+    la::cauchy_linear_backward<float>({v2(da_loc, R, C), v2(da_scale, R, C)}, v2(dw, N, C),
+                                      {c2(d_loc, R, N), c2(d_scale, R, N)}, c2(w, N, C), c2(abs_w, N, C), a, nullptr,
+                                      precision);
+    check_sums(precision, da_loc, R, C, N,
+               [&](std::size_t i, std::size_t j, std::size_t t) { return std::pair{d_loc[i * N + t], w[t * C + j]}; });
+    check_sums(precision, da_scale, R, C, N,
+               [&](std::size_t i, std::size_t j, std::size_t t) { return std::pair{d_scale[i * N + t], abs_w[t * C + j]}; });
+    // dW = dS_locᵀ·loc_A + sign(W) ⊙ (dS_scaleᵀ·scale_A): the two sums against one double sum of
+    // 2R terms (the sign is exact, and scales the second sum's terms)
+    check_sums(precision, dw, N, C, 2 * R, [&](std::size_t i, std::size_t j, std::size_t t) {
+      return t < R ? std::pair{d_loc[t * N + i], loc_a[t * C + j]}
+                   : std::pair{sign(i * C + j) * d_scale[(t - R) * N + i], scale_a[(t - R) * C + j]};
+    });
+  }
 }

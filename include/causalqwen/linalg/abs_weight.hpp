@@ -43,26 +43,27 @@ class AbsWeightCache {
   bool valid_ = false;
 };
 
-/// scale' = scale·|W|ᵀ:  scale [M,K], |W| [N,K], scale' [M,N].
+/// scale' = scale·|W|ᵀ:  scale [M,K], |W| [N,K], scale' [M,N]  (Precision::bf16: both rounded to bf16).
 template <class T>
 void abs_linear_forward(TensorView<T, 2> scale_out, TensorView<const T, 2> scale,
-                        TensorView<const T, 2> abs_w) {
-  linear_forward<T>(scale_out, scale, abs_w);
+                        TensorView<const T, 2> abs_w, Precision precision = Precision::f32) {
+  linear_forward<T>(scale_out, scale, abs_w, {}, {}, precision);
 }
 
-/// dscale += dscale'·|W|:  dscale' [M,N], |W| [N,K], dscale [M,K].
+/// dscale += dscale'·|W|:  dscale' [M,N], |W| [N,K], dscale [M,K]  (Precision::bf16 likewise).
 template <class T>
 void abs_linear_backward_input(TensorView<T, 2> dscale, TensorView<const T, 2> dscale_out,
-                               TensorView<const T, 2> abs_w) {
-  linear_backward_input<T>(dscale, dscale_out, abs_w);
+                               TensorView<const T, 2> abs_w, Precision precision = Precision::f32) {
+  linear_backward_input<T>(dscale, dscale_out, abs_w, precision);
 }
 
 /// dW += sign(W) ⊙ (dscale'ᵀ·scale):  dscale' [M,N], scale [M,K], W and dW [N,K];
 /// sign(0) = 0 (the subgradient of |w| at 0 used here). Offered first to `sink` when given.
+/// Precision::bf16: the product of bf16(dscale')ᵀ·bf16(scale).
 template <class T>
 void abs_linear_backward_weight(TensorView<T, 2> dw, TensorView<const T, 2> dscale_out,
                                 TensorView<const T, 2> scale, TensorView<const T, 2> w,
-                                WeightGradSink<T>* sink = nullptr) {
+                                WeightGradSink<T>* sink = nullptr, Precision precision = Precision::f32) {
   using detail_gemm::ix;
   const std::size_t m = dscale_out.shape[0], n = dscale_out.shape[1], k = scale.shape[1];
   detail::require(scale.shape[0] == m, "abs_linear_backward_weight",
@@ -71,6 +72,7 @@ void abs_linear_backward_weight(TensorView<T, 2> dw, TensorView<const T, 2> dsca
   require_shape(w, {n, k}, "abs_linear_backward_weight", "W");
   require_shape(dw, {n, k}, "abs_linear_backward_weight", "dW");
   if (offer_to_weight_grad_sink<T>(sink, dw, dscale_out, scale, w)) return;
+  require_precision_fits<T>(precision, "abs_linear_backward_weight");
   // Row tiles of dscale'ᵀ·scale, each masked into dW as it is made: a tile buffer of at most
   // tile_elements, kept per thread, instead of an [N,K] product allocated at every call.
   constexpr std::size_t tile_elements = std::size_t{1} << 20;
@@ -79,7 +81,11 @@ void abs_linear_backward_weight(TensorView<T, 2> dw, TensorView<const T, 2> dsca
   if (product.size() < tile_rows * k) product.resize(tile_rows * k);
   for (std::size_t r0 = 0; r0 < n; r0 += tile_rows) {
     const std::size_t rows = std::min(tile_rows, n - r0);
-    matmul<T>(Op::transposed, Op::plain, rows, k, m, dscale_out.data + r0, n, scale.data, k, product.data(), k, false);
+    if constexpr (std::is_same_v<T, float>)
+      if (precision == Precision::bf16)
+        bf16_matmul(Op::transposed, Op::plain, rows, k, m, dscale_out.data + r0, n, scale.data, k, product.data(), k, false);
+    if (precision == Precision::f32)
+      matmul<T>(Op::transposed, Op::plain, rows, k, m, dscale_out.data + r0, n, scale.data, k, product.data(), k, false);
     auto W = mat(w.data + r0 * k, ix(rows), ix(k));
     mat(dw.data + r0 * k, ix(rows), ix(k)).array() += W.array().sign() * mat(product.data(), ix(rows), ix(k)).array();
   }

@@ -12,9 +12,9 @@
 /// vdpbf16ps per row of X (32 multiply-adds each: twice the float FMA rate); elsewhere a
 /// portable loop computes the same sums in the same order (the same bits, except that the
 /// instruction flushes subnormal inputs and results to zero).
-/// The same kernel serves mixed-precision training (bf16_matmul: both operands rounded per call,
-/// for X·Wᵀ and dY·W; dYᵀ·X, whose sums run over the tokens, on an outer-product kernel with
-/// its own fixed order, described below). Call outside your own `omp parallel` regions (it then runs
+/// The same kernel serves mixed-precision training (bf16_matmul: both operands rounded per call)
+/// for X·Wᵀ; dYᵀ·X (whose sums run over the tokens) and dY·W (whose W holds the sum's index in
+/// its rows) run on an outer-product kernel with its own fixed order, described below. Call outside your own `omp parallel` regions (it then runs
 /// serially).
 #pragma once
 #include "causalqwen/core/bfloat16.hpp"
@@ -46,8 +46,14 @@ namespace detail_bf16 {
 /// group at a time reads the panels as one sequential stream, which measured 1.2× faster than
 /// two streams and 1.5× faster than four on a 140 MB matrix here).
 inline constexpr std::size_t tile_rows = 6, tile_groups = 2, few_rows_tile_groups = 1;
-/// W rows handed to one task of the thread split (a multiple of 8).
+/// W rows handed to one task of the thread split (a multiple of 8): 64, or fewer when K is
+/// long, so that a task's bf16 panels (rows × Kp × 2 bytes) stay within task_panel_bytes, in
+/// the core's L2 beside the block of X, while every block of X rows streams over them.
 inline constexpr std::size_t rows_per_task = 64;
+inline constexpr std::size_t task_panel_bytes = 384 * 1024;
+inline std::size_t task_rows(std::size_t Kp) {
+  return std::clamp<std::size_t>(task_panel_bytes / (2 * Kp) / 8 * 8, 8, rows_per_task);
+}
 /// Bytes of bf16 X that one block of rows may take (kept in the core's L2 while W streams).
 inline constexpr std::size_t x_block_bytes = 192 * 1024;
 
@@ -292,24 +298,54 @@ struct PanelSource {
   bool transposed = false;
 };
 
+/// The cache lines of a float block (rows of `row_floats` values, `ld` apart, from `first`),
+/// requested into L2 a few at a time (prefetch_some, once per tile call), so that the packing of
+/// the next task or block reads them from cache: the reads from memory then overlap this one's
+/// multiply-adds instead of stalling the packer.
+class Prefetcher {
+ public:
+  Prefetcher() = default;
+  Prefetcher(const float* first, std::size_t ld, std::size_t rows, std::size_t row_floats, std::size_t calls)
+      : first_(first), ld_(ld), per_row_((row_floats + 15) / 16), total_(per_row_ * rows),
+        per_call_((total_ + calls - 1) / std::max<std::size_t>(calls, 1)) {}
+  void prefetch_some() {
+    for (std::size_t i = 0; i < per_call_ && done_ < total_; ++i, ++done_)
+      __builtin_prefetch(first_ + (done_ / per_row_) * ld_ + 16 * (done_ % per_row_), 0, 2);
+  }
+
+ private:
+  const float* first_ = nullptr;
+  std::size_t ld_ = 0, per_row_ = 1, total_ = 0, per_call_ = 0, done_ = 0;
+};
+
 /// c [M,N] (=|+=) the products of the bf16 rows xb [M,Kp] with the N rows of `w`, each output
 /// in the order of the file comment; written as out + bias (bias may be null: out + 0), or
 /// added to c when `accumulate`.
 inline void multiply(bool hardware, const std::uint16_t* xb, std::size_t M, std::size_t Kp, const PanelSource& w,
                      std::size_t N, float* c, std::size_t ldc, bool accumulate, const float* bias) {
   const std::size_t block_rows = std::max(tile_rows, x_block_bytes / (2 * Kp) / tile_rows * tile_rows);
-  const std::size_t tasks = (N + rows_per_task - 1) / rows_per_task;
+  const std::size_t per_task = M <= 2 ? rows_per_task : task_rows(Kp);
+  const std::size_t tasks = (N + per_task - 1) / per_task;
+  const std::size_t groups = M <= 2 ? few_rows_tile_groups : tile_groups;
+  // tile calls per task: the float rows of the next task are prefetched across them
+  const std::size_t tile_calls = ((M + block_rows - 1) / block_rows) * ((block_rows + tile_rows - 1) / tile_rows) *
+                                 ((per_task + panel_rows * groups - 1) / (panel_rows * groups));
   parallel_for(tasks, M * N * Kp / 8 + N * Kp, [&](std::size_t t) {
-    const std::size_t n0 = t * rows_per_task, n1 = std::min(N, n0 + rows_per_task);
-    const std::size_t groups = M <= 2 ? few_rows_tile_groups : tile_groups;
+    const std::size_t n0 = t * per_task, n1 = std::min(N, n0 + per_task);
     // the panels of rows [n0, n1): the packed ones, or this task's rows packed now
-    thread_local std::vector<std::uint16_t> task_panels;  // [rows_per_task, Kp], grown once per shape
+    thread_local std::vector<std::uint16_t> task_panels;  // [per_task, Kp], grown once per shape
     const std::uint16_t* first_group = w.panels + (n0 / panel_rows) * panel_rows * Kp;
+    Prefetcher next;  // the float rows the next task packs, read into L2 while this one multiplies
     if (!w.panels) {
-      if (task_panels.size() < rows_per_task * Kp) task_panels.resize(rows_per_task * Kp);
+      if (task_panels.size() < per_task * Kp) task_panels.resize(per_task * Kp);
       pack(hardware, w.transposed ? w.src + n0 : w.src + n0 * w.ld, w.ld, w.transposed, n1 - n0, w.K, Kp, PackLayout::panels,
            task_panels.data());
       first_group = task_panels.data();
+      if (n1 < N) {  // R's rows [n1, n2): rows of src, or its columns when transposed
+        const std::size_t n2 = std::min(N, n1 + per_task);
+        next = w.transposed ? Prefetcher(w.src + n1, w.ld, w.K, n2 - n1, tile_calls)
+                            : Prefetcher(w.src + n1 * w.ld, w.ld, n2 - n1, w.K, tile_calls);
+      }
     }
     float out[tile_rows * panel_rows * tile_groups];
     for (std::size_t m0 = 0; m0 < M; m0 += block_rows) {
@@ -319,6 +355,7 @@ inline void multiply(bool hardware, const std::uint16_t* xb, std::size_t M, std:
         const std::size_t G = (rows + panel_rows - 1) / panel_rows, width = panel_rows * G;
         for (std::size_t m = m0; m < m_end; m += tile_rows) {
           const std::size_t mr = std::min(tile_rows, m_end - m);
+          next.prefetch_some();
           tile(hardware, xb + m * Kp, Kp, mr, first_group + ((n - n0) / panel_rows) * panel_rows * Kp, G, out);
           for (std::size_t i = 0; i < mr; ++i) {
             float* c_row = c + (m + i) * ldc + n;
@@ -356,40 +393,66 @@ inline void forward(bool hardware, TensorView<float, 2> y, TensorView<const floa
 // (2p, 2p+1) of K in turn, as vdpbf16ps adds them:  c ← (c + a_{2p+1}·b_{2p+1}) + a_{2p}·b_{2p}.
 
 /// Output rows and 16-column vectors per tile of the outer-product kernel.
-inline constexpr std::size_t outer_rows = 6, outer_vectors = 2, outer_cols = 16 * outer_vectors;
+inline constexpr std::size_t outer_rows = 6, outer_vectors = 4, outer_cols = 16 * outer_vectors;
 /// Rows of C per task.
 inline constexpr std::size_t outer_rows_per_task = 24;
 
 /// pairs [P, ld_pairs] (P = ⌈K/2⌉, 32-bit words) ← bf16 of src's rows 2p and 2p+1 side by side
 /// (low half: row 2p), for columns [0, cols) of src [K, cols] (leading dimension ld); a missing
 /// row 2p+1 (odd K) and the columns [cols, ld_pairs) are 0.
+inline void pair_row_portable(const float* src, std::size_t ld, std::size_t K, std::size_t cols, std::size_t ld_pairs,
+                              std::size_t p, std::uint32_t* pairs) {
+  for (std::size_t c = 0; c < ld_pairs; ++c) {
+    const std::uint32_t lo = c < cols ? float_to_bf16(src[2 * p * ld + c]) : 0;
+    const std::uint32_t hi = c < cols && 2 * p + 1 < K ? float_to_bf16(src[(2 * p + 1) * ld + c]) : 0;
+    pairs[p * ld_pairs + c] = lo | hi << 16;
+  }
+}
 inline void pair_rows_portable(const float* src, std::size_t ld, std::size_t K, std::size_t cols, std::size_t ld_pairs,
                                std::uint32_t* pairs) {
-  parallel_for((K + 1) / 2, K * cols, [&](std::size_t p) {
-    for (std::size_t c = 0; c < ld_pairs; ++c) {
-      const std::uint32_t lo = c < cols ? float_to_bf16(src[2 * p * ld + c]) : 0;
-      const std::uint32_t hi = c < cols && 2 * p + 1 < K ? float_to_bf16(src[(2 * p + 1) * ld + c]) : 0;
-      pairs[p * ld_pairs + c] = lo | hi << 16;
-    }
-  });
+  parallel_for((K + 1) / 2, K * cols, [&](std::size_t p) { pair_row_portable(src, ld, K, cols, ld_pairs, p, pairs); });
 }
 
-/// The portable outer-product kernel: C [N, cols] (+)= Σ_p pairs of A [P, lda_pairs] (rows
-/// [n0, n1) of C: columns of A) · pairs of B [P, ldb_pairs], each output in the order above.
-CAUSALQWEN_NO_LOOP_VECTORIZE inline void outer_portable(const std::uint32_t* a, std::size_t lda_pairs, const std::uint32_t* b,
+/// words [M, ld_words] ← the pairs of A's columns: word p of row m is bf16(A_m,2p) (low half) and
+/// bf16(A_m,2p+1) (high half) for A [M, K] (leading dimension lda); past K, 0. (The bf16 row in
+/// memory order, read as 32-bit words.)
+inline void pair_columns_portable(const float* a, std::size_t lda, std::size_t M, std::size_t K, std::size_t ld_words,
+                                  std::uint32_t* words) {
+  for (std::size_t m = 0; m < M; ++m)
+    for (std::size_t p = 0; p < ld_words; ++p) {
+      const std::uint32_t lo = 2 * p < K ? float_to_bf16(a[m * lda + 2 * p]) : 0;
+      const std::uint32_t hi = 2 * p + 1 < K ? float_to_bf16(a[m * lda + 2 * p + 1]) : 0;
+      words[m * ld_words + p] = lo | hi << 16;
+    }
+}
+
+/// Where the outer-product kernels read A's pairs: pair p of C's row n at a[p·p_stride + n·row_stride]
+/// ([P, ld] pairs of rows: p_stride ld, row_stride 1; a bf16 row per row of C: p_stride 1).
+struct PairStrides {
+  std::size_t p_stride, row_stride;
+};
+
+/// What an outer-product kernel does with C: C = the sum (`set`), C + the sum (`add`), or the sum
+/// started from C's value and stored (`resume`: a sum run block after block of pairs gives the
+/// bits of one pass, since each float sum is stored and loaded exactly).
+enum class OuterStore { set, add, resume };
+
+/// The portable outer-product kernel: C [N, cols] (+)= Σ_p pairs of A (rows [n0, n1) of C, read
+/// at `as`) · pairs of B [P, ldb_pairs], each output in the order above.
+CAUSALQWEN_NO_LOOP_VECTORIZE inline void outer_portable(const std::uint32_t* a, PairStrides as, const std::uint32_t* b,
                                                         std::size_t ldb_pairs, std::size_t P, std::size_t n0, std::size_t n1,
-                                                        std::size_t cols, float* c, std::size_t ldc, bool accumulate) {
+                                                        std::size_t cols, float* c, std::size_t ldc, OuterStore store) {
   const auto lo = [](std::uint32_t w) { return bf16_to_float(static_cast<std::uint16_t>(w)); };
   const auto hi = [](std::uint32_t w) { return bf16_to_float(static_cast<std::uint16_t>(w >> 16)); };
   for (std::size_t n = n0; n < n1; ++n)
     for (std::size_t j = 0; j < cols; ++j) {
-      float sum = 0;
+      float sum = store == OuterStore::resume ? c[n * ldc + j] : 0.0f;
       for (std::size_t p = 0; p < P; ++p) {
-        const std::uint32_t x = a[p * lda_pairs + n], y = b[p * ldb_pairs + j];
+        const std::uint32_t x = a[p * as.p_stride + n * as.row_stride], y = b[p * ldb_pairs + j];
         sum = sum + hi(x) * hi(y);  // exact products: no contraction can change them
         sum = sum + lo(x) * lo(y);
       }
-      c[n * ldc + j] = accumulate ? c[n * ldc + j] + sum : sum;
+      c[n * ldc + j] = store == OuterStore::add ? c[n * ldc + j] + sum : sum;
     }
 }
 
@@ -410,23 +473,63 @@ inline void pair_rows_avx512(const float* src, std::size_t ld, std::size_t K, st
   parallel_for((K + 1) / 2, K * cols, [&](std::size_t p) { pair_row_avx512(src, ld, K, cols, ld_pairs, p, pairs); });
 }
 
+/// pair_columns_portable with AVX-512 (the same bits), 16 words (32 columns) at a time.
+CAUSALQWEN_TARGET_BF16 inline void pair_columns_avx512(const float* a, std::size_t lda, std::size_t M, std::size_t K,
+                                                       std::size_t ld_words, std::uint32_t* words) {
+  for (std::size_t m = 0; m < M; ++m)
+    for (std::size_t k = 0; k < 2 * ld_words; k += 32) {
+      const __mmask16 low = k < K ? first_lanes(K - k) : __mmask16(0);
+      const __mmask16 high = k + 16 < K ? first_lanes(K - k - 16) : __mmask16(0);
+      const __m256i lo = round16(_mm512_maskz_loadu_ps(low, a + m * lda + k));
+      const __m256i hi = round16(_mm512_maskz_loadu_ps(high, a + m * lda + k + 16));
+      _mm512_storeu_si512(words + m * ld_words + k / 2, _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
+    }
+}
+#endif
+
+/// pair_row_portable, on AVX-512 when `hardware`.
+inline void pair_row(bool hardware, const float* src, std::size_t ld, std::size_t K, std::size_t cols, std::size_t ld_pairs,
+                     std::size_t p, std::uint32_t* pairs) {
+#ifdef CAUSALQWEN_BF16_KERNEL
+  if (hardware) return pair_row_avx512(src, ld, K, cols, ld_pairs, p, pairs);
+#endif
+  pair_row_portable(src, ld, K, cols, ld_pairs, p, pairs);
+}
+
+/// pair_columns_portable, on AVX-512 when `hardware`.
+inline void pair_columns(bool hardware, const float* a, std::size_t lda, std::size_t M, std::size_t K, std::size_t ld_words,
+                         std::uint32_t* words) {
+#ifdef CAUSALQWEN_BF16_KERNEL
+  if (hardware) return pair_columns_avx512(a, lda, M, K, ld_words, words);
+#endif
+  pair_columns_portable(a, lda, M, K, ld_words, words);
+}
+#ifdef CAUSALQWEN_BF16_KERNEL
+
 /// The AVX512-BF16 outer-product kernel: rows [n, n + MR) × columns [j, j + 32) of C.
 template <std::size_t MR>
-CAUSALQWEN_TARGET_BF16 void outer_tile_avx512(const std::uint32_t* a, std::size_t lda_pairs, const std::uint32_t* b,
+CAUSALQWEN_TARGET_BF16 void outer_tile_avx512(const std::uint32_t* a, PairStrides as, const std::uint32_t* b,
                                               std::size_t ldb_pairs, std::size_t P, std::size_t n, std::size_t j,
-                                              std::size_t cols, float* c, std::size_t ldc, bool accumulate) {
+                                              std::size_t cols, float* c, std::size_t ldc, OuterStore store) {
   __m512 acc[MR][outer_vectors];
-  for (std::size_t r = 0; r < MR; ++r)
-    for (std::size_t v = 0; v < outer_vectors; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (std::size_t r = 0; r < MR; ++r) {
+    // C's lines of this tile, requested now so that they arrive while the sums run
+    for (std::size_t v = 0; v < outer_vectors && j + 16 * v < cols; ++v) __builtin_prefetch(c + (n + r) * ldc + j + 16 * v, 1, 3);
+    for (std::size_t v = 0; v < outer_vectors; ++v)
+      acc[r][v] = store == OuterStore::resume && j + 16 * v < cols
+                      ? _mm512_maskz_loadu_ps(first_lanes(cols - j - 16 * v), c + (n + r) * ldc + j + 16 * v)
+                      : _mm512_setzero_ps();
+  }
   for (std::size_t p = 0; p < P; ++p) {
     const std::uint32_t* bp = b + p * ldb_pairs + j;
-    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp), b1 = (__m512bh)_mm512_loadu_si512(bp + 16);
-    const std::uint32_t* ap = a + p * lda_pairs + n;
+    __m512bh bv[outer_vectors];
+    for (std::size_t v = 0; v < outer_vectors; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(bp + 16 * v);
+    const std::uint32_t* ap = a + p * as.p_stride + n * as.row_stride;
 #pragma GCC unroll 6
     for (std::size_t r = 0; r < MR; ++r) {
-      const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(ap[r]));
-      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], x, b0);
-      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], x, b1);
+      const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(ap[r * as.row_stride]));
+#pragma GCC unroll 4
+      for (std::size_t v = 0; v < outer_vectors; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], x, bv[v]);
     }
   }
   for (std::size_t r = 0; r < MR; ++r)
@@ -435,32 +538,33 @@ CAUSALQWEN_TARGET_BF16 void outer_tile_avx512(const std::uint32_t* a, std::size_
       if (col >= cols) break;
       const __mmask16 m = first_lanes(cols - col);
       float* out = c + (n + r) * ldc + col;
-      _mm512_mask_storeu_ps(out, m, accumulate ? _mm512_add_ps(_mm512_maskz_loadu_ps(m, out), acc[r][v]) : acc[r][v]);
+      _mm512_mask_storeu_ps(out, m, store == OuterStore::add ? _mm512_add_ps(_mm512_maskz_loadu_ps(m, out), acc[r][v]) : acc[r][v]);
     }
 }
 #endif
 
 /// Rows [n0, n1) of C on the kernel (`hardware`) or the portable loop.
-inline void outer_rows_of(bool hardware, const std::uint32_t* a, std::size_t lda_pairs, const std::uint32_t* b,
+inline void outer_rows_of(bool hardware, const std::uint32_t* a, PairStrides as, const std::uint32_t* b,
                           std::size_t ldb_pairs, std::size_t P, std::size_t n0, std::size_t n1, std::size_t cols, float* c,
-                          std::size_t ldc, bool accumulate) {
+                          std::size_t ldc, OuterStore store, Prefetcher* next = nullptr) {
 #ifdef CAUSALQWEN_BF16_KERNEL
   if (hardware) {
     for (std::size_t j = 0; j < cols; j += outer_cols)
       for (std::size_t n = n0; n < n1; n += outer_rows) {
+        if (next) next->prefetch_some();
         switch (std::min(outer_rows, n1 - n)) {
-          case 1: outer_tile_avx512<1>(a, lda_pairs, b, ldb_pairs, P, n, j, cols, c, ldc, accumulate); break;
-          case 2: outer_tile_avx512<2>(a, lda_pairs, b, ldb_pairs, P, n, j, cols, c, ldc, accumulate); break;
-          case 3: outer_tile_avx512<3>(a, lda_pairs, b, ldb_pairs, P, n, j, cols, c, ldc, accumulate); break;
-          case 4: outer_tile_avx512<4>(a, lda_pairs, b, ldb_pairs, P, n, j, cols, c, ldc, accumulate); break;
-          case 5: outer_tile_avx512<5>(a, lda_pairs, b, ldb_pairs, P, n, j, cols, c, ldc, accumulate); break;
-          default: outer_tile_avx512<6>(a, lda_pairs, b, ldb_pairs, P, n, j, cols, c, ldc, accumulate); break;
+          case 1: outer_tile_avx512<1>(a, as, b, ldb_pairs, P, n, j, cols, c, ldc, store); break;
+          case 2: outer_tile_avx512<2>(a, as, b, ldb_pairs, P, n, j, cols, c, ldc, store); break;
+          case 3: outer_tile_avx512<3>(a, as, b, ldb_pairs, P, n, j, cols, c, ldc, store); break;
+          case 4: outer_tile_avx512<4>(a, as, b, ldb_pairs, P, n, j, cols, c, ldc, store); break;
+          case 5: outer_tile_avx512<5>(a, as, b, ldb_pairs, P, n, j, cols, c, ldc, store); break;
+          default: outer_tile_avx512<6>(a, as, b, ldb_pairs, P, n, j, cols, c, ldc, store); break;
         }
       }
     return;
   }
 #endif
-  outer_portable(a, lda_pairs, b, ldb_pairs, P, n0, n1, cols, c, ldc, accumulate);
+  outer_portable(a, as, b, ldb_pairs, P, n0, n1, cols, c, ldc, store);
 }
 
 /// C [N, cols] (+)= bf16(A)ᵀ·bf16(B): A [K, N] (lda), B [K, cols] (ldb), row-major, the sum
@@ -487,18 +591,71 @@ inline void outer_product(bool hardware, std::size_t N, std::size_t cols, std::s
   const std::size_t tasks = (N + outer_rows_per_task - 1) / outer_rows_per_task;
   parallel_for(tasks, N * cols * K / 8, [&](std::size_t t) {
     const std::size_t n0 = t * outer_rows_per_task, n1 = std::min(N, n0 + outer_rows_per_task);
-    outer_rows_of(hardware, ap, lda_pairs, bp, ldb_pairs, P, n0, n1, cols, c, ldc, accumulate);
+    outer_rows_of(hardware, ap, {lda_pairs, 1}, bp, ldb_pairs, P, n0, n1, cols, c, ldc,
+                  accumulate ? OuterStore::add : OuterStore::set);
+  });
+}
+
+/// Pairs of K per block of B made at once in row_outer_product (a block of 256 pairs × the
+/// task's columns, made in the task's cache and used by every row of C).
+inline constexpr std::size_t row_outer_block_pairs = 256;
+/// Columns of C per task of row_outer_product: the columns split into 2 tasks per thread (a
+/// multiple of 32, at most 256): the longer a task's piece of each row of B, the fewer streams
+/// the reads of B take. (No output's sum depends on it.)
+inline std::size_t row_outer_task_cols(std::size_t cols) {
+  const std::size_t parts = 2 * static_cast<std::size_t>(std::max(1, omp_get_max_threads()));
+  return std::clamp<std::size_t>((cols + parts * outer_cols - 1) / (parts * outer_cols) * outer_cols, outer_cols, 256);
+}
+
+/// C [M, cols] (+)= bf16(A)·bf16(B): A [M, K] (lda), B [K, cols] (ldb), row-major (dX = dY·W):
+/// on the outer-product kernel, each output summing the pairs of K in turn as above. A's rows
+/// rounded to bf16 are its pairs already; B's rows are paired block by block inside each task
+/// (a task: some columns of C and every row), so B is read once, row by row, with no transposing.
+/// The blocks' sums run in a per-task buffer, each block resuming the last one's (OuterStore::resume:
+/// the bits of one pass), and are then stored in C or added to it.
+inline void row_outer_product(bool hardware, std::size_t M, std::size_t cols, std::size_t K, const float* a, std::size_t lda,
+                              const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate) {
+  if (M == 0 || cols == 0) return;
+  const std::size_t P = (K + 1) / 2, ld_words = (P + 15) / 16 * 16;
+  thread_local std::vector<std::uint32_t> a_words;  // [M, ld_words]
+  if (a_words.size() < M * ld_words) a_words.resize(M * ld_words);
+  pair_columns(hardware, a, lda, M, K, ld_words, a_words.data());
+  const std::uint32_t* aw = a_words.data();
+  const std::size_t task_cols = row_outer_task_cols(cols), tasks = (cols + task_cols - 1) / task_cols;
+  parallel_for(tasks, M * cols * K / 8, [&](std::size_t t) {
+    const std::size_t j0 = t * task_cols, width = std::min(cols, j0 + task_cols) - j0;
+    thread_local std::vector<std::uint32_t> b_block;  // [row_outer_block_pairs, task_cols]
+    thread_local std::vector<float> sums;               // [M, task_cols]
+    if (b_block.size() < row_outer_block_pairs * task_cols) b_block.resize(row_outer_block_pairs * task_cols);
+    if (sums.size() < M * task_cols) sums.resize(M * task_cols);
+    const std::size_t tile_calls = ((width + outer_cols - 1) / outer_cols) * ((M + outer_rows - 1) / outer_rows);
+    for (std::size_t p0 = 0; p0 < P; p0 += row_outer_block_pairs) {
+      const std::size_t pairs = std::min(row_outer_block_pairs, P - p0);
+      for (std::size_t p = 0; p < pairs; ++p)  // B's rows from 2·p0 on, columns [j0, j0 + width)
+        pair_row(hardware, b + 2 * p0 * ldb + j0, ldb, K - 2 * p0, width, task_cols, p, b_block.data());
+      const std::size_t k_next = 2 * (p0 + pairs);  // the next block's rows of B, fetched meanwhile
+      Prefetcher next(b + k_next * ldb + j0, ldb, std::min(K, k_next + 2 * row_outer_block_pairs) - std::min(K, k_next), width,
+                      tile_calls);
+      outer_rows_of(hardware, aw + p0, {1, ld_words}, b_block.data(), task_cols, pairs, 0, M, width, sums.data(), task_cols,
+                    p0 == 0 ? OuterStore::set : OuterStore::resume, &next);
+    }
+    for (std::size_t m = 0; m < M; ++m) {
+      float* c_row = c + m * ldc + j0;
+      const float* s_row = sums.data() + m * task_cols;
+      for (std::size_t j = 0; j < width; ++j) c_row[j] = accumulate ? c_row[j] + s_row[j] : s_row[j];
+    }
   });
 }
 
 /// C [M,N] (+)= bf16(op(A))·bf16(op(B)): op(A) [M,K], op(B) [K,N], both rounded to bf16 once
 /// per call: op(A) into a per-thread buffer (grown once per shape), op(B) task by task inside
-/// `multiply`; then the sums of `multiply`. Aᵀ·B (both stored with K as their rows) runs on
+/// `multiply`; then the sums of `multiply`. Aᵀ·B and A·B (B stored with K as its rows) run on
 /// the outer-product kernel instead, with its order of the sums.
 inline void matmul(bool hardware, bool a_transposed, bool b_transposed, std::size_t M, std::size_t N, std::size_t K,
                    const float* a, std::size_t lda, const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate) {
   if (M == 0 || N == 0) return;
   if (a_transposed && !b_transposed) return outer_product(hardware, M, N, K, a, lda, b, ldb, c, ldc, accumulate);
+  if (!a_transposed && !b_transposed) return row_outer_product(hardware, M, N, K, a, lda, b, ldb, c, ldc, accumulate);
   const std::size_t Kp = (K + panel_cols - 1) / panel_cols * panel_cols;
   thread_local std::vector<std::uint16_t> a_rows;  // [M, Kp]
   if (a_rows.size() < M * Kp) a_rows.resize(M * Kp);

@@ -7,7 +7,8 @@
 /// For R ≤ fused_rows_max (decoding) one pass over W computes both products, four rows of W side
 /// by side (gemv.hpp's dot_rows), reading W once instead of W and a cached |W|: decoding is bound
 /// by the memory traffic of the class weights; W is then read from its packed bf16 / int8 copy
-/// when one is given. More rows use two GEMMs over the float W with |W| from the caller.
+/// when one is given. More rows use two GEMMs over the float W with |W| from the caller, in float
+/// or (Precision::bf16, mixed-precision training) on bf16 operands with float sums.
 #pragma once
 #include "causalqwen/cauchy/cauchy_view.hpp"
 #include "causalqwen/linalg/abs_weight.hpp"
@@ -25,7 +26,8 @@ inline constexpr std::size_t fused_rows_max = 16;
 /// W read by the fused kernel instead of w.
 template <class T, Kind K>
 void cauchy_linear(CauchyView<T, 2, Kind::marginal> out, TensorView<const T, 2> w, TensorView<const T, 2> abs_w,
-                   TensorView<const T, 1> b, CauchyView<const T, 2, K> a, const PackedRef& packed = {}) {
+                   TensorView<const T, 1> b, CauchyView<const T, 2, K> a, const PackedRef& packed = {},
+                   Precision precision = Precision::f32) {
   static_assert(K == Kind::independent, CAUSALQWEN_LINEAR_OF_MARGINAL);
   const std::size_t N = w.shape[0], C = w.shape[1], R = a.loc.shape[0];
   if (packed.packed())
@@ -36,8 +38,8 @@ void cauchy_linear(CauchyView<T, 2, Kind::marginal> out, TensorView<const T, 2> 
   require_shape(out.loc, {R, N}, "cauchy_linear", "loc of the output");
   if (with_scale) require_shape(out.scale, {R, N}, "cauchy_linear", "scale of the output");
   if (R > fused_rows_max || !detail_gemv::simd_type<T>) {
-    linear_forward<T>(out.loc, a.loc, w, b);
-    if (with_scale) abs_linear_forward<T>(out.scale, a.scale, abs_w);
+    linear_forward<T>(out.loc, a.loc, w, b, {}, precision);
+    if (with_scale) abs_linear_forward<T>(out.scale, a.scale, abs_w, precision);
     return;
   }
   // one task = 256 rows of W; within it, blocks of 4 rows are read once for all R inputs
@@ -69,15 +71,17 @@ void cauchy_linear(CauchyView<T, 2, Kind::marginal> out, TensorView<const T, 2> 
 /// Backward of cauchy_linear from dS = (∂L/∂loc_S, ∂L/∂scale_S) [R,N]:
 ///   dA.d_loc += dS.d_loc·W,  dA.d_scale += dS.d_scale·|W|,
 ///   dW += dS.d_locᵀ·loc_A + sign(W) ⊙ (dS.d_scaleᵀ·scale_A)   (offered first to `sink`)
-/// (the bias gradient, colsum(dS.d_loc), is left to the caller, which may share it).
+/// (the bias gradient, colsum(dS.d_loc), is left to the caller, which may share it). Precision::bf16:
+/// the four products on bf16 operands with float sums.
 template <class T>
 void cauchy_linear_backward(CauchyViewGrad<T, 2> da, TensorView<T, 2> dw, CauchyViewGrad<const T, 2> ds,
                             TensorView<const T, 2> w, TensorView<const T, 2> abs_w,
-                            CauchyView<const T, 2, Kind::independent> a, WeightGradSink<T>* sink = nullptr) {
-  linear_backward_input<T>(da.d_loc, ds.d_loc, w);
-  abs_linear_backward_input<T>(da.d_scale, ds.d_scale, abs_w);
-  linear_backward_weight<T>(dw, ds.d_loc, a.loc, sink);
-  abs_linear_backward_weight<T>(dw, ds.d_scale, a.scale, w, sink);
+                            CauchyView<const T, 2, Kind::independent> a, WeightGradSink<T>* sink = nullptr,
+                            Precision precision = Precision::f32) {
+  linear_backward_input<T>(da.d_loc, ds.d_loc, w, precision);
+  abs_linear_backward_input<T>(da.d_scale, ds.d_scale, abs_w, precision);
+  linear_backward_weight<T>(dw, ds.d_loc, a.loc, sink, precision);
+  abs_linear_backward_weight<T>(dw, ds.d_scale, a.scale, w, sink, precision);
 }
 
 }  // namespace causalqwen::linalg

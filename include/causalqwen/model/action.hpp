@@ -59,6 +59,7 @@ struct Action {
     TensorView<V, 1> b_noise;     // [C]
     TensorView<V, 1> threshold;   // [K]
     linalg::PackedRef cls_packed{};  // a bf16 / int8 copy of cls_weight for decoding (f32: none)
+    linalg::Precision precision = linalg::Precision::f32;  // the class products of > 16 rows (bf16: mixed precision)
     template <class A>
     static ParamsOf bind(A& arena) {
       return {arena.template view<2>(names::cls_w), arena.template view<1>(names::cls_b),
@@ -161,7 +162,7 @@ struct Action {
     const std::size_t C = p.cls_weight.shape[1];
     linalg::cauchy_linear<T, K>(out, TensorView<const T, 2>(p.cls_weight.data + k0 * C, {n, C}), abs_w,
                              TensorView<const T, 1>(p.cls_bias.data + k0, {n}), A,
-                             p.cls_packed.packed() ? p.cls_packed.rows_from(k0, n) : linalg::PackedRef{});
+                             p.cls_packed.packed() ? p.cls_packed.rows_from(k0, n) : linalg::PackedRef{}, p.precision);
   }
 
   static T sign(T x) { return T((x > T(0)) - (x < T(0))); }

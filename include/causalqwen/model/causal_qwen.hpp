@@ -148,11 +148,12 @@ class CausalQwen<T, RuntimeConfig> {
     return metrics;
   }
 
-  /// The arithmetic of the decoder layers' linear products (q|k|v, o, gate, up, down) in the
-  /// forward passes of training and evaluation and in their backward: f32 (the default), or
-  /// bf16 (mixed precision: each product rounds its two operands to bf16 and sums in float;
-  /// the weights, gradients and optimiser, attention, the norms, the embeddings and the heads
-  /// stay float). Float models only.
+  /// The arithmetic of the large linear products in the forward passes of training and
+  /// evaluation and in their backward: the decoder layers' (q|k|v, o, gate, up, down) and the
+  /// class head's over W_cls (loc_S and scale_S of more than 16 positions): f32 (the default),
+  /// or bf16 (mixed precision: each product rounds its two operands to bf16 and sums in float;
+  /// the weights, gradients and optimiser, attention, the norms, the embeddings, the abduction
+  /// and regression heads and the losses stay float). Float models only.
   void set_precision(linalg::Precision precision) {
     linalg::require_precision_fits<T>(precision, "CausalQwen::set_precision");
     precision_ = precision;
@@ -258,7 +259,8 @@ class CausalQwen<T, RuntimeConfig> {
                                  b.target_values.empty() ? TensorView<const T, 1>{} : b.target_values.reshape(Shape<1>{M}),
                                  b.attention_mask.empty() ? TensorView<const std::int64_t, 1>{}
                                                           : b.attention_mask.reshape(Shape<1>{M})};
-    const auto hp = HeadParams<const T>::bind(params_);
+    auto hp = HeadParams<const T>::bind(params_);
+    hp.action.precision = precision_;  // the class products (W_cls) in the layers' precision
     if (!grads) return head_.run(hp, params_.version(), z.flat2d(), targets, mode, noise, cache.head);
     cache.dz.assign(M * H, T(0));
     const auto g = HeadParams<T>::bind(grads->arena);
@@ -281,7 +283,7 @@ class CausalQwen<T, RuntimeConfig> {
   CausalHead<T> head_;
   std::size_t backbone_end_ = 0;  // arena offset where the stack's slots end and the heads' begin
   Arena<T> params_;
-  linalg::Precision precision_ = linalg::Precision::f32;  // the layers' products (set_precision)
+  linalg::Precision precision_ = linalg::Precision::f32;  // the layers' and W_cls's products (set_precision)
   // packed copies for decoding (use_weights)
   linalg::WeightType weight_type_ = linalg::WeightType::f32;
   std::uint64_t packed_version_ = 0;

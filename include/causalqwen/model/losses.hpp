@@ -184,7 +184,7 @@ class OvrLoss {
       const CauchyViewGrad<const T, 2> dS{TensorView<const T, 2>(d_loc_s_.data(), {R, n}),
                                       TensorView<const T, 2>(d_scale_s_.data(), {R, n})};
       linalg::cauchy_linear_backward<T>({TensorView<T, 2>(d_loc_r_.data(), {R, C}), TensorView<T, 2>(d_scale_r_.data(), {R, C})},
-                                        {g->cls_weight.data + k0 * C, {n, C}}, dS, w_chunk, abs_chunk, A_r, sink);
+                                        {g->cls_weight.data + k0 * C, {n, C}}, dS, w_chunk, abs_chunk, A_r, sink, p.precision);
       // ∂/∂b_cls = colsum(∂/∂loc_S); every term depends on (loc_S − C_k), so ∂/∂C_k = −colsum
       std::fill_n(col_.begin(), n, T(0));
       linalg::bias_backward<T>({col_.data(), {n}}, dS.d_loc);
