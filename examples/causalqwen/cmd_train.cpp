@@ -13,8 +13,8 @@
 //            --alpha (its schedule: --alpha-end, --alpha-steps), --lambda (--lambda-final,
 //            --lambda-steps), --freeze backbone for a first stage; --lr defaults to 3e-3 from
 //            scratch, 1e-4 from a checkpoint and 1e-3 from a checkpoint with --freeze backbone
-//   compute  --precision bf16: mixed precision (the decoder layers' products on bf16 operands with
-//            float sums; weights, gradients, optimiser, attention and heads stay float)
+//   compute  --precision bf16: mixed precision (the decoder layers' and W_cls's products on bf16
+//            operands with float sums; weights, gradients, optimiser, attention and losses stay float)
 #include "command.hpp"
 #include "model_loading.hpp"
 #include "train_display.hpp"
@@ -177,7 +177,7 @@ void run_features(const TrainArgs& a) {
   if (!a.reg_bias.empty() || a.reg_init_gain)
     throw cq::DomainError("train: --reg-bias and --reg-init-gain set a token model's heads; --features makes its own");
   if (a.precision != "f32")
-    throw cq::DomainError("train: --precision bf16 sets the decoder layers' products; --features trains the heads alone");
+    throw cq::DomainError("train: --precision bf16 sets the decoder layers' and W_cls's products; --features trains the heads alone");
   cq::model::CausalConfig c;
   const auto K = a.classes, H = a.hidden;
   c.backbone = {K, H, 2 * H, 1, 2, 1, 1e-6, 1e6};
@@ -319,8 +319,8 @@ const cqcli::Registration reg{"train", [](CLI::App& app) {
   sub->add_option("--moments", a->moments, "f32, or bf16 (16-bit moments with stochastic rounding: half the optimiser memory; either optimiser)")
       ->capture_default_str();
   sub->add_option("--precision", a->precision,
-                  "f32, or bf16 (mixed precision: the decoder layers' products on bf16 operands with float sums; "
-                  "weights, gradients, optimiser and heads stay float)")
+                  "f32, or bf16 (mixed precision: the decoder layers' and W_cls's products on bf16 operands with "
+                  "float sums; weights, gradients, optimiser and losses stay float)")
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "bf16"}));
   sub->add_option("--freeze", a->freeze, "none (train everything), backbone (train only the causal.* heads) or heads (train only the backbone)")->capture_default_str();

@@ -506,7 +506,7 @@ inline void pair_columns(bool hardware, const float* a, std::size_t lda, std::si
 }
 #ifdef CAUSALQWEN_BF16_KERNEL
 
-/// The AVX512-BF16 outer-product kernel: rows [n, n + MR) × columns [j, j + 32) of C.
+/// The AVX512-BF16 outer-product kernel: rows [n, n + MR) × columns [j, j + outer_cols) of C.
 template <std::size_t MR>
 CAUSALQWEN_TARGET_BF16 void outer_tile_avx512(const std::uint32_t* a, PairStrides as, const std::uint32_t* b,
                                               std::size_t ldb_pairs, std::size_t P, std::size_t n, std::size_t j,
@@ -599,12 +599,15 @@ inline void outer_product(bool hardware, std::size_t N, std::size_t cols, std::s
 /// Pairs of K per block of B made at once in row_outer_product (a block of 256 pairs × the
 /// task's columns, made in the task's cache and used by every row of C).
 inline constexpr std::size_t row_outer_block_pairs = 256;
-/// Columns of C per task of row_outer_product: the columns split into 2 tasks per thread (a
-/// multiple of 32, at most 256): the longer a task's piece of each row of B, the fewer streams
-/// the reads of B take. (No output's sum depends on it.)
-inline std::size_t row_outer_task_cols(std::size_t cols) {
-  const std::size_t parts = 2 * static_cast<std::size_t>(std::max(1, omp_get_max_threads()));
-  return std::clamp<std::size_t>((cols + parts * outer_cols - 1) / (parts * outer_cols) * outer_cols, outer_cols, 256);
+/// The tasks of row_outer_product: C's columns in tiles of outer_cols, dealt into a multiple of
+/// the thread count of tasks of at most row_outer_task_tiles tiles each, as evenly as the tiles
+/// allow (task t: tiles [t·tiles/tasks, (t+1)·tiles/tasks)), so that the threads get equal
+/// shares; the longer a task's piece of each row of B, the fewer streams its reads take. No
+/// output's sum depends on the split.
+inline constexpr std::size_t row_outer_task_tiles = 4;
+inline std::size_t row_outer_tasks(std::size_t tiles) {
+  const auto threads = static_cast<std::size_t>(std::max(1, omp_get_max_threads()));
+  return std::min(tiles, threads * ((tiles + threads * row_outer_task_tiles - 1) / (threads * row_outer_task_tiles)));
 }
 
 /// C [M, cols] (+)= bf16(A)·bf16(B): A [M, K] (lda), B [K, cols] (ldb), row-major (dX = dY·W):
@@ -621,9 +624,10 @@ inline void row_outer_product(bool hardware, std::size_t M, std::size_t cols, st
   if (a_words.size() < M * ld_words) a_words.resize(M * ld_words);
   pair_columns(hardware, a, lda, M, K, ld_words, a_words.data());
   const std::uint32_t* aw = a_words.data();
-  const std::size_t task_cols = row_outer_task_cols(cols), tasks = (cols + task_cols - 1) / task_cols;
+  constexpr std::size_t task_cols = row_outer_task_tiles * outer_cols;  // the widest task
+  const std::size_t tiles = (cols + outer_cols - 1) / outer_cols, tasks = row_outer_tasks(tiles);
   parallel_for(tasks, M * cols * K / 8, [&](std::size_t t) {
-    const std::size_t j0 = t * task_cols, width = std::min(cols, j0 + task_cols) - j0;
+    const std::size_t j0 = t * tiles / tasks * outer_cols, width = std::min(cols, (t + 1) * tiles / tasks * outer_cols) - j0;
     thread_local std::vector<std::uint32_t> b_block;  // [row_outer_block_pairs, task_cols]
     thread_local std::vector<float> sums;               // [M, task_cols]
     if (b_block.size() < row_outer_block_pairs * task_cols) b_block.resize(row_outer_block_pairs * task_cols);
