@@ -265,6 +265,28 @@ void check_sums(la::Precision precision, const std::vector<float>& out, std::siz
 }
 }  // namespace
 
+TEST_CASE("bf16_matmul over an empty sum (K = 0): every layout writes 0, or leaves C as it was when accumulating") {
+  const std::size_t M = 5, N = 70;
+  for (const bool hardware : {false, true}) {
+    if (hardware && !la::detail_bf16::cpu_has_avx512_bf16()) continue;
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true})
+        for (const bool accumulate : {false, true}) {
+          CAPTURE(hardware);
+          CAPTURE(ta);
+          CAPTURE(tb);
+          CAPTURE(accumulate);
+          const std::vector<float> a(M * N + 1, 1.0f), b(M * N + 1, 1.0f);  // never read
+          std::vector<float> c(M * N, 7.0f);
+          la::detail_bf16::matmul(hardware, ta, tb, M, N, 0, a.data(), ta ? M : 1, b.data(), tb ? 1 : N, c.data(), N,
+                                  accumulate);
+          std::size_t wrong = 0;
+          for (const float v : c) wrong += v != (accumulate ? 7.0f : 0.0f);
+          CHECK(wrong == 0);
+        }
+  }
+}
+
 TEST_CASE("bf16 products of a linear map: forward and both backward products agree with float within bf16 rounding; "
           "double maps refuse them") {
   const std::uint64_t seed = cqtest::test_seed(20261126, "bf16 linear map products");

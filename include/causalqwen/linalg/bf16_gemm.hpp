@@ -14,8 +14,8 @@
 /// instruction flushes subnormal inputs and results to zero).
 /// The same kernel serves mixed-precision training (bf16_matmul: both operands rounded per call)
 /// for X·Wᵀ; dYᵀ·X (whose sums run over the tokens) and dY·W (whose W holds the sum's index in
-/// its rows) run on an outer-product kernel with its own fixed order, described below. Call outside your own `omp parallel` regions (it then runs
-/// serially).
+/// its rows) run on an outer-product kernel with its own fixed order, described below. Call
+/// outside your own `omp parallel` regions (it then runs serially).
 #pragma once
 #include "causalqwen/core/bfloat16.hpp"
 #include "causalqwen/core/error.hpp"
@@ -658,6 +658,11 @@ inline void row_outer_product(bool hardware, std::size_t M, std::size_t cols, st
 inline void matmul(bool hardware, bool a_transposed, bool b_transposed, std::size_t M, std::size_t N, std::size_t K,
                    const float* a, std::size_t lda, const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate) {
   if (M == 0 || N == 0) return;
+  if (K == 0) {  // an empty sum: C = 0, or C unchanged
+    if (!accumulate)
+      for (std::size_t m = 0; m < M; ++m) std::fill_n(c + m * ldc, N, 0.0f);
+    return;
+  }
   if (a_transposed && !b_transposed) return outer_product(hardware, M, N, K, a, lda, b, ldb, c, ldc, accumulate);
   if (!a_transposed && !b_transposed) return row_outer_product(hardware, M, N, K, a, lda, b, ldb, c, ldc, accumulate);
   const std::size_t Kp = (K + panel_cols - 1) / panel_cols * panel_cols;
