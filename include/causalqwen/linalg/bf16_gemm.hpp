@@ -84,10 +84,20 @@ inline float lane_sum(const float* l) {
 #define CAUSALQWEN_NO_LOOP_VECTORIZE
 #endif
 
-/// The portable kernel: out[m][i] for rows [g0·4, g0·4 + 4·G) of the panels and rows
-/// [0, mr) of xb, each lane and sum in the order of the file comment.
+/// Where a tile's outputs go: row m, column r of the tile is c[m·ldc + r], for r < `cols`
+/// (the tile's W rows that exist), written as sum + bias[r] (bias null: sum + 0) or, when
+/// `accumulate`, as c + sum.
+struct TileOut {
+  float* c;
+  std::size_t ldc, cols;
+  const float* bias;
+  bool accumulate;
+};
+
+/// The portable kernel: the outputs of rows [0, mr) of xb and the 4·G W rows of the groups
+/// from w_group, each lane and sum in the order of the file comment.
 CAUSALQWEN_NO_LOOP_VECTORIZE inline void tile_portable(const std::uint16_t* xb, std::size_t Kp, std::size_t mr, const std::uint16_t* w_group,
-                          std::size_t G, float* out /* [mr][4·G] */) {
+                          std::size_t G, const TileOut& o) {
   const std::size_t chunks = Kp / panel_cols, group_stride = panel_rows * Kp;
   for (std::size_t m = 0; m < mr; ++m)
     for (std::size_t g = 0; g < G; ++g)
@@ -104,7 +114,10 @@ CAUSALQWEN_NO_LOOP_VECTORIZE inline void tile_portable(const std::uint16_t* xb, 
           }
           l[j] = lane;
         }
-        out[m * panel_rows * G + g * panel_rows + r] = lane_sum(l);
+        const std::size_t col = g * panel_rows + r;
+        if (col >= o.cols) continue;
+        float& out = o.c[m * o.ldc + col];
+        out = o.accumulate ? out + lane_sum(l) : lane_sum(l) + (o.bias ? o.bias[col] : 0.0f);
       }
 }
 
@@ -136,10 +149,10 @@ CAUSALQWEN_TARGET_BF16 inline __m128 four_sums(__m512 rows01, __m512 rows23) {
   return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), s1));
 }
 
-/// The AVX512-BF16 kernel: MR rows of xb × G groups of 4 W rows.
+/// The AVX512-BF16 kernel: MR rows of xb × G groups of 4 W rows, stored straight into C
+/// (four sums per vector store; the same bits as tile_portable's scalar stores).
 template <std::size_t MR, std::size_t G>
-CAUSALQWEN_TARGET_BF16 void tile_avx512(const std::uint16_t* xb, std::size_t Kp, const std::uint16_t* w_group,
-                                        float* out /* [MR][4·G] */) {
+CAUSALQWEN_TARGET_BF16 void tile_avx512(const std::uint16_t* xb, std::size_t Kp, const std::uint16_t* w_group, const TileOut& o) {
   const std::size_t chunks = Kp / panel_cols, group_stride = panel_rows * Kp;
   __m512 acc[MR][2 * G];
   for (std::size_t m = 0; m < MR; ++m)
@@ -158,33 +171,40 @@ CAUSALQWEN_TARGET_BF16 void tile_avx512(const std::uint16_t* xb, std::size_t Kp,
       for (std::size_t q = 0; q < 2 * G; ++q) acc[m][q] = _mm512_dpbf16_ps(acc[m][q], a, w[q]);
     }
   }
-  for (std::size_t m = 0; m < MR; ++m)
-    for (std::size_t g = 0; g < G; ++g)
-      _mm_storeu_ps(out + m * panel_rows * G + g * panel_rows, four_sums(acc[m][2 * g], acc[m][2 * g + 1]));
+  for (std::size_t g = 0; g < G && g * panel_rows < o.cols; ++g) {
+    const std::size_t col = g * panel_rows;
+    const __mmask8 valid = o.cols >= col + panel_rows ? __mmask8(0xF) : __mmask8((1u << (o.cols - col)) - 1);
+    const __m128 bias = o.bias ? _mm_maskz_loadu_ps(valid, o.bias + col) : _mm_setzero_ps();
+    for (std::size_t m = 0; m < MR; ++m) {
+      float* out = o.c + m * o.ldc + col;
+      const __m128 sums = four_sums(acc[m][2 * g], acc[m][2 * g + 1]);
+      _mm_mask_storeu_ps(out, valid, o.accumulate ? _mm_add_ps(_mm_maskz_loadu_ps(valid, out), sums) : _mm_add_ps(sums, bias));
+    }
+  }
 }
 
 /// tile_avx512 for a run-time row count mr ∈ [1, tile_rows].
 template <std::size_t G>
-void tile_avx512_rows(const std::uint16_t* xb, std::size_t Kp, std::size_t mr, const std::uint16_t* w_group, float* out) {
+void tile_avx512_rows(const std::uint16_t* xb, std::size_t Kp, std::size_t mr, const std::uint16_t* w_group, const TileOut& o) {
   switch (mr) {
-    case 1: return tile_avx512<1, G>(xb, Kp, w_group, out);
-    case 2: return tile_avx512<2, G>(xb, Kp, w_group, out);
-    case 3: return tile_avx512<3, G>(xb, Kp, w_group, out);
-    case 4: return tile_avx512<4, G>(xb, Kp, w_group, out);
-    case 5: return tile_avx512<5, G>(xb, Kp, w_group, out);
-    default: return tile_avx512<6, G>(xb, Kp, w_group, out);
+    case 1: return tile_avx512<1, G>(xb, Kp, w_group, o);
+    case 2: return tile_avx512<2, G>(xb, Kp, w_group, o);
+    case 3: return tile_avx512<3, G>(xb, Kp, w_group, o);
+    case 4: return tile_avx512<4, G>(xb, Kp, w_group, o);
+    case 5: return tile_avx512<5, G>(xb, Kp, w_group, o);
+    default: return tile_avx512<6, G>(xb, Kp, w_group, o);
   }
 }
 #endif
 
 /// The kernel: the portable loop, or AVX512-BF16's when `hardware`.
 inline void tile(bool hardware, const std::uint16_t* xb, std::size_t Kp, std::size_t mr, const std::uint16_t* w_group,
-                 std::size_t G, float* out) {
+                 std::size_t G, const TileOut& o) {
 #ifdef CAUSALQWEN_BF16_KERNEL
-  if (hardware) return G == 1 ? tile_avx512_rows<1>(xb, Kp, mr, w_group, out) : tile_avx512_rows<2>(xb, Kp, mr, w_group, out);
+  if (hardware) return G == 1 ? tile_avx512_rows<1>(xb, Kp, mr, w_group, o) : tile_avx512_rows<2>(xb, Kp, mr, w_group, o);
 #endif
   (void)hardware;
-  tile_portable(xb, Kp, mr, w_group, G, out);
+  tile_portable(xb, Kp, mr, w_group, G, o);
 }
 
 /// Where a packer puts the 16 bf16 values of chunk c (contraction indices [16c, 16c+16)) of
@@ -347,21 +367,15 @@ inline void multiply(bool hardware, const std::uint16_t* xb, std::size_t M, std:
                             : Prefetcher(w.src + n1 * w.ld, w.ld, n2 - n1, w.K, tile_calls);
       }
     }
-    float out[tile_rows * panel_rows * tile_groups];
     for (std::size_t m0 = 0; m0 < M; m0 += block_rows) {
       const std::size_t m_end = std::min(M, m0 + block_rows);
       for (std::size_t n = n0; n < n1; n += panel_rows * groups) {
         const std::size_t rows = std::min(panel_rows * groups, n1 - n);
-        const std::size_t G = (rows + panel_rows - 1) / panel_rows, width = panel_rows * G;
+        const std::size_t G = (rows + panel_rows - 1) / panel_rows;
         for (std::size_t m = m0; m < m_end; m += tile_rows) {
-          const std::size_t mr = std::min(tile_rows, m_end - m);
           next.prefetch_some();
-          tile(hardware, xb + m * Kp, Kp, mr, first_group + ((n - n0) / panel_rows) * panel_rows * Kp, G, out);
-          for (std::size_t i = 0; i < mr; ++i) {
-            float* c_row = c + (m + i) * ldc + n;
-            for (std::size_t r = 0; r < rows; ++r)
-              c_row[r] = accumulate ? c_row[r] + out[i * width + r] : out[i * width + r] + (bias ? bias[n + r] : 0.0f);
-          }
+          tile(hardware, xb + m * Kp, Kp, std::min(tile_rows, m_end - m), first_group + ((n - n0) / panel_rows) * panel_rows * Kp,
+               G, {c + m * ldc + n, ldc, rows, bias ? bias + n : nullptr, accumulate});
         }
       }
     }
