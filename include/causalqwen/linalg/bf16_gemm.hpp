@@ -171,10 +171,12 @@ CAUSALQWEN_TARGET_BF16 void tile_avx512(const std::uint16_t* xb, std::size_t Kp,
       for (std::size_t q = 0; q < 2 * G; ++q) acc[m][q] = _mm512_dpbf16_ps(acc[m][q], a, w[q]);
     }
   }
-  for (std::size_t g = 0; g < G && g * panel_rows < o.cols; ++g) {
+#pragma GCC unroll 2
+  for (std::size_t g = 0; g < G; ++g) {  // unrolled, so that acc stays in registers
     const std::size_t col = g * panel_rows;
-    const __mmask8 valid = o.cols >= col + panel_rows ? __mmask8(0xF) : __mmask8((1u << (o.cols - col)) - 1);
+    const __mmask8 valid = o.cols >= col + panel_rows ? __mmask8(0xF) : o.cols > col ? __mmask8((1u << (o.cols - col)) - 1) : __mmask8(0);
     const __m128 bias = o.bias ? _mm_maskz_loadu_ps(valid, o.bias + col) : _mm_setzero_ps();
+#pragma GCC unroll 6
     for (std::size_t m = 0; m < MR; ++m) {
       float* out = o.c + m * o.ldc + col;
       const __m128 sums = four_sums(acc[m][2 * g], acc[m][2 * g + 1]);
