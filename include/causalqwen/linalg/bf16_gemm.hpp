@@ -527,14 +527,18 @@ template <std::size_t MR>
 CAUSALQWEN_TARGET_BF16 void outer_tile_avx512(const std::uint32_t* a, PairStrides as, const std::uint32_t* b,
                                               std::size_t ldb_pairs, std::size_t P, std::size_t n, std::size_t j,
                                               std::size_t cols, float* c, std::size_t ldc, OuterStore store) {
+  // the loops over rows and vectors are unrolled throughout, so that acc stays in registers
+  __mmask16 valid[outer_vectors];  // the tile's columns that exist, per vector
+#pragma GCC unroll 4
+  for (std::size_t v = 0; v < outer_vectors; ++v) valid[v] = j + 16 * v < cols ? first_lanes(cols - j - 16 * v) : __mmask16(0);
   __m512 acc[MR][outer_vectors];
+#pragma GCC unroll 6
   for (std::size_t r = 0; r < MR; ++r) {
     // C's lines of this tile, requested now so that they arrive while the sums run
     for (std::size_t v = 0; v < outer_vectors && j + 16 * v < cols; ++v) __builtin_prefetch(c + (n + r) * ldc + j + 16 * v, 1, 3);
+#pragma GCC unroll 4
     for (std::size_t v = 0; v < outer_vectors; ++v)
-      acc[r][v] = store == OuterStore::resume && j + 16 * v < cols
-                      ? _mm512_maskz_loadu_ps(first_lanes(cols - j - 16 * v), c + (n + r) * ldc + j + 16 * v)
-                      : _mm512_setzero_ps();
+      acc[r][v] = store == OuterStore::resume ? _mm512_maskz_loadu_ps(valid[v], c + (n + r) * ldc + j + 16 * v) : _mm512_setzero_ps();
   }
   for (std::size_t p = 0; p < P; ++p) {
     const std::uint32_t* bp = b + p * ldb_pairs + j;
@@ -548,13 +552,13 @@ CAUSALQWEN_TARGET_BF16 void outer_tile_avx512(const std::uint32_t* a, PairStride
       for (std::size_t v = 0; v < outer_vectors; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], x, bv[v]);
     }
   }
+#pragma GCC unroll 6
   for (std::size_t r = 0; r < MR; ++r)
-    for (std::size_t v = 0; v < outer_vectors; ++v) {
-      const std::size_t col = j + 16 * v;
-      if (col >= cols) break;
-      const __mmask16 m = first_lanes(cols - col);
-      float* out = c + (n + r) * ldc + col;
-      _mm512_mask_storeu_ps(out, m, store == OuterStore::add ? _mm512_add_ps(_mm512_maskz_loadu_ps(m, out), acc[r][v]) : acc[r][v]);
+#pragma GCC unroll 4
+    for (std::size_t v = 0; v < outer_vectors; ++v) {  // a vector past C's columns has no lanes: no access
+      float* out = c + (n + r) * ldc + j + 16 * v;
+      _mm512_mask_storeu_ps(out, valid[v],
+                            store == OuterStore::add ? _mm512_add_ps(_mm512_maskz_loadu_ps(valid[v], out), acc[r][v]) : acc[r][v]);
     }
 }
 #endif
