@@ -81,6 +81,27 @@ TEST_CASE("bf16 packing rounds to nearest even, as the float copy is rounded") {
   for (std::size_t i = 2; i < w.size(); ++i) CHECK(std::abs(double(rounded[i]) - w[i]) <= std::ldexp(std::abs(double(w[i])), -8));
 }
 
+TEST_CASE("a packed copy of 4 MiB and more lies on huge pages (2 MiB-aligned), packed with the rules of a small one") {
+  const std::uint64_t seed = cqtest::test_seed(20261125, "large packed copy");
+  std::mt19937_64 rng(seed);
+  const std::size_t N = 1030, K = 2100;  // bf16: 4.1 MiB of panels, int8 2.1 MiB (on the heap)
+  const auto w = normal_vector(N * K, rng, 0.05);
+  const la::PackedMatrix bf16(la::WeightType::bf16, c2(w, N, K)), int8(la::WeightType::int8, c2(w, N, K));
+  CHECK(reinterpret_cast<std::uintptr_t>(bf16.ref().bf16) % cq::huge_page_bytes == 0);
+  CHECK(reinterpret_cast<std::uintptr_t>(int8.ref().q) % 64 == 0);
+  auto rounded_bf16 = w, rounded_int8 = w;
+  la::round_weights(la::WeightType::bf16, v2(rounded_bf16, N, K));
+  la::round_weights(la::WeightType::int8, v2(rounded_int8, N, K));
+  bool same = true;
+  for (std::size_t i = 0; i < N; ++i)
+    for (std::size_t j = 0; j < K; ++j)
+      same = same && bf16.at(i, j) == rounded_bf16[i * K + j] && int8.at(i, j) == rounded_int8[i * K + j];
+  CHECK(same);
+  const auto r = bf16.ref();  // the padding of the last panel group and of each row's last chunk is 0
+  CHECK(r.bf16[la::panel_index(N + 1, 0, r.cols_padded)] == 0);
+  CHECK(r.bf16[la::panel_index(0, K + 3, r.cols_padded)] == 0);
+}
+
 TEST_CASE("linear_forward reading a packed copy agrees with the float kernel on the rounded matrix (bf16: and on bf16-rounded X)") {
   const std::uint64_t seed = cqtest::test_seed(20261125, "packed few-rows kernel");
   std::mt19937_64 rng(seed);

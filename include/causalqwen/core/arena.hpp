@@ -4,6 +4,7 @@
 /// parameter counts and checkpoint I/O are plain loops over `layout().slots()` or over `span()`.
 #pragma once
 #include "causalqwen/core/error.hpp"
+#include "causalqwen/core/page_buffer.hpp"
 #include "causalqwen/core/tensor.hpp"
 
 #include <algorithm>
@@ -132,8 +133,8 @@ class Arena {
     std::size_t n = std::max<std::size_t>(layout_->total(), 1);
     if (n > capacity_) {
       const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-      const bool huge = memory_ == ArenaMemory::filled && n * sizeof(T) >= 2 * kHugePage;
-      const std::size_t align = memory_ == ArenaMemory::on_demand ? page : huge ? kHugePage : 64;
+      const bool huge = memory_ == ArenaMemory::filled && n * sizeof(T) >= huge_buffer_min_bytes;
+      const std::size_t align = memory_ == ArenaMemory::on_demand ? page : huge ? huge_page_bytes : 64;
       const std::size_t bytes = (n * sizeof(T) + align - 1) / align * align;
       buffer_.reset();
       if (memory_ == ArenaMemory::on_demand) {
@@ -141,7 +142,7 @@ class Arena {
         detail::require(p != MAP_FAILED, "Arena::reset", "cannot map {} bytes", bytes);
         buffer_ = std::unique_ptr<T, Free>(static_cast<T*>(p), Free{bytes});
       } else if (huge) {
-        buffer_ = std::unique_ptr<T, Free>(static_cast<T*>(map_huge(bytes)), Free{bytes});
+        buffer_ = std::unique_ptr<T, Free>(static_cast<T*>(map_huge_pages(bytes, "Arena::reset")), Free{bytes});
       } else {
         buffer_ = std::unique_ptr<T, Free>(static_cast<T*>(std::aligned_alloc(64, bytes)), Free{0});
         detail::require(buffer_ != nullptr, "Arena::reset", "cannot allocate {} bytes", bytes);
@@ -245,22 +246,6 @@ class Arena {
       else std::free(p);
     }
   };
-  static constexpr std::size_t kHugePage = std::size_t(2) << 20;
-
-  /// `bytes` (a multiple of 2 MiB) of anonymous memory starting at a 2 MiB boundary, marked
-  /// MADV_HUGEPAGE: the mapping is made 2 MiB longer and the slack on both sides unmapped. A
-  /// kernel without transparent huge pages ignores the advice (4 KiB pages, same contents).
-  static void* map_huge(std::size_t bytes) {
-    void* p = mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    detail::require(p != MAP_FAILED, "Arena::reset", "cannot map {} bytes", bytes + kHugePage);
-    const auto start = reinterpret_cast<std::uintptr_t>(p);
-    const std::uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
-    if (aligned > start) munmap(p, aligned - start);
-    if (const std::uintptr_t end = start + bytes + kHugePage; end > aligned + bytes)
-      munmap(reinterpret_cast<void*>(aligned + bytes), end - (aligned + bytes));
-    madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);
-    return reinterpret_cast<void*>(aligned);
-  }
 
   ArenaMemory memory_ = ArenaMemory::filled;
   std::shared_ptr<const Layout> layout_;

@@ -4,7 +4,9 @@
 /// `invalidate()` is called.
 #pragma once
 #include "causalqwen/core/eigen_map.hpp"
+#include "causalqwen/core/page_buffer.hpp"
 #include "causalqwen/core/tensor.hpp"
+#include "causalqwen/core/threading.hpp"
 #include "causalqwen/linalg/gemm.hpp"
 
 #include <algorithm>
@@ -13,15 +15,19 @@
 
 namespace causalqwen::linalg {
 
-/// |W| for one weight matrix, rebuilt only when W (its address, shape or version) changes.
+/// |W| for one weight matrix, rebuilt only when W (its address, shape or version) changes; held
+/// on huge pages when large (the class head's |W_cls| is read twice per training step).
 template <class T>
 class AbsWeightCache {
  public:
   /// |W| [N,K] for W [N,K] at parameter version `version`.
   TensorView<const T, 2> get(TensorView<const T, 2> w, std::uint64_t version) {
     if (!valid_ || w.data != source_ || w.shape != shape_ || version != version_) {
-      abs_.resize(w.size());
-      for (std::size_t i = 0; i < w.size(); ++i) abs_[i] = w.data[i] < T(0) ? -w.data[i] : w.data[i];
+      if (abs_.size() != w.size()) abs_ = PageBuffer<T>(w.size());
+      T* out = abs_.data();
+      parallel_chunks(w.size(), [&](std::size_t begin, std::size_t end) {
+        for (std::size_t i = begin; i < end; ++i) out[i] = w.data[i] < T(0) ? -w.data[i] : w.data[i];
+      });
       source_ = w.data;
       shape_ = w.shape;
       version_ = version;
@@ -35,7 +41,7 @@ class AbsWeightCache {
   std::uint64_t rebuilds() const { return rebuilds_; }
 
  private:
-  std::vector<T> abs_;
+  PageBuffer<T> abs_;
   const T* source_ = nullptr;
   Shape<2> shape_{};
   std::uint64_t version_ = 0;

@@ -11,7 +11,9 @@
 #pragma once
 #include "causalqwen/core/bfloat16.hpp"
 #include "causalqwen/core/error.hpp"
+#include "causalqwen/core/page_buffer.hpp"
 #include "causalqwen/core/tensor.hpp"
+#include "causalqwen/core/threading.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -109,22 +111,24 @@ inline std::int8_t int8_of(float w, float s) {
 class PackedMatrix {
  public:
   PackedMatrix() = default;
-  /// Packs the float matrix w [rows, cols] (see the file comment for the rules).
+  /// Packs the float matrix w [rows, cols] (see the file comment for the rules), into a buffer on
+  /// huge pages when it is large (core/page_buffer.hpp: decoding streams it once per token).
   PackedMatrix(WeightType type, TensorView<const float, 2> w)
       : type_(type), rows_(w.shape[0]), cols_(w.shape[1]), cols_padded_((cols_ + panel_cols - 1) / panel_cols * panel_cols) {
     const std::size_t n = (rows_ + panel_rows - 1) / panel_rows * panel_rows * cols_padded_;
     if (type == WeightType::bf16) {
-      bf16_.assign(n, 0);
-      for (std::size_t r = 0; r < rows_; ++r)
+      bf16_ = PageBuffer<std::uint16_t>(n);
+      parallel_for(rows_, rows_ * cols_, [&](std::size_t r) {
         for (std::size_t c = 0; c < cols_; ++c) bf16_[panel_index(r, c, cols_padded_)] = float_to_bf16(w.data[r * cols_ + c]);
+      });
     } else if (type == WeightType::int8) {
-      q_.assign(n, 0);
-      scale_.resize(rows_);
-      for (std::size_t r = 0; r < rows_; ++r) {
+      q_ = PageBuffer<std::int8_t>(n);
+      scale_ = PageBuffer<float>(rows_);
+      parallel_for(rows_, rows_ * cols_, [&](std::size_t r) {
         const float* row = w.data + r * cols_;
         const float s = scale_[r] = detail_packed::int8_row_scale(row, cols_);
         for (std::size_t c = 0; c < cols_; ++c) q_[panel_index(r, c, cols_padded_)] = detail_packed::int8_of(row[c], s);
-      }
+      });
     }
   }
   PackedRef ref() const { return {type_, rows_, cols_, cols_padded_, 0, bf16_.data(), q_.data(), scale_.data()}; }
@@ -141,9 +145,9 @@ class PackedMatrix {
  private:
   WeightType type_ = WeightType::f32;
   std::size_t rows_ = 0, cols_ = 0, cols_padded_ = 0;
-  std::vector<std::uint16_t> bf16_;
-  std::vector<std::int8_t> q_;
-  std::vector<float> scale_;
+  PageBuffer<std::uint16_t> bf16_;
+  PageBuffer<std::int8_t> q_;
+  PageBuffer<float> scale_;
 };
 
 /// W ← the values a `type` copy of W holds (bf16(W), or q·s per row for int8), in place; f32
