@@ -45,42 +45,14 @@ double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-/// Read bandwidth in bytes/s: the best of 5 sums over a 1 GiB array, split over the threads,
-/// each thread adding into four independent SIMD accumulators (a single scalar chain of float
-/// adds would be bound by the add latency, not by memory, and under-measure the bandwidth).
+/// Read bandwidth in bytes/s: the best of 5 reads of a 1 GiB array (cqbench::read_pass_seconds).
 double stream_read_bandwidth() {
-  using B = xsimd::batch<float>;
-  constexpr std::size_t W = B::size, step = 4 * W;
   const std::size_t n = (std::size_t(1) << 30) / sizeof(float);
   std::vector<float> a(n);
 #pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < static_cast<std::int64_t>(n); ++i) a[static_cast<std::size_t>(i)] = float(i % 7);
   double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    const double t = now();
-    double total = 0;
-#pragma omp parallel reduction(+ : total)
-    {
-      const auto nt = static_cast<std::size_t>(omp_get_num_threads()), id = static_cast<std::size_t>(omp_get_thread_num());
-      const std::size_t blocks = n / step, b0 = blocks * id / nt, b1 = blocks * (id + 1) / nt;
-      B s0(0.f), s1(0.f), s2(0.f), s3(0.f);
-      for (std::size_t blk = b0; blk < b1; ++blk) {
-        const float* p = a.data() + blk * step;
-        s0 += B::load_unaligned(p);
-        s1 += B::load_unaligned(p + W);
-        s2 += B::load_unaligned(p + 2 * W);
-        s3 += B::load_unaligned(p + 3 * W);
-      }
-#if XSIMD_VERSION_MAJOR >= 9
-      total += static_cast<double>(xsimd::reduce_add((s0 + s1) + (s2 + s3)));
-#else
-      total += static_cast<double>(xsimd::hadd((s0 + s1) + (s2 + s3)));
-#endif
-    }
-    const double dt = now() - t;
-    if (total < 0) std::puts("");
-    best = std::max(best, double(n * sizeof(float)) / dt);
-  }
+  for (int rep = 0; rep < 5; ++rep) best = std::max(best, double(n * sizeof(float)) / cqbench::read_pass_seconds(a.data(), n));
   return best;
 }
 

@@ -1,10 +1,12 @@
 // The multiply-add peaks of this CPU, measured: float FMA (vfmadd231ps zmm) and bf16 dot
 // products (vdpbf16ps zmm), on all OpenMP threads, in FLOP/s (2 per multiply-add). A benchmark
-// reports its GFLOP/s as a fraction of them. 0 when the CPU lacks the instruction.
+// reports its GFLOP/s as a fraction of them. 0 when the CPU lacks the instruction. And one pass
+// of a STREAM-like read of memory, which decoding benchmarks report their GB/s against.
 #pragma once
 #include <causalqwen/linalg/bf16_gemm.hpp>
 
 #include <omp.h>
+#include <xsimd/xsimd.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -19,6 +21,37 @@ namespace cqbench {
 
 inline double seconds_now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/// Seconds for one read of a[0, n) (a large array, so from memory): a sum split over the OpenMP
+/// threads, each adding into four independent SIMD accumulators (a single scalar chain of float
+/// adds would be bound by the add latency, not by memory, and under-measure the bandwidth).
+inline double read_pass_seconds(const float* a, std::size_t n) {
+  using B = xsimd::batch<float>;
+  constexpr std::size_t W = B::size, step = 4 * W;
+  const double t = seconds_now();
+  double total = 0;
+#pragma omp parallel reduction(+ : total)
+  {
+    const auto nt = static_cast<std::size_t>(omp_get_num_threads()), id = static_cast<std::size_t>(omp_get_thread_num());
+    const std::size_t blocks = n / step, b0 = blocks * id / nt, b1 = blocks * (id + 1) / nt;
+    B s0(0.f), s1(0.f), s2(0.f), s3(0.f);
+    for (std::size_t blk = b0; blk < b1; ++blk) {
+      const float* p = a + blk * step;
+      s0 += B::load_unaligned(p);
+      s1 += B::load_unaligned(p + W);
+      s2 += B::load_unaligned(p + 2 * W);
+      s3 += B::load_unaligned(p + 3 * W);
+    }
+#if XSIMD_VERSION_MAJOR >= 9
+    total += static_cast<double>(xsimd::reduce_add((s0 + s1) + (s2 + s3)));
+#else
+    total += static_cast<double>(xsimd::hadd((s0 + s1) + (s2 + s3)));
+#endif
+  }
+  const double dt = seconds_now() - t;
+  if (total < 0) std::puts("");  // keeps the sum
+  return dt;
 }
 
 constexpr std::size_t chains = 24;

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace cq = causalqwen;
@@ -23,6 +24,40 @@ namespace {
 using cqtest::c2;
 using cqtest::normal_vector;
 using cqtest::v2;
+
+/// x as the int8 kernels read it (int8_dot.hpp), written independently: per chunk of 16,
+/// t = max |x| / 127 and x̂ = round(x / t), given back as x̂·t; the half-steps t/2 in `half_step`.
+std::vector<double> dequantised(const float* x, std::size_t K, std::vector<double>* half_step = nullptr) {
+  std::vector<double> out(K);
+  if (half_step) half_step->assign(K, 0.0);
+  for (std::size_t c0 = 0; c0 < K; c0 += 16) {
+    const std::size_t c1 = std::min(K, c0 + 16);
+    float m = 0;
+    for (std::size_t j = c0; j < c1; ++j) m = std::max(m, std::abs(x[j]));
+    const float t = m / 127.0f;
+    for (std::size_t j = c0; j < c1; ++j) {
+      out[j] = t > 0 ? double(std::nearbyint(x[j] / t)) * double(t) : 0.0;
+      if (half_step) (*half_step)[j] = 0.5 * double(t);
+    }
+  }
+  return out;
+}
+
+/// Checks an int8 product y (with bias b) of the quantised x against a double sum over the values
+/// the kernel reads (within float rounding), and against the float product y_float of the
+/// unquantised x within the quantisation bound Σ_j (t_j/2)·|w_j|.
+void check_int8_row(float y, double bias, const std::vector<double>& xq, const std::vector<double>& half_step,
+                    const la::PackedMatrix& p, std::size_t n, float y_float, bool absolute) {
+  double s = bias, magnitude = std::abs(bias), bound = 0;
+  for (std::size_t k = 0; k < xq.size(); ++k) {
+    const double w = absolute ? std::abs(double(p.at(n, k))) : double(p.at(n, k));
+    s += xq[k] * w;
+    magnitude += std::abs(xq[k] * w);
+    bound += half_step[k] * std::abs(w);
+  }
+  CHECK(std::abs(y - s) <= 1e-5 * (1 + magnitude));
+  CHECK(std::abs(double(y) - y_float) <= bound + 1e-5 * (1 + magnitude));
+}
 }  // namespace
 
 TEST_CASE("weight type names parse, and an unknown name is refused with the accepted ones") {
@@ -117,13 +152,21 @@ TEST_CASE("linear_forward reading a packed copy agrees with the float kernel on 
       const la::PackedMatrix p(type, c2(w, N, K));
       auto rounded = w;
       la::round_weights(type, v2(rounded, N, K));
-      // the bf16 product rounds X to bf16 too (bf16_gemm.hpp); int8 reads X as it is
+      // the bf16 product rounds X to bf16 too (bf16_gemm.hpp); int8 quantises it (below)
       auto x_read = x;
       if (type == la::WeightType::bf16)
         for (auto& v : x_read) v = cq::bf16_to_float(cq::float_to_bf16(v));
       std::vector<float> y_packed(M * N), y_float(M * N);
       la::linear_forward<float>(v2(y_packed, M, N), c2(x, M, K), c2(rounded, N, K), TensorView<const float, 1>(b.data(), {N}), p.ref());
       la::linear_forward<float>(v2(y_float, M, N), c2(x_read, M, K), c2(rounded, N, K), TensorView<const float, 1>(b.data(), {N}));
+      if (type == la::WeightType::int8) {  // X quantised per chunk of 16 (int8_dot.hpp)
+        for (std::size_t m = 0; m < M; ++m) {
+          std::vector<double> half_step;
+          const auto xq = dequantised(x.data() + m * K, K, &half_step);
+          for (std::size_t n = 0; n < N; ++n) check_int8_row(y_packed[m * N + n], b[n], xq, half_step, p, n, y_float[m * N + n], false);
+        }
+        continue;
+      }
       for (std::size_t i = 0; i < M * N; ++i) CHECK(std::abs(y_packed[i] - y_float[i]) <= 1e-5 * (1 + std::abs(y_float[i])));
       // and the packed result against a double loop over the values read
       for (std::size_t m = 0; m < M; ++m)
@@ -154,14 +197,73 @@ TEST_CASE("fused Cauchy kernel reads the packed W_cls: loc and scale as from the
                              TensorView<const float, 1>(b.data(), {N}), a, p.ref());
     la::cauchy_linear<float>(cq::CauchyView<float, 2, cq::Kind::marginal>{v2(lf, R, N), v2(sf, R, N)}, c2(rounded, N, C), {},
                              TensorView<const float, 1>(b.data(), {N}), a);
-    for (std::size_t i = 0; i < R * N; ++i) {
-      if (type == la::WeightType::bf16) {
+    if (type == la::WeightType::bf16) {
+      for (std::size_t i = 0; i < R * N; ++i) {
         CHECK(lp[i] == lf[i]);
         CHECK(sp[i] == sf[i]);
-      } else {
-        CHECK(std::abs(lp[i] - lf[i]) <= 1e-5 * (1 + std::abs(lf[i])));
-        CHECK(std::abs(sp[i] - sf[i]) <= 1e-5 * (1 + std::abs(sf[i])));
+      }
+      continue;
+    }
+    for (std::size_t r = 0; r < R; ++r) {  // int8: loc_A and scale_A quantised per chunk of 16
+      std::vector<double> loc_half, scale_half;
+      const auto loc_q = dequantised(loc.data() + r * C, C, &loc_half), scale_q = dequantised(scale.data() + r * C, C, &scale_half);
+      for (std::size_t n = 0; n < N; ++n) {
+        check_int8_row(lp[r * N + n], b[n], loc_q, loc_half, p, n, lf[r * N + n], false);
+        check_int8_row(sp[r * N + n], 0.0, scale_q, scale_half, p, n, sf[r * N + n], true);
       }
     }
+  }
+}
+
+TEST_CASE("int8 products: AVX512-VNNI gives the portable loop's bits; rows independent of the batch; zero and non-finite inputs") {
+  const std::uint64_t seed = cqtest::test_seed(20261127, "int8 kernels");
+  std::mt19937_64 rng(seed);
+  MESSAGE("int8 kernel on this CPU: ", std::string(la::int8_kernel_name()));
+  const std::size_t M = 5, K = 100, N = 67;  // K: a chunk with a tail; N: a last group of 3 rows
+  auto x = normal_vector(M * K, rng);
+  x[7] = 40.0f;  // an outlier: its chunk's step grows, the others' do not
+  const auto w = normal_vector(N * K, rng, 0.05), b = normal_vector(N, rng);
+  const la::PackedMatrix p(la::WeightType::int8, c2(w, N, K));
+  const TensorView<const float, 1> bias(b.data(), {N});
+  const auto product = [&](la::Int8Kernel kernel, const float* xs, std::size_t rows, const la::PackedRef& ref,
+                           bool with_bias = true) {
+    la::set_int8_kernel(kernel);
+    std::vector<float> y(rows * ref.rows);
+    la::int8_linear_forward({y.data(), {rows, ref.rows}}, {xs, {rows, K}}, ref, with_bias ? bias : TensorView<const float, 1>{});
+    la::set_int8_kernel(la::Int8Kernel::automatic);
+    return y;
+  };
+  const auto hw = product(la::Int8Kernel::automatic, x.data(), M, p.ref());
+  const auto portable = product(la::Int8Kernel::portable, x.data(), M, p.ref());
+  CHECK(std::memcmp(hw.data(), portable.data(), hw.size() * sizeof(float)) == 0);
+  for (std::size_t m = 0; m < M; ++m) {  // a row alone gives its bits in the batch
+    const auto alone = product(la::Int8Kernel::automatic, x.data() + m * K, 1, p.ref());
+    CHECK(std::memcmp(alone.data(), hw.data() + m * N, N * sizeof(float)) == 0);
+  }
+  // rows of a copy from an unaligned row on (the portable path) equal the whole product's
+  const auto tail = product(la::Int8Kernel::automatic, x.data(), M, p.ref().rows_from(5, N - 5), false);
+  const auto whole = product(la::Int8Kernel::automatic, x.data(), M, p.ref(), false);
+  for (std::size_t m = 0; m < M; ++m)
+    CHECK(std::memcmp(tail.data() + m * (N - 5), whole.data() + m * N + 5, (N - 5) * sizeof(float)) == 0);
+  // the fused head: both kernels, the same bits
+  auto scale = normal_vector(M * K, rng);
+  for (auto& s : scale) s = std::abs(s) + 0.1f;
+  std::vector<float> l1(M * N), s1(M * N), l2(M * N), s2(M * N);
+  for (const bool hardware : {true, false}) {
+    la::set_int8_kernel(hardware ? la::Int8Kernel::automatic : la::Int8Kernel::portable);
+    la::int8_cauchy_rows(p.ref(), x.data(), scale.data(), M, K, b.data(), (hardware ? l1 : l2).data(), (hardware ? s1 : s2).data());
+  }
+  la::set_int8_kernel(la::Int8Kernel::automatic);
+  CHECK(std::memcmp(l1.data(), l2.data(), l1.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(s1.data(), s2.data(), s1.size() * sizeof(float)) == 0);
+  // a zero input gives the bias; ∞ or NaN in a chunk gives NaN
+  std::vector<float> special(3 * K, 0.0f);
+  special[K + 20] = std::numeric_limits<float>::infinity();
+  special[2 * K + 99] = std::numeric_limits<float>::quiet_NaN();
+  const auto y = product(la::Int8Kernel::automatic, special.data(), 3, p.ref());
+  for (std::size_t n = 0; n < N; ++n) {
+    CHECK(y[n] == b[n]);
+    CHECK(std::isnan(y[N + n]));
+    CHECK(std::isnan(y[2 * N + n]));
   }
 }

@@ -6,8 +6,8 @@
 ///
 /// For R ≤ fused_rows_max (decoding) one pass over W computes both products, four rows of W side
 /// by side (gemv.hpp's dot_rows), reading W once instead of W and a cached |W|: decoding is bound
-/// by the memory traffic of the class weights; W is then read from its packed bf16 / int8 copy
-/// when one is given. More rows use two GEMMs over the float W with |W| from the caller, in float
+/// by the memory traffic of the class weights; W is then read from its packed bf16 copy when one
+/// is given, or, from an int8 copy, by the integer dot products of int8_dot.hpp. More rows use two GEMMs over the float W with |W| from the caller, in float
 /// or (Precision::bf16, mixed-precision training) on bf16 operands with float sums.
 #pragma once
 #include "causalqwen/cauchy/cauchy_view.hpp"
@@ -42,6 +42,10 @@ void cauchy_linear(CauchyView<T, 2, Kind::marginal> out, TensorView<const T, 2> 
     if (with_scale) abs_linear_forward<T>(out.scale, a.scale, abs_w, precision);
     return;
   }
+  if constexpr (std::is_same_v<T, float>)
+    if (packed.type == WeightType::int8)
+      return int8_cauchy_rows(packed, a.loc.data, with_scale ? a.scale.data : nullptr, R, C, b.empty() ? nullptr : b.data,
+                              out.loc.data, with_scale ? out.scale.data : nullptr);
   // one task = 256 rows of W; within it, blocks of 4 rows are read once for all R inputs
   with_weight_rows<T>(w, packed, [&](const auto& rows) {
     for_row_blocks(N, 256, N * C, [&](std::size_t n0, std::size_t n1) {

@@ -6,17 +6,18 @@
 /// FMA chains and four streams for the prefetcher), then reduced horizontally; every row's sum is
 /// formed exactly as by a single-row loop (one accumulator per row), so the grouping never
 /// changes a result. The rows of W are split over the OpenMP threads in contiguous blocks.
-/// W is read as float, or from a packed bf16 / int8 copy (packed_weight.hpp), whose panels put
-/// the four rows' next 16 weights side by side (one sequential stream instead of four): each
-/// weight is widened to float in the register and the sums are the float kernel's, in the same
-/// order (a bf16 copy gives the bits the float kernel gives on the bf16-rounded matrix; an int8
-/// row's sums are multiplied by its scale at the end).
+/// W is read as float, or from a packed bf16 copy (packed_weight.hpp), whose panels put the four
+/// rows' next 16 weights side by side (one sequential stream instead of four): each weight is
+/// widened to float in the register and the sums are the float kernel's, in the same order (the
+/// bits the float kernel gives on the bf16-rounded matrix). An int8 copy is read by the integer
+/// dot products of int8_dot.hpp instead.
 /// Inference only; call outside your own `omp parallel` regions (it then runs serially).
 #pragma once
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/core/threading.hpp"
 #include "causalqwen/core/xt.hpp"
+#include "causalqwen/linalg/int8_dot.hpp"
 #include "causalqwen/linalg/packed_weight.hpp"
 
 #include <algorithm>
@@ -48,7 +49,6 @@ template <class T>
 struct FloatRows {
   const T* w;
   std::size_t ld;
-  static constexpr bool scaled = false;
   FloatRows from(std::size_t r) const { return {w + r * ld, ld}; }
   template <class B>
   B load(std::size_t i, std::size_t j) const { return B::load_unaligned(w + i * ld + j); }
@@ -60,7 +60,6 @@ struct FloatRows {
 struct Bf16Rows {
   const std::uint16_t* w;  // the panel store
   std::size_t cols_padded, row0;
-  static constexpr bool scaled = false;
   Bf16Rows from(std::size_t r) const { return {w, cols_padded, row0 + r}; }
   const std::uint16_t* at_ptr(std::size_t i, std::size_t j) const { return w + panel_index(row0 + i, j, cols_padded); }
   template <class B>
@@ -81,44 +80,15 @@ struct Bf16Rows {
   float at(std::size_t i, std::size_t j) const { return bf16_to_float(*at_ptr(i, j)); }
 };
 
-/// The rows of an int8 copy in panels: q_ij as float; the sums of row i are multiplied by s_i
-/// at the end.
-struct Int8Rows {
-  const std::int8_t* w;  // the panel store
-  std::size_t cols_padded, row0;
-  const float* row_scale;  // [rows of the store]
-  static constexpr bool scaled = true;
-  Int8Rows from(std::size_t r) const { return {w, cols_padded, row0 + r, row_scale}; }
-  const std::int8_t* at_ptr(std::size_t i, std::size_t j) const { return w + panel_index(row0 + i, j, cols_padded); }
-  template <class B>
-  B load(std::size_t i, std::size_t j) const {
-    const std::int8_t* p = at_ptr(i, j);
-#if XSIMD_WITH_AVX512F
-    if constexpr (B::size == 16)
-      return B(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))));
-#endif
-#if XSIMD_WITH_AVX2
-    if constexpr (B::size == 8)
-      return B(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))));
-#endif
-    alignas(64) float lanes[B::size];
-    for (std::size_t k = 0; k < B::size; ++k) lanes[k] = static_cast<float>(at_ptr(i, j + k)[0]);
-    return B::load_aligned(lanes);
-  }
-  float at(std::size_t i, std::size_t j) const { return static_cast<float>(*at_ptr(i, j)); }
-  float factor(std::size_t i) const { return row_scale[row0 + i]; }
-};
-
 }  // namespace detail_gemv
 
-/// f(rows) with the reader of W: the packed copy when `packed` holds one (float models only),
-/// else the float matrix w.
+/// f(rows) with the reader of W: the bf16 copy when `packed` holds one (float models only),
+/// else the float matrix w (int8 copies have kernels of their own: int8_dot.hpp).
 template <class T, class F>
 void with_weight_rows(TensorView<const T, 2> w, const PackedRef& packed, F&& f) {
   if constexpr (std::is_same_v<T, float>) {
     if (packed.type == WeightType::bf16) return f(detail_gemv::Bf16Rows{packed.bf16, packed.cols_padded, packed.row0});
-    if (packed.type == WeightType::int8)
-      return f(detail_gemv::Int8Rows{packed.q, packed.cols_padded, packed.row0, packed.row_scale});
+    detail::require(packed.type != WeightType::int8, "with_weight_rows", "int8 copies are read by int8_dot.hpp's kernels");
   } else {
     detail::require(!packed.packed(), "with_weight_rows", "packed {} weights serve float models only",
                     weight_type_name(packed.type));
@@ -128,12 +98,12 @@ void with_weight_rows(TensorView<const T, 2> w, const PackedRef& packed, F&& f) 
 
 /// For the N (≤ 4) rows of W that `w` starts at, of length C: loc[i] = Σ_j a_j·w_ij and, when
 /// `s` is non-null, scale[i] = Σ_j s_j·|w_ij| (vector accumulators, one per row and sum, then a
-/// horizontal sum, then the scalar tail; int8 rows: then × s_i).
+/// horizontal sum, then the scalar tail).
 template <class T, std::size_t N, class Rows>
 inline void dot_rows(const Rows& w, const T* a, const T* s, std::size_t C, T* loc, T* scale) noexcept {
   static_assert(N >= 1 && N <= 4);
   static_assert(std::is_same_v<Rows, detail_gemv::FloatRows<T>> || std::is_same_v<T, float>,
-                "causalqwen::dot_rows: packed bf16/int8 weights serve float models only.");
+                "causalqwen::dot_rows: packed bf16 weights serve float models only.");
   std::size_t j = 0;
   T l[N] = {}, sc[N] = {};
   if constexpr (detail_gemv::simd_type<T>) {
@@ -175,11 +145,7 @@ inline void dot_rows(const Rows& w, const T* a, const T* s, std::size_t C, T* lo
       if (s) sc[i] = std::fma(s[j], std::fabs(wij), sc[i]);
     }
   for (std::size_t i = 0; i < N; ++i) {
-    if constexpr (Rows::scaled) {
-      l[i] *= w.factor(i);
-      sc[i] *= w.factor(i);
-    }
-    loc[i] = l[i];
+      loc[i] = l[i];
     if (s) scale[i] = sc[i];
   }
 }
@@ -193,12 +159,15 @@ void for_row_blocks(std::size_t n, std::size_t rows_per_task, std::size_t work, 
 }
 
 /// Y = X·Wᵀ (+ b) for a few rows of X, reading W once:  X [M,K], W [N,K], b [N] (optional), Y [M,N].
-/// W is read from `packed` when it holds a bf16 or int8 copy (w may then be empty), else from w.
+/// W is read from `packed` when it holds a bf16 copy, or by int8_linear_forward when it holds an
+/// int8 one (w may then be empty), else from w.
 /// Any M works (the loop over X's rows is innermost, W's 4-row block staying in cache); it is
 /// meant for M ≤ few_rows_max.
 template <class T>
 void few_rows_linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, TensorView<const T, 2> w,
                              TensorView<const T, 1> b = {}, const PackedRef& packed = {}) {
+  if constexpr (std::is_same_v<T, float>)
+    if (packed.type == WeightType::int8) return int8_linear_forward(y, x, packed, b);
   const std::size_t M = x.shape[0], K = x.shape[1], N = packed.packed() ? packed.rows : w.shape[0];
   const std::size_t WK = packed.packed() ? packed.cols : w.shape[1];
   detail::require(WK == K, "few_rows_linear_forward", "W [{},{}] does not match X {}", N, WK, shape_string(x.shape));

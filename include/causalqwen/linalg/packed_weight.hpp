@@ -6,8 +6,9 @@
 ///          q_ij = round(W_ij / s_i) ∈ [−127, 127]  (symmetric, one scale per row)
 /// `round_weights` writes the same values back into the float matrix, so that a GEMM over the
 /// float copy (prefill, evaluation) computes with the numbers the packed kernels read.
-/// The kernels widen every weight to float and accumulate in float; int8 rows multiply their
-/// sums by s_i once at the end.
+/// The bf16 kernels widen every weight to float (or multiply bf16 pairs) and accumulate in
+/// float; the int8 kernels (int8_dot.hpp) quantise the input per chunk of 16 and sum integer
+/// products, then multiply each row's sum by s_i once at the end.
 #pragma once
 #include "causalqwen/core/bfloat16.hpp"
 #include "causalqwen/core/error.hpp"

@@ -1,0 +1,262 @@
+/// The products of decoding with int8 weights (packed_weight.hpp: q_ij ∈ [−127, 127], one scale
+/// s_i per row) on integer dot products. The float input x is quantised per chunk c of 16
+/// columns (the panels' chunk), as llama.cpp's Q8 activations are per block:
+///   t_c = max_{j∈c} |x_j| / 127,   x̂_j = round(x_j / t_c) ∈ [−127, 127]   (ties to even)
+///   y_i = s_i · ( (l₀ + l₁) + (l₂ + l₃) ),   l_g = Σ_c t_c · Σ_{k<4} x̂_{16c+4g+k} · q_{i,16c+4g+k}
+/// where the inner sums are exact integers and l_g runs over the chunks in order, each step one
+/// fused multiply-add (l_g ← fma(float(inner), t_c, l_g)). The scale side of the Cauchy head,
+/// Σ_j s_j·|w_ij|, is the same with |q_ij|. Each x̂_j is x_j to within t_c/2, so a product is the
+/// float one to within Σ_c (t_c/2)·Σ_{j∈c} |q_ij|·s_i (plus float rounding).
+/// On a CPU with AVX512-VNNI (checked at run time) one vpdpbusd multiplies 64 weights (four rows
+/// of a panel group × one chunk) by |x̂| with the signs of x̂ moved onto the weights; elsewhere a
+/// portable loop computes the same sums in the same order (the same bits). A row's result does
+/// not depend on the other rows, the thread count or the CPU. A non-finite x_j makes its chunk's
+/// t_c non-finite and the outputs NaN.
+#pragma once
+#include "causalqwen/core/error.hpp"
+#include "causalqwen/core/tensor.hpp"
+#include "causalqwen/core/threading.hpp"
+#include "causalqwen/linalg/packed_weight.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define CAUSALQWEN_INT8_KERNEL 1
+#endif
+
+namespace causalqwen::linalg {
+
+/// Which kernel the int8 products run: AVX512-VNNI's when this CPU has it (`automatic`, the
+/// default), or the portable loop everywhere (`portable`: the same bits; for tests).
+enum class Int8Kernel { automatic, portable };
+
+namespace detail_int8 {
+
+inline std::atomic<Int8Kernel>& kernel_choice() {
+  static std::atomic<Int8Kernel> choice{Int8Kernel::automatic};
+  return choice;
+}
+
+/// Whether this CPU runs vpdpbusd on 512-bit vectors (asked once).
+inline bool cpu_has_avx512_vnni() {
+#ifdef CAUSALQWEN_INT8_KERNEL
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
+/// Vectors quantised per chunk of 16 (the file comment): for vector v and chunk c, the 16 bytes
+/// |x̂| at mag[(v·chunks + c)·16], the signs (bit k: x̂_{16c+k} < 0) at sign[v·chunks + c], t_c at
+/// scale[v·chunks + c]. Past the vector's length: 0.
+struct Quantised {
+  std::vector<std::uint8_t> mag;
+  std::vector<std::uint16_t> sign;
+  std::vector<float> scale;
+  std::size_t chunks = 0;
+
+  /// Quantises `count` vectors of length K (vector v at x + v·ld) into chunks = ⌈K/16⌉.
+  void assign(const float* x, std::size_t ld, std::size_t count, std::size_t K) {
+    chunks = (K + panel_cols - 1) / panel_cols;
+    if (mag.size() < count * chunks * panel_cols) mag.resize(count * chunks * panel_cols);
+    if (sign.size() < count * chunks) sign.resize(count * chunks);
+    if (scale.size() < count * chunks) scale.resize(count * chunks);
+    for (std::size_t v = 0; v < count; ++v)
+      for (std::size_t c = 0; c < chunks; ++c) {
+        const float* in = x + v * ld + c * panel_cols;
+        const std::size_t n = std::min(panel_cols, K - c * panel_cols), at = v * chunks + c;
+        float m = 0;
+        bool finite = true;
+        for (std::size_t k = 0; k < n; ++k) {
+          finite = finite && std::isfinite(in[k]);
+          m = std::max(m, std::fabs(in[k]));
+        }
+        const float t = finite ? m / 127.0f : std::numeric_limits<float>::quiet_NaN();
+        scale[at] = t;
+        std::uint16_t bits = 0;
+        for (std::size_t k = 0; k < panel_cols; ++k) {
+          float q = 0;
+          if (k < n && t > 0 && finite) q = std::clamp(std::nearbyint(in[k] / t), -127.0f, 127.0f);
+          mag[at * panel_cols + k] = static_cast<std::uint8_t>(std::fabs(q));
+          if (q < 0) bits = static_cast<std::uint16_t>(bits | (1u << k));
+        }
+        sign[at] = bits;
+      }
+  }
+  const std::uint8_t* mag_of(std::size_t v) const { return mag.data() + v * chunks * panel_cols; }
+  const std::uint16_t* sign_of(std::size_t v) const { return sign.data() + v * chunks; }
+  const float* scale_of(std::size_t v) const { return scale.data() + v * chunks; }
+};
+
+/// One quantised vector as the kernels read it.
+struct QuantisedRef {
+  const std::uint8_t* mag;
+  const std::uint16_t* sign;
+  const float* scale;
+};
+inline QuantisedRef ref(const Quantised& q, std::size_t v) { return {q.mag_of(v), q.sign_of(v), q.scale_of(v)}; }
+
+/// y = ((l₀ + l₁) + (l₂ + l₃)): a row's four lane sums, in the kernels' order.
+inline float lane_sum(const float* l) { return (l[0] + l[1]) + (l[2] + l[3]); }
+
+/// The portable kernel: the sum (without the row scale) of row r of the store (any row) with x,
+/// reading q_rj (or |q_rj| when `absolute`), in the order of the file comment.
+inline float row_sum_portable(const std::int8_t* store, std::size_t cols_padded, std::size_t r, std::size_t chunks,
+                              const QuantisedRef& x, bool absolute) {
+  float l[4] = {0, 0, 0, 0};
+  for (std::size_t c = 0; c < chunks; ++c) {
+    const std::int8_t* w = store + panel_index(r, c * panel_cols, cols_padded);
+    const std::uint8_t* m = x.mag + c * panel_cols;
+    for (std::size_t g = 0; g < 4; ++g) {
+      std::int32_t inner = 0;
+      for (std::size_t k = 4 * g; k < 4 * g + 4; ++k) {
+        const std::int32_t q = absolute ? std::abs(std::int32_t(w[k])) : std::int32_t(w[k]);
+        const std::int32_t signed_mag = (x.sign[c] >> k) & 1u ? -std::int32_t(m[k]) : std::int32_t(m[k]);
+        inner += signed_mag * q;
+      }
+      l[g] = std::fma(static_cast<float>(inner), x.scale[c], l[g]);
+    }
+  }
+  return lane_sum(l);
+}
+
+#ifdef CAUSALQWEN_INT8_KERNEL
+#define CAUSALQWEN_TARGET_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+
+/// The lane sums l_g of the four rows of one panel group (lane 4r + g), for x (and, when `s` is
+/// given, for s with |q|: the scale side), accumulated over the chunks.
+template <bool WithScale>
+CAUSALQWEN_TARGET_VNNI inline void group_lanes_avx512(const std::int8_t* group, std::size_t chunks, const QuantisedRef& x,
+                                                      const QuantisedRef* s, float* lanes_x, float* lanes_s) {
+  const __m512i zero = _mm512_setzero_si512();
+  __m512 acc_x = _mm512_setzero_ps(), acc_s = _mm512_setzero_ps();
+  for (std::size_t c = 0; c < chunks; ++c) {
+    const __m512i w = _mm512_loadu_si512(group + c * panel_rows * panel_cols);  // rows 0-3 × 16 columns
+    // bit 16r + k of the mask: x̂_{16c+k} < 0, for each of the four rows
+    const __mmask64 neg_x = _cvtu64_mask64(std::uint64_t(x.sign[c]) * 0x0001000100010001ull);
+    const __m512i wx = _mm512_mask_sub_epi8(w, neg_x, zero, w);
+    const __m512i mx = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.mag + c * panel_cols)));
+    acc_x = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(zero, mx, wx)), _mm512_set1_ps(x.scale[c]), acc_x);
+    if constexpr (WithScale) {
+      const __m512i a = _mm512_abs_epi8(w);
+      const __mmask64 neg_s = _cvtu64_mask64(std::uint64_t(s->sign[c]) * 0x0001000100010001ull);
+      const __m512i ws = _mm512_mask_sub_epi8(a, neg_s, zero, a);
+      const __m512i ms = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s->mag + c * panel_cols)));
+      acc_s = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(zero, ms, ws)), _mm512_set1_ps(s->scale[c]), acc_s);
+    }
+  }
+  _mm512_storeu_ps(lanes_x, acc_x);
+  if constexpr (WithScale) _mm512_storeu_ps(lanes_s, acc_s);
+}
+#endif
+
+/// For rows [n0, n0 + count) (count ≤ 4) of the packed W, against x and (when s is non-null) s:
+/// out_x[i] = s_i·Σ x̂·q, out_s[i] = s_i·Σ ŝ·|q|; on AVX512-VNNI when `hardware` and the rows are
+/// one whole panel group, else on the portable loop (the same bits).
+inline void rows4(bool hardware, const PackedRef& w, std::size_t n0, std::size_t count, const QuantisedRef& x,
+                  const QuantisedRef* s, float* out_x, float* out_s) {
+  const std::size_t chunks = w.cols_padded / panel_cols, r0 = w.row0 + n0;
+#ifdef CAUSALQWEN_INT8_KERNEL
+  if (hardware && r0 % panel_rows == 0) {
+    const std::int8_t* group = w.q + panel_index(r0, 0, w.cols_padded);
+    alignas(64) float lanes_x[16], lanes_s[16];
+    if (s) group_lanes_avx512<true>(group, chunks, x, s, lanes_x, lanes_s);
+    else group_lanes_avx512<false>(group, chunks, x, nullptr, lanes_x, nullptr);
+    for (std::size_t i = 0; i < count; ++i) {
+      out_x[i] = lane_sum(lanes_x + 4 * i) * w.row_scale[r0 + i];
+      if (s) out_s[i] = lane_sum(lanes_s + 4 * i) * w.row_scale[r0 + i];
+    }
+    return;
+  }
+#endif
+  (void)hardware;
+  for (std::size_t i = 0; i < count; ++i) {
+    out_x[i] = row_sum_portable(w.q, w.cols_padded, r0 + i, chunks, x, false) * w.row_scale[r0 + i];
+    if (s) out_s[i] = row_sum_portable(w.q, w.cols_padded, r0 + i, chunks, *s, true) * w.row_scale[r0 + i];
+  }
+}
+
+}  // namespace detail_int8
+
+/// Sets the kernel of every later int8 product in this process.
+inline void set_int8_kernel(Int8Kernel k) { detail_int8::kernel_choice() = k; }
+
+/// Whether the int8 products run on AVX512-VNNI now.
+inline bool int8_kernel_is_hardware() {
+  return detail_int8::kernel_choice() == Int8Kernel::automatic && detail_int8::cpu_has_avx512_vnni();
+}
+
+/// "AVX512-VNNI" or "portable": what the int8 products run on now.
+inline const char* int8_kernel_name() { return int8_kernel_is_hardware() ? "AVX512-VNNI" : "portable"; }
+
+/// Y = x̂·Wᵀ (+ b) with W an int8 copy, X [M,K] quantised per row and chunk (the file comment),
+/// Y [M,N]; rows of W split over the threads in blocks of 64.
+inline void int8_linear_forward(TensorView<float, 2> y, TensorView<const float, 2> x, const PackedRef& w,
+                                TensorView<const float, 1> b = {}) {
+  const std::size_t M = x.shape[0], K = x.shape[1], N = w.rows;
+  detail::require(w.type == WeightType::int8, "int8_linear_forward", "W is {}, not an int8 copy", weight_type_name(w.type));
+  detail::require(w.cols == K, "int8_linear_forward", "W [{},{}] does not match X {}", N, w.cols, shape_string(x.shape));
+  require_shape(y, {M, N}, "int8_linear_forward", "Y");
+  if (!b.empty()) require_shape(b, {N}, "int8_linear_forward", "b");
+  thread_local detail_int8::Quantised quantised;  // grown once per shape
+  const detail_int8::Quantised& xq = quantised;  // the caller's: the workers' thread_local would be their own
+  quantised.assign(x.data, K, M, K);
+  const bool hardware = int8_kernel_is_hardware();
+  constexpr std::size_t rows_per_task = 64;
+  parallel_for((N + rows_per_task - 1) / rows_per_task, M * N * K / 4 + N * K, [&](std::size_t t) {
+    const std::size_t n1 = std::min(N, (t + 1) * rows_per_task);
+    float out[4];
+    for (std::size_t n = t * rows_per_task; n < n1; n += panel_rows) {
+      const std::size_t count = std::min(panel_rows, n1 - n);
+      for (std::size_t m = 0; m < M; ++m) {
+        const auto xr = detail_int8::ref(xq, m);
+        detail_int8::rows4(hardware, w, n, count, xr, nullptr, out, nullptr);
+        for (std::size_t i = 0; i < count; ++i) y.data[m * N + n + i] = out[i] + (b.empty() ? 0.0f : b.data[n + i]);
+      }
+    }
+  });
+}
+
+/// The fused Cauchy product of decoding with an int8 W [N,C]: for each of the R rows,
+/// loc[r,n] = s_n·Σ â·q_n + b_n and (scale non-null) scale[r,n] = s_n·Σ ŝ·|q_n|, with a and s
+/// quantised per chunk (the file comment); W is read once for all R rows and both sums.
+inline void int8_cauchy_rows(const PackedRef& w, const float* loc_a, const float* scale_a, std::size_t R, std::size_t C,
+                             const float* bias, float* loc, float* scale) {
+  detail::require(w.type == WeightType::int8 && w.cols == C, "int8_cauchy_rows", "W is not an int8 copy with {} columns", C);
+  const std::size_t N = w.rows;
+  thread_local detail_int8::Quantised quantised_loc, quantised_scale;
+  const detail_int8::Quantised &aq = quantised_loc, &sq = quantised_scale;  // the caller's, for the workers
+  quantised_loc.assign(loc_a, C, R, C);
+  if (scale_a) quantised_scale.assign(scale_a, C, R, C);
+  const bool hardware = int8_kernel_is_hardware();
+  constexpr std::size_t rows_per_task = 256;
+  parallel_for((N + rows_per_task - 1) / rows_per_task, N * C, [&](std::size_t t) {
+    const std::size_t n1 = std::min(N, (t + 1) * rows_per_task);
+    float l[4], s[4];
+    for (std::size_t n = t * rows_per_task; n < n1; n += panel_rows) {
+      const std::size_t count = std::min(panel_rows, n1 - n);
+      for (std::size_t r = 0; r < R; ++r) {
+        const auto ar = detail_int8::ref(aq, r);
+        const auto sr = scale_a ? detail_int8::ref(sq, r) : detail_int8::QuantisedRef{};
+        detail_int8::rows4(hardware, w, n, count, ar, scale_a ? &sr : nullptr, l, s);
+        for (std::size_t i = 0; i < count; ++i) {
+          loc[r * N + n + i] = l[i] + (bias ? bias[n + i] : 0.0f);
+          if (scale) scale[r * N + n + i] = s[i];
+        }
+      }
+    }
+  });
+}
+
+}  // namespace causalqwen::linalg
