@@ -15,6 +15,9 @@
 // a probe of the same moment, so kernels and layouts compare within a round.
 //
 //   build/bin/bench_decode_stream [THREADS=2] [ROUNDS=8]
+//   build/bin/bench_decode_stream --probe [THREADS=2]   the probe alone (best of 3 reads), in GB/s:
+//                                                       benchmarks/llama_cpp_peer.sh brackets a
+//                                                       peer's runs with it
 #include <causalqwen/core/arena.hpp>
 #include <causalqwen/core/page_buffer.hpp>
 #include <causalqwen/core/threading.hpp>
@@ -47,10 +50,26 @@ struct Shape {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--probe") {
+    const int threads = argc > 2 ? std::atoi(argv[2]) : 2;
+    if (threads < 1 || argc > 3) {
+      fmt::print(stderr, "usage: bench_decode_stream --probe [THREADS >= 1]\n");
+      return 2;
+    }
+    cq::set_threads(static_cast<std::size_t>(threads));
+    cq::PageBuffer<float> probe(std::size_t(1) << 28);  // 1 GiB
+    for (std::size_t i = 0; i < probe.size(); ++i) probe[i] = float(i % 7);
+    double best = 0;
+    for (int pass = 0; pass < 4; ++pass)  // the first touches the threads and the TLB
+      if (const double gbs = double(probe.size() * sizeof(float)) / cqbench::read_pass_seconds(probe.data(), probe.size()); pass > 0)
+        best = std::max(best, gbs);
+    fmt::print("{:.2f}\n", best / 1e9);
+    return 0;
+  }
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 8;
   if (threads < 1 || rounds < 1 || argc > 3) {
-    fmt::print(stderr, "usage: bench_decode_stream [THREADS >= 1] [ROUNDS >= 1]\n");
+    fmt::print(stderr, "usage: bench_decode_stream [THREADS >= 1] [ROUNDS >= 1]  |  bench_decode_stream --probe [THREADS >= 1]\n");
     return 2;
   }
   cq::set_threads(static_cast<std::size_t>(threads));

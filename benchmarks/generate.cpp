@@ -6,9 +6,11 @@
 //   weight matrices read as float32, then as bf16 and int8 copies (CausalQwen::use_weights; a
 //   bf16 copy also runs prefill's products in bf16 on AVX512-BF16: linalg/bf16_gemm.hpp),
 // against, in the same run,
-//   (a) a STREAM-like read bandwidth (SIMD sum of a 1 GiB float array, all threads): decode is bound
-//       by reading the weights, so achieved GB/s = weight bytes read per token (of the type
-//       read) × tokens/s is reported as a fraction of it;
+//   (a) a STREAM-like read bandwidth (SIMD sum of a 1 GiB float array, all threads), measured at
+//       the start and again just before and just after each decode phase: decode is bound by
+//       reading the weights, so achieved GB/s = weight bytes read per token (of the type read) ×
+//       tokens/s is reported as a fraction of the mean of the phase's two probes (the memory of a
+//       shared machine changes speed between minutes);
 //   (b) the multiply-add peaks of this CPU (float FMA, and bf16 vdpbf16ps when it has it: many
 //       independent chains in registers, all threads), which prefill's GFLOP/s is a fraction of;
 //   (c) the same model in PyTorch (benchmarks/generate_torch.py, torch.set_num_threads(THREADS)),
@@ -45,14 +47,20 @@ double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-/// Read bandwidth in bytes/s: the best of 5 reads of a 1 GiB array (cqbench::read_pass_seconds).
-double stream_read_bandwidth() {
+/// The probe's 1 GiB array.
+std::vector<float> probe_array() {
   const std::size_t n = (std::size_t(1) << 30) / sizeof(float);
   std::vector<float> a(n);
 #pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < static_cast<std::int64_t>(n); ++i) a[static_cast<std::size_t>(i)] = float(i % 7);
+  return a;
+}
+
+/// Read bandwidth in bytes/s: the best of `passes` reads of the array (cqbench::read_pass_seconds).
+double stream_read_bandwidth(const std::vector<float>& a, int passes) {
   double best = 0;
-  for (int rep = 0; rep < 5; ++rep) best = std::max(best, double(n * sizeof(float)) / cqbench::read_pass_seconds(a.data(), n));
+  for (int rep = 0; rep < passes; ++rep)
+    best = std::max(best, double(a.size() * sizeof(float)) / cqbench::read_pass_seconds(a.data(), a.size()));
   return best;
 }
 
@@ -77,8 +85,9 @@ int main(int argc, char** argv) {
   fmt::print("threads {}, OMP_WAIT_POLICY={}, OPENBLAS_CORETYPE={}\n", threads,
              std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "(unset)",
              std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "(unset)");
-  const double bw = stream_read_bandwidth();
-  fmt::print("STREAM-like read bandwidth: {:.2f} GB/s\n", bw / 1e9);
+  const auto probe = probe_array();
+  const double bw = stream_read_bandwidth(probe, 5);
+  fmt::print("STREAM-like read bandwidth: {:.2f} GB/s (each decode phase is bracketed by probes of its own)\n", bw / 1e9);
   const double f32_peak = cqbench::float_fma_peak(), bf16_peak = cqbench::bf16_dot_peak();
   fmt::print("multiply-add peak: float FMA {:.0f} GFLOP/s, bf16 vdpbf16ps {:.0f} GFLOP/s (0: not measured on this CPU); bf16 "
              "products run on: {}\n",
@@ -154,6 +163,9 @@ int main(int argc, char** argv) {
     const auto z = model->forward_cached({ids.data(), {1, 128}}, {}, {}, {}, state);
     head_step(z.data + 127 * H);
     std::vector<double> times;
+    // the memory's speed changes from minute to minute on shared machines: probe it just before
+    // and just after the decode steps, and report decode's GB/s against the mean of the two
+    const double probe_before = stream_read_bandwidth(probe, 3);
     const auto usage_start = cq::ProcessUsage::now();
     for (std::size_t s = 0; s < decode_steps; ++s) {
       const double t = now();
@@ -163,6 +175,7 @@ int main(int argc, char** argv) {
       times.push_back(now() - t);
     }
     const auto usage = cq::ProcessUsage::now() - usage_start;
+    ours["probe"][type_name] = (probe_before + stream_read_bandwidth(probe, 3)) / 2;
     times.erase(times.begin(), times.begin() + 2);
     ours["decode"][type_name] = median(times);
     ours["bytes"][type_name] = bytes;
@@ -203,14 +216,16 @@ int main(int argc, char** argv) {
     fmt::print("{:<26} {:>12.2f} {:>14.2f} {:>11.2f}x\n", fmt::format("decode {} (after 128)", type_name), d, dp,
                dp > 0 ? d / dp : 0.0);
   }
-  fmt::print("\n{:<6} {:>12} {:>10} {:>10} {:>16} {:>14}\n", "decode", "GB/token", "tok/s", "GB/s", "of bandwidth",
-             "head alone ms");
+  fmt::print("\n{:<6} {:>12} {:>10} {:>10} {:>12} {:>16} {:>14}\n", "decode", "GB/token", "tok/s", "GB/s", "probe GB/s",
+             "of bandwidth", "head alone ms");
   for (const auto& type_name : types) {
     const double d = 1.0 / ours["decode"][type_name].get<double>(), bytes = ours["bytes"][type_name].get<double>();
-    fmt::print("{:<6} {:>12.3f} {:>10.2f} {:>10.2f} {:>16.2f} {:>14.1f}\n", type_name, bytes / 1e9, d, bytes * d / 1e9,
-               bytes * d / bw, ours["head"][type_name].get<double>() * 1e3);
+    const double phase_bw = ours["probe"][type_name].get<double>();
+    fmt::print("{:<6} {:>12.3f} {:>10.2f} {:>10.2f} {:>12.2f} {:>16.2f} {:>14.1f}\n", type_name, bytes / 1e9, d, bytes * d / 1e9,
+               phase_bw / 1e9, bytes * d / phase_bw, ours["head"][type_name].get<double>() * 1e3);
   }
-  fmt::print("(measured read bandwidth {:.2f} GB/s; the PyTorch peer runs in float32)\n", bw / 1e9);
+  fmt::print("(probe GB/s: the read bandwidth measured just before and after the phase's decode steps, their mean; "
+             "the PyTorch peer runs in float32)\n");
   fmt::print("\n{:<8} {:>4} {:>10} {:>10} {:>22}\n", "prefill", "S", "tok/s", "GFLOP/s", "of its multiply-add peak");
   for (const auto& type_name : types)
     for (std::size_t S : {128u, 512u}) {

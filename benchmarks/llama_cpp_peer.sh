@@ -7,14 +7,18 @@
 #   1. benchmarks/llama_cpp_gguf.py writes random-weight GGUFs of the Qwen2.5-0.5B shape
 #      (vocab 151936, hidden 896, 24 layers, 14/2 heads, FFN 4864, tied output) in F32 and BF16,
 #      and llama-quantize makes a Q8_0 file from the F32 one (files are reused when present);
-#   2. llama-bench -p 128,512 -n 64 -r 3 -t 2 -o json measures prefill (pp128, pp512) and
-#      decode (tg64) tokens/s for each of F32, BF16 and Q8_0;
+#   2. llama-bench -p 128,512 -n 0 and then -p 0 -n 64 (-r 3 -t 2 -o json) measure prefill
+#      (pp128, pp512) and decode (tg64) tokens/s for each of F32, BF16 and Q8_0; the decode run is
+#      bracketed by this repository's bandwidth probe (build/bin/bench_decode_stream --probe);
 #   3. build/bin/bench_generate 2 24 --no-torch (this repository's benchmark, built beforehand)
 #      measures ours: prefill at S = 128 and 512 and decode, with f32, bf16 and int8 weights;
 #   4. one table compares them: llama.cpp's mean tokens/s over the 3 repetitions (avg_ts)
 #      next to ours and ours/llama.cpp, type by type (F32 with our f32, BF16 with our bf16, Q8_0
 #      with our int8). Our int8 prefill runs float GEMMs over the rounded float weights; bf16
-#      prefill runs bf16 products (AVX512-BF16 where the CPU has it).
+#      prefill runs bf16 products (AVX512-BF16 where the CPU has it). A second table puts each
+#      side's decode GB/s (llama.cpp: tokens/s × its GGUF file's size) over the probes that
+#      bracketed it, and the ratio of the two sides at equal bandwidth: the memory of a shared
+#      machine changes speed between minutes, and the sides run minutes apart.
 # Differences to keep in mind: our decode is measured after a 128-token prompt and includes
 # the CausalQwen head over 151666 classes; llama.cpp's tg64 starts from an empty context and
 # ends in the tied LM head over the 151936-token vocabulary.
@@ -94,14 +98,24 @@ else
 fi
 
 # ---- 3. llama-bench ---------------------------------------------------------------------
+# prefill and decode in two invocations; the decode one bracketed by our bandwidth probe
+# (bench_decode_stream --probe), whose mean the table divides decode's GB/s by: the memory of a
+# shared machine changes speed between minutes, and bench_generate brackets our decode likewise
+PROBE_BIN=$REPO/build/bin/bench_decode_stream
+[[ -x $PROBE_BIN ]] || die "$PROBE_BIN not found: build this repository's benchmarks first (target bench_decode_stream)"
 for t in f32 bf16 q8_0; do
   model=$WORK_DIR/qwen2-0.5b-random-$t.gguf
-  json=$WORK_DIR/llama-bench-$t.json
-  echo "== llama-bench $t (pp128, pp512, tg64; 3 repetitions, $THREADS threads)"
-  OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 "$BIN/llama-bench" -m "$model" -p 128,512 -n 64 -r 3 -t "$THREADS" -o json \
-    >"$json.part" 2>"$WORK_DIR/llama-bench-$t.log" ||
-    { tail -n 20 "$WORK_DIR/llama-bench-$t.log" >&2; die "llama-bench failed on $model (log: $WORK_DIR/llama-bench-$t.log)"; }
-  mv "$json.part" "$json"
+  for part in pp tg; do
+    json=$WORK_DIR/llama-bench-$t-$part.json
+    if [[ $part == pp ]]; then args=(-p 128,512 -n 0); else args=(-p 0 -n 64); fi
+    echo "== llama-bench $t ${args[*]} (3 repetitions, $THREADS threads)"
+    [[ $part == tg ]] && "$PROBE_BIN" --probe "$THREADS" >"$WORK_DIR/probe-$t.txt"
+    OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 "$BIN/llama-bench" -m "$model" "${args[@]}" -r 3 -t "$THREADS" -o json \
+      >"$json.part" 2>"$WORK_DIR/llama-bench-$t.log" ||
+      { tail -n 20 "$WORK_DIR/llama-bench-$t.log" >&2; die "llama-bench failed on $model (log: $WORK_DIR/llama-bench-$t.log)"; }
+    [[ $part == tg ]] && "$PROBE_BIN" --probe "$THREADS" >>"$WORK_DIR/probe-$t.txt"
+    mv "$json.part" "$json"
+  done
 done
 
 # ---- 4. ours ------------------------------------------------------------------------------
@@ -122,13 +136,24 @@ def die(msg):
     sys.exit(f"llama_cpp_peer.sh: error: {msg}")
 
 # llama.cpp: mean tokens/s of the repetitions per test
-llama, info = {}, {}
+llama, info, llama_probe, gguf_bytes = {}, {}, {}, {}
 for t in ("f32", "bf16", "q8_0"):
-    path = os.path.join(work, f"llama-bench-{t}.json")
+    runs = []
+    for part in ("pp", "tg"):
+        path = os.path.join(work, f"llama-bench-{t}-{part}.json")
+        try:
+            runs += json.load(open(path))
+        except (OSError, ValueError) as e:
+            die(f"cannot read {path}: {e}")
+    probe_path = os.path.join(work, f"probe-{t}.txt")
     try:
-        runs = json.load(open(path))
+        probes = [float(x) for x in open(probe_path).read().split()]
     except (OSError, ValueError) as e:
-        die(f"cannot read {path}: {e}")
+        die(f"cannot read {probe_path}: {e}")
+    if len(probes) != 2:
+        die(f"{probe_path}: expected the probe before and after llama-bench's decode, got {probes}")
+    llama_probe[t] = sum(probes) / 2
+    gguf_bytes[t] = os.path.getsize(os.path.join(work, f"qwen2-0.5b-random-{t}.gguf"))
     for r in runs:
         if r["n_prompt"] > 0 and r["n_gen"] == 0:
             llama[(t, f"pp{r['n_prompt']}")] = r["avg_ts"]
@@ -150,10 +175,15 @@ for ln in lines:
     f = ln.split()
     if f and f[0] == "decode" and "tok/s" in f and "GB/token" in f:
         col = f.index("tok/s")
+        gb_col = f.index("GB/token")
+        probe_col = f.index("probe") if "probe" in f else None
     elif f and f[0] == "prefill" and "tok/s" in f:  # the prefill table after it: not decode rows
         col = None
     elif col is not None and f and f[0] in ("f32", "bf16", "int8") and len(f) > col:
         ours[f"tg_{f[0]}"] = float(f[col])
+        ours[f"gb_{f[0]}"] = float(f[gb_col])
+        if probe_col is not None:
+            ours[f"probe_{f[0]}"] = float(f[probe_col])  # "probe GB/s" is two words, but the columns before it are one
 for k in [f"pp{S}_{t}" for S in (128, 512) for t in ("f32", "bf16", "int8")] + ["tg_f32", "tg_bf16", "tg_int8"]:
     if k not in ours:
         die(f"could not find {k} in {path} (bench_generate output format changed?)")
@@ -176,6 +206,23 @@ for t, label, ours_t in (("f32", "F32", "f32"), ("bf16", "BF16", "bf16"), ("q8_0
         ratio = o / l if l else float("nan")
         print(f"{label:<6} {test:<6} {l if l else float('nan'):>16.2f} {o:>11.2f} {ratio:>14.2f}x")
         results.append({"type": label, "test": test, "llama_cpp_tok_s": l, "ours_tok_s": o, "ours_over_llama_cpp": ratio})
+
+# decode at equal memory speed: each side's GB/s over the probe that bracketed it (llama.cpp's
+# bytes per token taken as its GGUF file's size: every matrix once, the tied output included)
+print("\ndecode against the memory of its own minute (GB/s over the mean of the probes around it):")
+hdr = f"{'type':<6} {'llama.cpp GB/s':>14} {'probe':>6} {'of it':>6} | {'ours GB/s':>9} {'probe':>6} {'of it':>6} | {'ours/llama.cpp at equal bandwidth':>34}"
+print(hdr)
+print("-" * len(hdr))
+for t, label, ours_t in (("f32", "F32", "f32"), ("bf16", "BF16", "bf16"), ("q8_0", "Q8_0", "int8")):
+    l = llama.get((t, "tg64"))
+    if not l or f"probe_{ours_t}" not in ours:
+        continue
+    l_gbs, o_gbs = l * gguf_bytes[t] / 1e9, ours[f"tg_{ours_t}"] * ours[f"gb_{ours_t}"]
+    l_frac, o_frac = l_gbs / llama_probe[t], o_gbs / ours[f"probe_{ours_t}"]
+    equal = (ours[f"tg_{ours_t}"] / ours[f"probe_{ours_t}"]) / (l / llama_probe[t])
+    print(f"{label:<6} {l_gbs:>14.1f} {llama_probe[t]:>6.1f} {l_frac:>6.2f} | {o_gbs:>9.1f} {ours[f'probe_{ours_t}']:>6.1f} {o_frac:>6.2f} | {equal:>33.2f}x")
+    results.append({"type": label, "test": "tg64 at equal bandwidth", "llama_cpp_probe_gb_s": llama_probe[t],
+                    "ours_probe_gb_s": ours[f"probe_{ours_t}"], "ours_over_llama_cpp": equal})
 json.dump({"llama_cpp_commit": commit, "date": date, "threads": int(threads), "cpu": info.get("cpu_info"),
            "results": results}, open(os.path.join(work, "peer-results.json"), "w"), indent=1)
 EOF
