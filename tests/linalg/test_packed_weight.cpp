@@ -267,3 +267,36 @@ TEST_CASE("int8 products: AVX512-VNNI gives the portable loop's bits; rows indep
     CHECK(std::isnan(y[2 * N + n]));
   }
 }
+
+TEST_CASE("int8 input quantisation: AVX-512 and the portable loop give the same bytes; ties to even, subnormals, tails") {
+  const std::uint64_t seed = cqtest::test_seed(20261128, "int8 quantisation");
+  std::mt19937_64 rng(seed);
+  const std::size_t K = 16 * 6 + 5;  // six whole chunks and a tail of 5
+  auto x = normal_vector(3 * K, rng);
+  // row 0: chunk 0 has max 127, so t = 1 and x̂ = round(x) with ties to even
+  const float ties[] = {127.0f, 2.5f, 3.5f, -2.5f, -0.5f, 0.5f, -127.0f, 126.5f};
+  std::copy(std::begin(ties), std::end(ties), x.begin());
+  for (std::size_t k = 16; k < 32; ++k) x[k] = 1e-40f * float(k - 15);  // chunk 1: subnormals only
+  for (std::size_t k = 32; k < 48; ++k) x[k] = 0.0f;                    // chunk 2: zeros
+  x[K + 50] = -std::numeric_limits<float>::infinity();                   // row 1, chunk 3
+  x[2 * K + K - 1] = std::numeric_limits<float>::quiet_NaN();           // row 2, the tail
+  la::detail_int8::Quantised hw, portable;
+  hw.assign(x.data(), K, 3, K, la::int8_kernel_is_hardware());
+  portable.assign(x.data(), K, 3, K, false);
+  const std::size_t chunks = (K + 15) / 16;
+  CHECK(hw.chunks == chunks);
+  CHECK(std::memcmp(hw.mag.data(), portable.mag.data(), 3 * chunks * 16) == 0);
+  CHECK(std::memcmp(hw.sign.data(), portable.sign.data(), 3 * chunks * sizeof(std::uint16_t)) == 0);
+  for (std::size_t i = 0; i < 3 * chunks; ++i) {
+    CAPTURE(i);
+    CHECK((hw.scale[i] == portable.scale[i] || (std::isnan(hw.scale[i]) && std::isnan(portable.scale[i]))));
+  }
+  const std::uint8_t expect[] = {127, 2, 4, 2, 0, 0, 127, 126};  // |round-half-even(x)|
+  for (std::size_t k = 0; k < 8; ++k) CHECK(int(hw.mag[k]) == int(expect[k]));
+  CHECK((hw.sign[0] & 0xFFu) == ((1u << 3) | (1u << 6)));  // −2.5 → −2 and −127; −0.5 → −0 carries no sign
+  CHECK(hw.scale[0] == 1.0f);
+  CHECK(hw.scale[2] == 0.0f);                    // zeros: t = 0, x̂ = 0
+  CHECK(std::isnan(hw.scale[chunks + 3]));       // −∞ in the chunk
+  CHECK(std::isnan(hw.scale[2 * chunks + chunks - 1]));
+  for (std::size_t k = K % 16; k < 16; ++k) CHECK(int(hw.mag[(chunks - 1) * 16 + k]) == 0);  // row 0's tail padding
+}

@@ -9,7 +9,8 @@
 /// float one to within Σ_c (t_c/2)·Σ_{j∈c} |q_ij|·s_i (plus float rounding).
 /// On a CPU with AVX512-VNNI (checked at run time) one vpdpbusd multiplies 64 weights (four rows
 /// of a panel group × one chunk) by |x̂| with the signs of x̂ moved onto the weights; elsewhere a
-/// portable loop computes the same sums in the same order (the same bits). A row's result does
+/// portable loop computes the same sums in the same order (the same bits); X is quantised 16
+/// values at a time with AVX-512 there, giving the loop's bytes. A row's result does
 /// not depend on the other rows, the thread count or the CPU. A non-finite x_j makes its chunk's
 /// t_c non-finite and the outputs NaN.
 #pragma once
@@ -57,6 +58,32 @@ inline bool cpu_has_avx512_vnni() {
 #endif
 }
 
+#ifdef CAUSALQWEN_INT8_KERNEL
+#define CAUSALQWEN_TARGET_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+
+/// One chunk quantised with AVX-512, the same bits as the portable loop in Quantised::assign:
+/// the 16 (n ≤ 16 valid) floats at `in` → |x̂| bytes at `mag`, returns the sign bits; t in `t`.
+CAUSALQWEN_TARGET_VNNI inline std::uint16_t quantise_chunk_avx512(const float* in, std::size_t n, std::uint8_t* mag, float& t) {
+  const __mmask16 valid = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+  const __m512 x = _mm512_maskz_loadu_ps(valid, in);
+  const __m512 a = _mm512_abs_ps(x);
+  // |x| < ∞ is false for ±∞ and NaN
+  const bool finite = _mm512_mask_cmp_ps_mask(valid, a, _mm512_set1_ps(std::numeric_limits<float>::infinity()), _CMP_LT_OQ) == valid;
+  const float m = _mm512_reduce_max_ps(a);
+  t = finite ? m / 127.0f : std::numeric_limits<float>::quiet_NaN();
+  if (!(t > 0) || !finite) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(mag), _mm_setzero_si128());
+    return 0;
+  }
+  const __m512 q = _mm512_min_ps(_mm512_max_ps(_mm512_roundscale_ps(_mm512_div_ps(x, _mm512_set1_ps(t)),
+                                                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                                               _mm512_set1_ps(-127.0f)),
+                                 _mm512_set1_ps(127.0f));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(mag), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_abs_ps(q))));
+  return static_cast<std::uint16_t>(_mm512_cmp_ps_mask(q, _mm512_setzero_ps(), _CMP_LT_OQ));
+}
+#endif
+
 /// Vectors quantised per chunk of 16 (the file comment): for vector v and chunk c, the 16 bytes
 /// |x̂| at mag[(v·chunks + c)·16], the signs (bit k: x̂_{16c+k} < 0) at sign[v·chunks + c], t_c at
 /// scale[v·chunks + c]. Past the vector's length: 0.
@@ -66,8 +93,9 @@ struct Quantised {
   std::vector<float> scale;
   std::size_t chunks = 0;
 
-  /// Quantises `count` vectors of length K (vector v at x + v·ld) into chunks = ⌈K/16⌉.
-  void assign(const float* x, std::size_t ld, std::size_t count, std::size_t K) {
+  /// Quantises `count` vectors of length K (vector v at x + v·ld) into chunks = ⌈K/16⌉; with AVX-512
+  /// when `hardware` (the same bits).
+  void assign(const float* x, std::size_t ld, std::size_t count, std::size_t K, bool hardware) {
     chunks = (K + panel_cols - 1) / panel_cols;
     if (mag.size() < count * chunks * panel_cols) mag.resize(count * chunks * panel_cols);
     if (sign.size() < count * chunks) sign.resize(count * chunks);
@@ -76,6 +104,13 @@ struct Quantised {
       for (std::size_t c = 0; c < chunks; ++c) {
         const float* in = x + v * ld + c * panel_cols;
         const std::size_t n = std::min(panel_cols, K - c * panel_cols), at = v * chunks + c;
+#ifdef CAUSALQWEN_INT8_KERNEL
+        if (hardware) {
+          sign[at] = quantise_chunk_avx512(in, n, mag.data() + at * panel_cols, scale[at]);
+          continue;
+        }
+#endif
+        (void)hardware;
         float m = 0;
         bool finite = true;
         for (std::size_t k = 0; k < n; ++k) {
@@ -132,8 +167,6 @@ inline float row_sum_portable(const std::int8_t* store, std::size_t cols_padded,
 }
 
 #ifdef CAUSALQWEN_INT8_KERNEL
-#define CAUSALQWEN_TARGET_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
-
 /// The lane sums l_g of the four rows of one panel group (lane 4r + g), for x (and, when `s` is
 /// given, for s with |q|: the scale side), accumulated over the chunks.
 template <bool WithScale>
@@ -211,8 +244,8 @@ inline void int8_linear_forward(TensorView<float, 2> y, TensorView<const float, 
   if (!b.empty()) require_shape(b, {N}, "int8_linear_forward", "b");
   thread_local detail_int8::Quantised quantised;  // grown once per shape
   const detail_int8::Quantised& xq = quantised;  // the caller's: the workers' thread_local would be their own
-  quantised.assign(x.data, K, M, K);
   const bool hardware = int8_kernel_is_hardware();
+  quantised.assign(x.data, K, M, K, hardware);
   constexpr std::size_t rows_per_task = 64;
   parallel_for((N + rows_per_task - 1) / rows_per_task, M * N * K / 4 + N * K, [&](std::size_t t) {
     const std::size_t n1 = std::min(N, (t + 1) * rows_per_task);
@@ -237,9 +270,9 @@ inline void int8_cauchy_rows(const PackedRef& w, const float* loc_a, const float
   const std::size_t N = w.rows;
   thread_local detail_int8::Quantised quantised_loc, quantised_scale;
   const detail_int8::Quantised &aq = quantised_loc, &sq = quantised_scale;  // the caller's, for the workers
-  quantised_loc.assign(loc_a, C, R, C);
-  if (scale_a) quantised_scale.assign(scale_a, C, R, C);
   const bool hardware = int8_kernel_is_hardware();
+  quantised_loc.assign(loc_a, C, R, C, hardware);
+  if (scale_a) quantised_scale.assign(scale_a, C, R, C, hardware);
   constexpr std::size_t rows_per_task = 256;
   parallel_for((N + rows_per_task - 1) / rows_per_task, N * C, [&](std::size_t t) {
     const std::size_t n1 = std::min(N, (t + 1) * rows_per_task);
