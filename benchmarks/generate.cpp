@@ -6,17 +6,18 @@
 //   weight matrices read as float32, then as bf16 and int8 copies (CausalQwen::use_weights; a
 //   bf16 copy also runs prefill's products in bf16 on AVX512-BF16: linalg/bf16_gemm.hpp),
 // against, in the same run,
-//   (a) a STREAM-like read bandwidth (SIMD sum of a 1 GiB float array, all threads), measured at
-//       the start and again just before and just after each decode phase: decode is bound by
-//       reading the weights, so achieved GB/s = weight bytes read per token (of the type read) ×
-//       tokens/s is reported as a fraction of the mean of the phase's two probes (the memory of a
-//       shared machine changes speed between minutes);
+//   (a) a STREAM-like read bandwidth (SIMD sum of a 1 GiB float array on 2 MiB pages, as the
+//       weights are, all threads), measured at the start and again just before and just after
+//       each decode phase: decode is bound by reading the weights, so achieved GB/s = weight
+//       bytes read per token (of the type read) × tokens/s is reported as a fraction of the mean
+//       of the phase's two probes (the memory of a shared machine changes speed between minutes);
 //   (b) the multiply-add peaks of this CPU (float FMA, and bf16 vdpbf16ps when it has it: many
 //       independent chains in registers, all threads), which prefill's GFLOP/s is a fraction of;
 //   (c) the same model in PyTorch (benchmarks/generate_torch.py, torch.set_num_threads(THREADS)),
 //       greedy with a KV cache and the tied lm_head over all 151,936 rows.
 // Run with OMP_WAIT_POLICY=PASSIVE (and OPENBLAS_CORETYPE=SkylakeX for both sides).
 // usage: bench_generate [THREADS=2] [DECODE_STEPS=24] [--no-torch]
+#include <causalqwen/core/page_buffer.hpp>
 #include <causalqwen/core/process_usage.hpp>
 #include <causalqwen/model/causal_qwen.hpp>
 #include <causalqwen/generate/generator.hpp>
@@ -47,17 +48,17 @@ double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-/// The probe's 1 GiB array.
-std::vector<float> probe_array() {
+/// The probe's 1 GiB array, on 2 MiB pages as the weights are (core/page_buffer.hpp).
+cq::PageBuffer<float> probe_array() {
   const std::size_t n = (std::size_t(1) << 30) / sizeof(float);
-  std::vector<float> a(n);
+  cq::PageBuffer<float> a(n);
 #pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < static_cast<std::int64_t>(n); ++i) a[static_cast<std::size_t>(i)] = float(i % 7);
   return a;
 }
 
 /// Read bandwidth in bytes/s: the best of `passes` reads of the array (cqbench::read_pass_seconds).
-double stream_read_bandwidth(const std::vector<float>& a, int passes) {
+double stream_read_bandwidth(const cq::PageBuffer<float>& a, int passes) {
   double best = 0;
   for (int rep = 0; rep < passes; ++rep)
     best = std::max(best, double(a.size() * sizeof(float)) / cqbench::read_pass_seconds(a.data(), a.size()));
