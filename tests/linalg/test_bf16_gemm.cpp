@@ -157,6 +157,42 @@ TEST_CASE("bf16 product: X rounds as float_to_bf16 does (ties to even, overflow 
   }
 }
 
+TEST_CASE("bf16 pairing of W's rows (dY·W in training): AVX-512 gives the portable bits, subnormals, NaNs and ties included") {
+  // vcvtne2ps2bf16 reads a subnormal as 0: a vector holding one takes the integer rounding
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float snan = std::bit_cast<float>(0x7FA00001u), tie = std::bit_cast<float>(0x3F808000u);
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  const std::size_t K = 5, cols = 40, ld = 41, ld_pairs = 48;  // an odd K: the last pair's high half is 0
+  std::vector<float> src(K * ld);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = std::sin(float(i)) * 3.0f;
+  src[0] = tiny;         // row 0, first vector: the integer path for the row pair (0, 1)
+  src[ld + 17] = 1e-40f; // row 1, second vector: likewise for its pair
+  src[2 * ld + 3] = snan;
+  src[3 * ld + 20] = nan;
+  src[2 * ld + 33] = -inf;
+  src[4 * ld + 5] = tie;
+  const std::size_t P = (K + 1) / 2;
+  std::vector<std::uint32_t> portable(P * ld_pairs, 7u), fast(P * ld_pairs, 7u);
+  la::detail_bf16::pair_rows_portable(src.data(), ld, K, cols, ld_pairs, portable.data());
+  for (std::size_t p = 0; p < P; ++p)
+    for (std::size_t c = 0; c < cols; ++c) {
+      const std::uint32_t lo = cq::float_to_bf16(src[2 * p * ld + c]);
+      const std::uint32_t hi = 2 * p + 1 < K ? cq::float_to_bf16(src[(2 * p + 1) * ld + c]) : 0u;
+      CHECK(portable[p * ld_pairs + c] == (lo | (hi << 16)));
+    }
+#ifdef CAUSALQWEN_BF16_KERNEL
+  if (la::detail_bf16::cpu_has_avx512_bf16()) {
+    la::detail_bf16::pair_rows_avx512(src.data(), ld, K, cols, ld_pairs, fast.data());
+    for (std::size_t p = 0; p < P; ++p)
+      for (std::size_t c = 0; c < cols; ++c) {
+        CAPTURE(p);
+        CAPTURE(c);
+        CHECK(fast[p * ld_pairs + c] == portable[p * ld_pairs + c]);
+      }
+  }
+#endif
+}
+
 TEST_CASE("bf16 product: set_bf16_kernel chooses the portable loop; the name says which runs") {
   la::set_bf16_kernel(la::Bf16Kernel::portable);
   CHECK(!la::bf16_kernel_is_hardware());

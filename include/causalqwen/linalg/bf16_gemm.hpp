@@ -124,8 +124,9 @@ CAUSALQWEN_NO_LOOP_VECTORIZE inline void tile_portable(const std::uint16_t* xb, 
 #ifdef CAUSALQWEN_BF16_KERNEL
 #define CAUSALQWEN_TARGET_BF16 __attribute__((target("avx512f,avx512bw,avx512dq,avx512bf16")))
 
-/// bf16 (nearest even; NaN stays a quiet NaN) of 16 floats: float_to_bf16, 16 at a time.
-CAUSALQWEN_TARGET_BF16 inline __m256i round16(__m512 v) {
+/// bf16 (nearest even; NaN stays a quiet NaN) of 16 floats: float_to_bf16, 16 at a time, in
+/// integer arithmetic.
+CAUSALQWEN_TARGET_BF16 inline __m256i round16_integer(__m512 v) {
   const __m512i bits = _mm512_castps_si512(v);
   const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
   const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), odd)), 16);
@@ -133,6 +134,18 @@ CAUSALQWEN_TARGET_BF16 inline __m256i round16(__m512 v) {
                                                  _mm512_set1_epi32(0x7F800000));
   const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x0040));
   return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
+}
+
+/// Whether any of the floats is subnormal (vfpclassps, category 0x20).
+CAUSALQWEN_TARGET_BF16 inline bool any_subnormal(__m512 v) { return _mm512_fpclass_ps_mask(v, 0x20) != 0; }
+
+/// round16_integer's bits in one instruction, vcvtneps2bf16: it rounds to nearest even and
+/// quiets a NaN as float_to_bf16 does, but reads a subnormal float as a zero of its sign, so a
+/// vector holding one (rare: |x| < 2⁻¹²⁶) takes the integer rounding instead.
+CAUSALQWEN_TARGET_BF16 inline __m256i round16(__m512 v) {
+  if (any_subnormal(v)) [[unlikely]]
+    return round16_integer(v);
+  return (__m256i)_mm512_cvtneps_pbh(v);
 }
 
 /// Lanes [0, n) set (n ≤ 16).
@@ -478,10 +491,17 @@ CAUSALQWEN_TARGET_BF16 inline void pair_row_avx512(const float* src, std::size_t
                                                    std::size_t ld_pairs, std::size_t p, std::uint32_t* pairs) {
   for (std::size_t c = 0; c < ld_pairs; c += 16) {
     const __mmask16 valid = c < cols ? first_lanes(cols - c) : __mmask16(0);
-    const __m512i lo = _mm512_cvtepu16_epi32(round16(_mm512_maskz_loadu_ps(valid, src + 2 * p * ld + c)));
-    const __m512i hi = 2 * p + 1 < K ? _mm512_cvtepu16_epi32(round16(_mm512_maskz_loadu_ps(valid, src + (2 * p + 1) * ld + c)))
-                                     : _mm512_setzero_si512();
-    _mm512_storeu_si512(pairs + p * ld_pairs + c, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+    const __m512 lo = _mm512_maskz_loadu_ps(valid, src + 2 * p * ld + c);
+    const __m512 hi = 2 * p + 1 < K ? _mm512_maskz_loadu_ps(valid, src + (2 * p + 1) * ld + c) : _mm512_setzero_ps();
+    if (any_subnormal(lo) || any_subnormal(hi)) [[unlikely]] {
+      const __m512i lo16 = _mm512_cvtepu16_epi32(round16_integer(lo)), hi16 = _mm512_cvtepu16_epi32(round16_integer(hi));
+      _mm512_storeu_si512(pairs + p * ld_pairs + c, _mm512_or_si512(lo16, _mm512_slli_epi32(hi16, 16)));
+      continue;
+    }
+    // vcvtne2ps2bf16 puts bf16(lo) in words [0, 16) and bf16(hi) in [16, 32); vpermw interleaves them
+    const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5,
+                                                20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    _mm512_storeu_si512(pairs + p * ld_pairs + c, _mm512_permutexvar_epi16(interleave, (__m512i)_mm512_cvtne2ps_pbh(hi, lo)));
   }
 }
 inline void pair_rows_avx512(const float* src, std::size_t ld, std::size_t K, std::size_t cols, std::size_t ld_pairs,
