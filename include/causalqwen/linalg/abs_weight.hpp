@@ -16,7 +16,8 @@
 namespace causalqwen::linalg {
 
 /// |W| for one weight matrix, rebuilt only when W (its address, shape or version) changes; held
-/// on huge pages when large (the class head's |W_cls| is read twice per training step).
+/// on huge pages when large (the class head's |W_cls| of evaluation and generation: 545 MB for
+/// the Qwen2.5-0.5B shape).
 template <class T>
 class AbsWeightCache {
  public:
