@@ -28,7 +28,6 @@
 #include "peak.hpp"
 
 #include <fmt/core.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cstdint>

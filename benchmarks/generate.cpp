@@ -28,7 +28,6 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 #include <omp.h>
-#include <xsimd/xsimd.hpp>
 
 #include <algorithm>
 #include <cstdio>

@@ -224,13 +224,12 @@ TEST_CASE("steady state: StreamingAdamW on bench_train_step's small shape alloca
   check_streaming_steps("training step, small shape (StreamingAdamW)", model, data.view());
 }
 
-TEST_CASE("steady state: a prefill and decode steps allocate nothing and fault no page") {
+TEST_CASE("steady state: a prefill and decode steps allocate nothing and fault no page, with f32, bf16 and int8 weights") {
   const auto seed = cqtest::test_seed(62, "steady-state prefill and decode");
   const auto cfg = config();
   cqm::CausalQwen<float> model(cfg);
   model.init_random(seed);
   cq::generate::NextTokenHead<float> head(cfg);
-  const auto hp = cqm::HeadParams<const float>::bind(model.params());
   std::vector<cq::generate::StepDecision> decision(1);
   cq::generate::DecodeSettings deterministic;
   typename cqm::CausalQwen<float>::InferenceState state;
@@ -238,15 +237,20 @@ TEST_CASE("steady state: a prefill and decode steps allocate nothing and fault n
   std::vector<std::int64_t> prompt(S);
   for (std::size_t i = 0; i < S; ++i) prompt[i] = static_cast<std::int64_t>((i * 13 + seed) % 63);
 
-  auto generate = [&] {
-    model.begin_inference(state, 1, S + decode_steps);
-    const auto z = model.forward_cached({prompt.data(), {1, S}}, {}, {}, {}, state);
-    head.step(hp, model.params().version(), {z.data + (S - 1) * H, {1, H}}, deterministic, {}, decision);
-    for (std::size_t s = 0; s < decode_steps; ++s) {
-      std::int64_t token = decision[0].token;
-      const auto z1 = model.forward_cached({&token, {1, 1}}, {}, {}, {}, state);
-      head.step(hp, model.params().version(), {z1.data, {1, H}}, deterministic, {}, decision);
-    }
-  };
-  check_steady("prefill + 6 decode steps", generate);
+  for (const auto type : {cq::linalg::WeightType::f32, cq::linalg::WeightType::bf16, cq::linalg::WeightType::int8}) {
+    CAPTURE(cq::linalg::weight_type_name(type));
+    model.use_weights(type);  // the packed copies (bf16: the bf16 product; int8: the integer dot products)
+    const auto hp = model.head_params();
+    auto generate = [&] {
+      model.begin_inference(state, 1, S + decode_steps);
+      const auto z = model.forward_cached({prompt.data(), {1, S}}, {}, {}, {}, state);
+      head.step(hp, model.params().version(), {z.data + (S - 1) * H, {1, H}}, deterministic, {}, decision);
+      for (std::size_t s = 0; s < decode_steps; ++s) {
+        std::int64_t token = decision[0].token;
+        const auto z1 = model.forward_cached({&token, {1, 1}}, {}, {}, {}, state);
+        head.step(hp, model.params().version(), {z1.data, {1, H}}, deterministic, {}, decision);
+      }
+    };
+    check_steady("prefill + 6 decode steps", generate);
+  }
 }
