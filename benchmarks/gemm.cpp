@@ -1,12 +1,14 @@
-// GEMM throughput of causalqwen's linear wrappers (Eigen, or Eigen over OpenBLAS when built with
-// EIGEN_USE_BLAS: the bench_gemm_eigen_blas program) against OpenBLAS cblas_sgemm called
-// directly, measured in the same run, at 1 and 2 threads, for the Qwen2.5-0.5B linear shapes
-// with T = 512 tokens: forward Y = X·Wᵀ and the backward products dX += dY·W, dW += dYᵀ·X.
+// GEMM throughput of causalqwen's linear wrappers (linalg::matmul: the library's own AVX-512
+// float kernel on a CPU with AVX-512F, else Eigen over OpenBLAS, or Eigen's own kernels in the
+// bench_gemm_eigen_native program) against OpenBLAS cblas_sgemm called directly, on its own
+// threads, measured in the same run, at 1 and 2 threads, for the Qwen2.5-0.5B linear shapes with
+// T = 512 tokens: forward Y = X·Wᵀ and the backward products dX += dY·W, dW += dYᵀ·X.
 //
-//   OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE build-nn/bin/bench_gemm
+//   OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 build/bin/bench_gemm
 #include "bench_ratio.hpp"
 
 #include <causalqwen/core/eigen_map.hpp>
+#include <causalqwen/linalg/f32_gemm.hpp>
 #include <causalqwen/linalg/gemm.hpp>
 
 #include <cblas.h>
@@ -100,9 +102,9 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   cqbench::RatioReporter reporter;
 #ifdef EIGEN_USE_BLAS
-  const std::string ours = "eigen+openblas";
+  const std::string ours = cq::linalg::f32_kernel_is_hardware() ? "causalqwen-avx512" : "eigen+openblas";
 #else
-  const std::string ours = "eigen";
+  const std::string ours = cq::linalg::f32_kernel_is_hardware() ? "causalqwen-avx512" : "eigen";
 #endif
   for (int threads : {1, 2})
     for (const auto& s : kShapes)

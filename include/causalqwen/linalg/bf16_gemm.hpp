@@ -23,6 +23,7 @@
 #include "causalqwen/core/threading.hpp"
 #include "causalqwen/linalg/matmul.hpp"
 #include "causalqwen/linalg/packed_weight.hpp"
+#include "causalqwen/linalg/transpose16.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -249,33 +250,6 @@ inline void pack_portable(const float* src, std::size_t ld, bool transposed, std
 }
 
 #ifdef CAUSALQWEN_BF16_KERNEL
-/// The 16×16 block r (row i = r[i]) transposed in place: r[j] lane i ← old r[i] lane j.
-CAUSALQWEN_TARGET_BF16 inline void transpose16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {  // pairs of rows interleaved
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i) {  // then pairs of pairs
-    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
-    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
-    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-  }
-  for (int i = 0; i < 4; ++i) {  // then 128-bit blocks, twice
-    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
-    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
-    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
-    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
-  }
-  for (int i = 0; i < 8; ++i) {
-    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
-  }
-}
-
 /// pack_portable's rows [j0, j1) (j1 − j0 ≤ 16) with AVX-512 (the same bits): contiguous rows
 /// are loaded 16 values at a time; transposed ones as 16×16 blocks, transposed in registers.
 CAUSALQWEN_TARGET_BF16 inline void pack_block_avx512(const float* src, std::size_t ld, bool transposed, std::size_t rows,

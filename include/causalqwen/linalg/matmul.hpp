@@ -1,5 +1,8 @@
 /// The library's one general matrix product, C [M,N] = op(A)·op(B) (+ C), row-major, and the
-/// back ends it runs on, chosen when the program is built:
+/// back ends it runs on. Float products run on the library's own AVX-512 kernel (f32_gemm.hpp)
+/// when the CPU has AVX-512F (unless the program is built with oneDNN): each output one chain of
+/// fused multiply-adds over k, the same bits for any M, blocking or thread count. Double
+/// products, and float ones on other CPUs, run on a back end chosen when the program is built:
 /// - oneDNN's matmul primitive (float, built with CAUSALQWEN_ONEDNN): brgemm kernels picked at
 ///   run time by CPUID (AVX-512, AVX512-BF16, AMX), threaded by the same OpenMP pool as the
 ///   rest of the library, so no second thread pool spins beside ours. Each shape's primitive is
@@ -16,6 +19,7 @@
 #include "causalqwen/core/eigen_map.hpp"
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/threading.hpp"
+#include "causalqwen/linalg/f32_gemm.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -188,6 +192,9 @@ void matmul(Op op_a, Op op_b, std::size_t m, std::size_t n, std::size_t k, const
   if constexpr (std::is_same_v<T, float>)
     return detail_onednn::matmul(op_a, op_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
 #endif
+  if constexpr (std::is_same_v<T, float>)
+    if (f32_kernel_is_hardware())
+      return f32_matmul(op_a == Op::transposed, op_b == Op::transposed, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
 #ifdef EIGEN_USE_BLAS
   return detail_blas::gemm_blocks<T>(op_a, op_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
 #else

@@ -74,13 +74,12 @@ struct CausalSelfAttention {
     if (!mask.empty()) require_shape(mask, {batch, seq}, "CausalSelfAttention::forward", "attention_mask");
     c.qkv = qkv;
     c.mask = mask;
-    for (std::size_t b = 0; b < batch; ++b)
-      for (std::size_t g = 0; g < num_kv_heads; ++g) {
-        const T* base = qkv.data + b * seq * qkv_width();
-        T* P = c.probs.data + (b * num_kv_heads + g) * seq * group() * seq;
-        attend(base, g, seq, 0, base + q_width() + g * head_dim, base + q_width() + kv_width() + g * head_dim,
-               qkv_width(), mask.empty() ? nullptr : mask.data + b * seq, P, out.data + b * seq * q_width(), w);
-      }
+    for_each_group(batch, seq, w, [&](std::size_t b, std::size_t g, Workspace& wt) {
+      const T* base = qkv.data + b * seq * qkv_width();
+      T* P = c.probs.data + (b * num_kv_heads + g) * seq * group() * seq;
+      attend(base, g, seq, 0, base + q_width() + g * head_dim, base + q_width() + kv_width() + g * head_dim, qkv_width(),
+             mask.empty() ? nullptr : mask.data + b * seq, P, out.data + b * seq * q_width(), wt);
+    });
   }
 
   /// Decoding against a cache: the S new tokens of each row (qkv [B·S, (nh+2nkv)·D], rotated)
@@ -110,7 +109,7 @@ struct CausalSelfAttention {
 
   /// From dout [B,S,nh·D]: dqkv [B,S,(nh+2nkv)·D] += (dq | dk | dv) w.r.t. the rotated q, k, v.
   ///   dP = dO·Vᵀ;  dS = P ⊙ (dP − rowsum(dP ⊙ P)) / √D;  dQ = dS·K;  dK = dSᵀ·Q;  dV = Pᵀ·dO
-  void backward(const Cache& c, TensorView<const T, 3> dout, TensorView<T, 3> dqkv, Workspace& w) const {
+  void backward(const Cache& c, TensorView<const T, 3> dout, TensorView<T, 3> dqkv, Workspace& workspace) const {
     const std::size_t batch = c.qkv.shape[0], seq = c.qkv.shape[1];
     require_shape(dout, {batch, seq, q_width()}, "CausalSelfAttention::backward", "dout");
     require_shape(dqkv, c.qkv.shape, "CausalSelfAttention::backward", "dqkv");
@@ -119,54 +118,78 @@ struct CausalSelfAttention {
     const auto stride = static_cast<std::ptrdiff_t>(qkv_width()), ostride = static_cast<std::ptrdiff_t>(q_width());
     const T scale = T(1) / std::sqrt(T(head_dim));
     const std::size_t n = seq * group() * head_dim;
-    w.q.resize(n), w.o.resize(n), w.dq.resize(n);
-    w.dp.resize(seq * group() * seq);
-    for (std::size_t b = 0; b < batch; ++b)
-      for (std::size_t g = 0; g < num_kv_heads; ++g) {
-        const T* base = c.qkv.data + b * seq * qkv_width();
-        T* dbase = dqkv.data + b * seq * qkv_width();
-        mat(w.q.data(), S, G * D) = strided_mat(base + g * group() * head_dim, S, G * D, stride);
-        mat(w.o.data(), S, G * D) = strided_mat(dout.data + b * seq * q_width() + g * group() * head_dim, S, G * D, ostride);
-        // row-major operands: Qg, dOg, dQg [S·G, D] (ld D); K, V, dK, dV [S, D] (ld = qkv width);
-        // P, dP [S·G, S] (ld S)
-        const T *Qg = w.q.data(), *dOg = w.o.data();
-        T* dQg = w.dq.data();
-        const T* K = base + q_width() + g * head_dim;
-        const T* V = K + kv_width();
-        T* dK = dbase + q_width() + g * head_dim;
-        T* dV = dK + kv_width();
-        const T* P = c.probs.data + (b * num_kv_heads + g) * seq * group() * seq;
-        T* dP = w.dp.data();
-        const std::size_t ld = qkv_width(), Gs = group(), Ds = head_dim;
-        for (std::ptrdiff_t i0 = 0; i0 < S; i0 += block) {
-          const std::ptrdiff_t rows = std::min(block, S - i0), cols = i0 + rows;
-          const std::size_t r0 = Gs * std::size_t(i0), nr = Gs * std::size_t(rows), nc = std::size_t(cols);
-          linalg::matmul<T>(Op::plain, Op::transposed, nr, nc, Ds, dOg + r0 * Ds, Ds, V, ld, dP + r0 * seq, seq, false);
-        }
-        // dS in place of dP, row by row (row r = token r / G): entries j ≤ i, zero beyond
-        const std::size_t rows_total = seq * group();
-        parallel_for(rows_total, rows_total * seq / 2, [&](std::size_t r) {
-          const std::size_t i = r / group();
-          const std::size_t end = std::min<std::size_t>(seq, (i / block + 1) * block);  // its block's columns
-          const T* p = P + r * seq;
-          T* d = w.dp.data() + r * seq;
-          T dot = 0;
-          for (std::size_t j = 0; j <= i; ++j) dot += p[j] * d[j];
-          for (std::size_t j = 0; j <= i; ++j) d[j] = p[j] * (d[j] - dot) * scale;
-          for (std::size_t j = i + 1; j < end; ++j) d[j] = T(0);
-        });
-        for (std::ptrdiff_t i0 = 0; i0 < S; i0 += block) {  // dS in dP's place
-          const std::ptrdiff_t rows = std::min(block, S - i0), cols = i0 + rows;
-          const std::size_t r0 = Gs * std::size_t(i0), nr = Gs * std::size_t(rows), nc = std::size_t(cols);
-          linalg::matmul<T>(Op::plain, Op::plain, nr, Ds, nc, dP + r0 * seq, seq, K, ld, dQg + r0 * Ds, Ds, false);
-          linalg::matmul<T>(Op::transposed, Op::plain, nc, Ds, nr, dP + r0 * seq, seq, Qg + r0 * Ds, Ds, dK, ld, true);
-          linalg::matmul<T>(Op::transposed, Op::plain, nc, Ds, nr, P + r0 * seq, seq, dOg + r0 * Ds, Ds, dV, ld, true);
-        }
-        strided_mat(dbase + g * group() * head_dim, S, G * D, stride) += mat(static_cast<const T*>(w.dq.data()), S, G * D);
+    for_each_group(batch, seq, workspace, [&](std::size_t b, std::size_t g, Workspace& w) {
+      w.q.resize(n), w.o.resize(n), w.dq.resize(n);
+      w.dp.resize(seq * group() * seq);
+      const T* base = c.qkv.data + b * seq * qkv_width();
+      T* dbase = dqkv.data + b * seq * qkv_width();
+      mat(w.q.data(), S, G * D) = strided_mat(base + g * group() * head_dim, S, G * D, stride);
+      mat(w.o.data(), S, G * D) = strided_mat(dout.data + b * seq * q_width() + g * group() * head_dim, S, G * D, ostride);
+      // row-major operands: Qg, dOg, dQg [S·G, D] (ld D); K, V, dK, dV [S, D] (ld = qkv width);
+      // P, dP [S·G, S] (ld S)
+      const T *Qg = w.q.data(), *dOg = w.o.data();
+      T* dQg = w.dq.data();
+      const T* K = base + q_width() + g * head_dim;
+      const T* V = K + kv_width();
+      T* dK = dbase + q_width() + g * head_dim;
+      T* dV = dK + kv_width();
+      const T* P = c.probs.data + (b * num_kv_heads + g) * seq * group() * seq;
+      T* dP = w.dp.data();
+      const std::size_t ld = qkv_width(), Gs = group(), Ds = head_dim;
+      for (std::ptrdiff_t i0 = 0; i0 < S; i0 += block) {
+        const std::ptrdiff_t rows = std::min(block, S - i0), cols = i0 + rows;
+        const std::size_t r0 = Gs * std::size_t(i0), nr = Gs * std::size_t(rows), nc = std::size_t(cols);
+        linalg::matmul<T>(Op::plain, Op::transposed, nr, nc, Ds, dOg + r0 * Ds, Ds, V, ld, dP + r0 * seq, seq, false);
       }
+      // dS in place of dP, row by row (row r = token r / G): entries j ≤ i, zero beyond
+      const std::size_t rows_total = seq * group();
+      parallel_for(rows_total, rows_total * seq / 2, [&](std::size_t r) {
+        const std::size_t i = r / group();
+        const std::size_t end = std::min<std::size_t>(seq, (i / block + 1) * block);  // its block's columns
+        const T* p = P + r * seq;
+        T* d = w.dp.data() + r * seq;
+        T dot = 0;
+        for (std::size_t j = 0; j <= i; ++j) dot += p[j] * d[j];
+        for (std::size_t j = 0; j <= i; ++j) d[j] = p[j] * (d[j] - dot) * scale;
+        for (std::size_t j = i + 1; j < end; ++j) d[j] = T(0);
+      });
+      for (std::ptrdiff_t i0 = 0; i0 < S; i0 += block) {  // dS in dP's place
+        const std::ptrdiff_t rows = std::min(block, S - i0), cols = i0 + rows;
+        const std::size_t r0 = Gs * std::size_t(i0), nr = Gs * std::size_t(rows), nc = std::size_t(cols);
+        linalg::matmul<T>(Op::plain, Op::plain, nr, Ds, nc, dP + r0 * seq, seq, K, ld, dQg + r0 * Ds, Ds, false);
+        linalg::matmul<T>(Op::transposed, Op::plain, nc, Ds, nr, dP + r0 * seq, seq, Qg + r0 * Ds, Ds, dK, ld, true);
+        linalg::matmul<T>(Op::transposed, Op::plain, nc, Ds, nr, P + r0 * seq, seq, dOg + r0 * Ds, Ds, dV, ld, true);
+      }
+      strided_mat(dbase + g * group() * head_dim, S, G * D, stride) += mat(static_cast<const T*>(w.dq.data()), S, G * D);
+    });
   }
 
  private:
+  /// Multiply-adds of Q·Kᵀ for one (row, KV group) below which the groups run in parallel (each
+  /// on one thread, its products serial) instead of one after another with threaded products.
+  static constexpr double parallel_group_multiply_adds = 1 << 20;
+
+  /// f(b, g, workspace) for every row b and KV group g: one after another with `w` (each
+  /// product then threaded by linalg::matmul), or, when a group's products are too small to
+  /// thread (a short sequence, a small head), the groups spread over the OpenMP threads, each
+  /// with a workspace of its own (the calling thread's is `w`; the others are per thread, grown
+  /// once). Every group writes its own slices only, and each product and softmax gives the same
+  /// bits on one thread as on several, so the results do not depend on the choice.
+  template <class F>
+  void for_each_group(std::size_t batch, std::size_t seq, Workspace& w, F&& f) const {
+    const std::size_t units = batch * num_kv_heads;
+    const double work = double(seq) * double(group()) * double(seq) * double(head_dim);
+    if (work >= parallel_group_multiply_adds || units < 2 || omp_in_parallel() || omp_get_max_threads() == 1) {
+      for (std::size_t u = 0; u < units; ++u) f(u / num_kv_heads, u % num_kv_heads, w);
+      return;
+    }
+#pragma omp parallel for schedule(static)
+    for (std::int64_t u = 0; u < std::int64_t(units); ++u) {
+      thread_local Workspace own;
+      f(std::size_t(u) / num_kv_heads, std::size_t(u) % num_kv_heads, omp_get_thread_num() == 0 ? w : own);
+    }
+  }
+
   /// One KV group g of one row: its G query heads, gathered from `base` (the row's q|k|v
   /// [S, (nh+2nkv)·D]) as a [S·G, D] matrix (row i·G + g' = token i, head g'), meet the keys
   /// K [L+S, D] and values V [L+S, D] (row-major, leading dimension `kv_ld`) in block-triangular

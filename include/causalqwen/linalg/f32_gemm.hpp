@@ -1,0 +1,308 @@
+/// The library's own float product, C [M,N] = op(A)·op(B) (+ C), row-major, on AVX-512:
+/// every output is one chain of fused multiply-adds over k in increasing order,
+///   c ← C (when accumulating; else 0),  c ← fma(op(A)_mk, op(B)_kn, c)  for k = 0, 1, …, K−1,
+/// so its bits depend on K and the operands alone: never on M, N, the output's place in C, the
+/// blocking or the thread count (a row computed alone equals the same row of a whole product,
+/// which decoding with a KV cache needs). The sum is stored in C between blocks of K and
+/// resumed from it, which is exact.
+/// The loops are those of BLIS: op(B) is packed block by block ([kc, nc], in panels of nr
+/// columns, shared by the threads), op(A) in blocks of mc rows (panels of mr rows, per thread),
+/// and the micro-kernel keeps an mr × nr tile of C in 24 registers while a panel of B stays in
+/// L1 and A's block in L2. A portable loop with the same chains gives the same bits on any CPU
+/// (std::fma is exactly rounded); it is what tests compare the kernel with.
+/// Call outside your own `omp parallel` regions (inside one, the product runs on the calling
+/// thread).
+#pragma once
+#include "causalqwen/core/page_buffer.hpp"
+#include "causalqwen/core/threading.hpp"
+#include "causalqwen/linalg/transpose16.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define CAUSALQWEN_F32_KERNEL 1
+#endif
+
+namespace causalqwen::linalg {
+
+namespace detail_f32 {
+
+/// The micro-tile: mr rows × nr columns of C (nr = 2 vectors of 16).
+inline constexpr std::size_t mr = 12, nr = 32;
+/// The blocks: at most kc_max values of k per packed panel (K is cut into equal blocks, a
+/// multiple of 16, so K ≤ 512 is one block and C's tiles are read and written once), at most mc
+/// rows of A per block (mc × kc floats ≤ 480 KB, in the 1 MB L2), nc columns of B per shared
+/// block (kc × nc floats ≤ 6 MB, in L3). Measured on the Qwen2.5-0.5B and demo shapes on a Zen 5
+/// core (kc 128–512 × mc 120–480): within 5 % of the best everywhere.
+inline constexpr std::size_t kc_max = 512, mc = 240, nc = 3072;
+/// The depth of K's blocks: K cut into ⌈K / kc_max⌉ blocks of equal depth, rounded up to 16.
+inline std::size_t k_block(std::size_t K) {
+  const std::size_t blocks = (K + kc_max - 1) / kc_max;
+  return std::min(kc_max, ((K + blocks - 1) / blocks + 15) / 16 * 16);
+}
+/// Products with fewer multiply-adds than this run on the calling thread.
+inline constexpr double parallel_multiply_adds = 64.0 * 64.0 * 64.0;
+
+/// Whether this CPU runs AVX-512F (asked once).
+inline bool cpu_has_avx512f() {
+#ifdef CAUSALQWEN_F32_KERNEL
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
+/// An operand read as stored (element (i, j) at p[i·ld + j]) or transposed (p[j·ld + i]).
+struct Operand {
+  const float* p;
+  std::size_t ld;
+  bool transposed;
+  float at(std::size_t i, std::size_t j) const { return transposed ? p[j * ld + i] : p[i * ld + j]; }
+};
+
+/// The portable product: every output's chain in the order of the file comment.
+inline void multiply_portable(const Operand& a, const Operand& b, std::size_t M, std::size_t N, std::size_t K, float* c,
+                              std::size_t ldc, bool accumulate) {
+  for (std::size_t m = 0; m < M; ++m)
+    for (std::size_t n = 0; n < N; ++n) {
+      float sum = accumulate ? c[m * ldc + n] : 0.0f;
+      for (std::size_t k = 0; k < K; ++k) sum = std::fma(a.at(m, k), b.at(k, n), sum);
+      c[m * ldc + n] = sum;
+    }
+}
+
+#ifdef CAUSALQWEN_F32_KERNEL
+#define CAUSALQWEN_TARGET_F32_GEMM __attribute__((target("avx512f")))
+
+/// Lanes [0, n) set (n ≤ 16).
+inline __mmask16 lanes(std::size_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1); }
+
+/// A's panel [k1 − k0, mr] ← op(A)'s rows [m0, m0 + mr) (zero past M), columns [k0, k1).
+CAUSALQWEN_TARGET_F32_GEMM inline void pack_a_panel(const Operand& a, std::size_t M, std::size_t m0, std::size_t k0, std::size_t k1,
+                                                   float* dst) {
+  const std::size_t rows = std::min(mr, M - m0);
+  constexpr __mmask16 panel = __mmask16((1u << mr) - 1);
+  if (a.transposed) {  // op(A)'s row m is A's column m: each k gives mr contiguous values
+    const __mmask16 valid = lanes(rows);
+    for (std::size_t k = k0; k < k1; ++k, dst += mr)
+      _mm512_mask_storeu_ps(dst, panel, _mm512_maskz_loadu_ps(valid, a.p + k * a.ld + m0));
+    return;
+  }
+  __m512 block[16];  // 16 values of k from each row, transposed into 16 values of k × the rows
+  for (std::size_t kb = k0; kb < k1; kb += 16) {
+    const __mmask16 valid = lanes(k1 - kb);
+    for (std::size_t i = 0; i < 16; ++i)
+      block[i] = i < rows ? _mm512_maskz_loadu_ps(valid, a.p + (m0 + i) * a.ld + kb) : _mm512_setzero_ps();
+    transpose16(block);
+    for (std::size_t t = 0; t < std::min<std::size_t>(16, k1 - kb); ++t)
+      _mm512_mask_storeu_ps(dst + (kb - k0 + t) * mr, panel, block[t]);
+  }
+}
+
+/// B's panel [k1 − k0, nr] ← op(B)'s columns [n0, n0 + nr) (zero past N), rows [k0, k1).
+CAUSALQWEN_TARGET_F32_GEMM inline void pack_b_panel(const Operand& b, std::size_t N, std::size_t n0, std::size_t k0, std::size_t k1,
+                                                   float* dst) {
+  const std::size_t cols = std::min(nr, N - n0);
+  if (!b.transposed) {  // op(B)'s row k is B's row k: nr contiguous values each
+    const __mmask16 low = lanes(cols), high = cols > 16 ? lanes(cols - 16) : __mmask16(0);
+    for (std::size_t k = k0; k < k1; ++k, dst += nr) {
+      const float* src = b.p + k * b.ld + n0;
+      _mm512_store_ps(dst, _mm512_maskz_loadu_ps(low, src));
+      _mm512_store_ps(dst + 16, _mm512_maskz_loadu_ps(high, src + 16));
+    }
+    return;
+  }
+  __m512 block[16];  // op(B)'s column n is B's row n: 16 rows of B, transposed block by block
+  for (std::size_t half = 0; half < nr / 16; ++half)
+    for (std::size_t kb = k0; kb < k1; kb += 16) {
+      const __mmask16 valid = lanes(k1 - kb);
+      for (std::size_t j = 0; j < 16; ++j)
+        block[j] = 16 * half + j < cols ? _mm512_maskz_loadu_ps(valid, b.p + (n0 + 16 * half + j) * b.ld + kb) : _mm512_setzero_ps();
+      transpose16(block);
+      for (std::size_t t = 0; t < std::min<std::size_t>(16, k1 - kb); ++t) _mm512_store_ps(dst + (kb - k0 + t) * nr + 16 * half, block[t]);
+    }
+}
+
+/// The micro-kernel: C's rows [0, rows) × columns [0, cols) (rows ≤ MR, cols ≤ nr) of the tile at
+/// c (+)= A [MR, kk] · B panel [kk, nr]; `resume` starts each chain from C. A is a packed panel
+/// (element (r, k) at ap[k·mr + r], `Direct` false) or rows of op(A) read in place (ap[r·lda + k],
+/// `Direct` true: MR rows that all exist).
+template <std::size_t MR, bool Direct>
+CAUSALQWEN_TARGET_F32_GEMM void tile_avx512(const float* ap, std::size_t lda, const float* bp, std::size_t kk, float* c,
+                                           std::size_t ldc, std::size_t rows, std::size_t cols, bool resume) {
+  const __mmask16 m0 = lanes(cols), m1 = cols > 16 ? lanes(cols - 16) : __mmask16(0);
+  __m512 acc[MR][2];
+#pragma GCC unroll 12
+  for (std::size_t r = 0; r < MR; ++r) {
+    const bool live = resume && r < rows;
+    acc[r][0] = live ? _mm512_maskz_loadu_ps(m0, c + r * ldc) : _mm512_setzero_ps();
+    acc[r][1] = live ? _mm512_maskz_loadu_ps(m1, c + r * ldc + 16) : _mm512_setzero_ps();
+  }
+  for (std::size_t k = 0; k < kk; ++k, bp += nr) {
+    const __m512 b0 = _mm512_load_ps(bp), b1 = _mm512_load_ps(bp + 16);
+#pragma GCC unroll 12
+    for (std::size_t r = 0; r < MR; ++r) {
+      const __m512 x = _mm512_set1_ps(Direct ? ap[r * lda + k] : ap[k * mr + r]);
+      acc[r][0] = _mm512_fmadd_ps(x, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(x, b1, acc[r][1]);
+    }
+  }
+#pragma GCC unroll 12
+  for (std::size_t r = 0; r < MR; ++r) {
+    if (r >= rows) break;
+    _mm512_mask_storeu_ps(c + r * ldc, m0, acc[r][0]);
+    _mm512_mask_storeu_ps(c + r * ldc + 16, m1, acc[r][1]);
+  }
+}
+
+/// tile_avx512 on a packed panel of A, for a run-time row count: the full tile, or a narrower
+/// one for the last rows.
+CAUSALQWEN_TARGET_F32_GEMM inline void tile(const float* ap, const float* bp, std::size_t kk, float* c, std::size_t ldc,
+                                           std::size_t rows, std::size_t cols, bool resume) {
+  if (rows > 8) return tile_avx512<12, false>(ap, 0, bp, kk, c, ldc, rows, cols, resume);
+  if (rows > 4) return tile_avx512<8, false>(ap, 0, bp, kk, c, ldc, rows, cols, resume);
+  if (rows > 2) return tile_avx512<4, false>(ap, 0, bp, kk, c, ldc, rows, cols, resume);
+  if (rows > 1) return tile_avx512<2, false>(ap, 0, bp, kk, c, ldc, rows, cols, resume);
+  tile_avx512<1, false>(ap, 0, bp, kk, c, ldc, rows, cols, resume);
+}
+
+/// Products whose op(B) has fewer columns than this read op(A) in place (when it is stored as
+/// is) instead of packing it: packing a value costs about what 16 of its multiply-adds do, so
+/// below a few panels of B it would cost a sizeable share of the product.
+inline constexpr std::size_t direct_a_max_n = 512;
+
+/// How the rows and columns of one (nc, kc) block are dealt into tasks: `m_blocks` blocks of
+/// rows (each a multiple of mr, at most mc) × `n_splits` slices of the block's panels.
+struct Split {
+  std::size_t m_blocks, rows_per_block, n_splits;
+};
+inline Split split_for(std::size_t M, std::size_t panels, std::size_t threads) {
+  std::size_t m_blocks = (M + mc - 1) / mc;
+  std::size_t n_splits = 1;
+  if (threads > 1) {
+    if (M >= threads * mr * 4)  // enough rows: every thread its own rows (A packed once)
+      m_blocks = (m_blocks + threads - 1) / threads * threads;
+    else  // few rows: the threads share the columns
+      n_splits = std::min(panels, threads);
+  }
+  const std::size_t rows = ((M + m_blocks - 1) / m_blocks + mr - 1) / mr * mr;
+  return {(M + rows - 1) / rows, rows, n_splits};
+}
+
+/// C (+)= op(A)·op(B) on the AVX-512 kernel.
+inline void multiply_avx512(const Operand& a, const Operand& b, std::size_t M, std::size_t N, std::size_t K, float* c,
+                            std::size_t ldc, bool accumulate) {
+  const std::size_t threads =
+      (double(M) * double(N) * double(K) < parallel_multiply_adds || omp_in_parallel()) ? 1 : std::size_t(omp_get_max_threads());
+  thread_local PageBuffer<float> b_pack;  // [nc/nr panels][kc][nr], shared by the team
+  const std::size_t kc = k_block(K);
+  const std::size_t b_floats = std::min(nc, (N + nr - 1) / nr * nr) * kc;
+  if (b_pack.size() < b_floats) b_pack = PageBuffer<float>(b_floats);
+  float* bp_all = b_pack.data();
+  const bool direct_a = !a.transposed && N < direct_a_max_n;
+  // One thread's share: `team` threads, this one `id`, meeting at `sync` after packing B. The
+  // shares are dealt by hand (no worksharing construct), so that a product run on one thread
+  // inside someone else's parallel region does not bind to that region's team.
+  const auto share = [&](std::size_t team, std::size_t id, auto&& sync) {
+    thread_local PageBuffer<float> a_pack;  // [mc/mr panels][kc][mr]
+    if (a_pack.size() < mc * kc_max) a_pack = PageBuffer<float>(mc * kc_max);
+    float* ap_all = a_pack.data();
+    for (std::size_t j0 = 0; j0 < N; j0 += nc) {
+      const std::size_t nn = std::min(nc, N - j0), panels = (nn + nr - 1) / nr;
+      const Split split = split_for(M, panels, team);
+      const std::size_t tasks = split.m_blocks * split.n_splits;
+      for (std::size_t k0 = 0; k0 < K; k0 += kc) {
+        const std::size_t kk = std::min(kc, K - k0);
+        const bool resume = accumulate || k0 > 0;
+        for (std::size_t p = id * panels / team; p < (id + 1) * panels / team; ++p)
+          pack_b_panel(b, N, j0 + p * nr, k0, k0 + kk, bp_all + p * kk * nr);
+        sync();  // every panel of B packed
+        for (std::size_t t = id; t < tasks; t += team) {
+          const std::size_t mb = t / split.n_splits, ns = t % split.n_splits;
+          const std::size_t m_first = mb * split.rows_per_block, m_last = std::min(M, m_first + split.rows_per_block);
+          const std::size_t p_first = ns * panels / split.n_splits, p_last = (ns + 1) * panels / split.n_splits;
+          // A's panels: all packed, or (read in place) only a last one of fewer than mr rows
+          for (std::size_t m = m_first; m < m_last; m += mr)
+            if (!direct_a || m + mr > m_last) pack_a_panel(a, M, m, k0, k0 + kk, ap_all + (m - m_first) * kk);
+          for (std::size_t p = p_first; p < p_last; ++p) {
+            const std::size_t n = j0 + p * nr, cols = std::min(nr, N - n);
+            const float* bp = bp_all + p * kk * nr;
+            for (std::size_t m = m_first; m < m_last; m += mr) {
+              const std::size_t rows = std::min(mr, m_last - m);
+              if (direct_a && rows == mr)
+                tile_avx512<mr, true>(a.p + m * a.ld + k0, a.ld, bp, kk, c + m * ldc + n, ldc, mr, cols, resume);
+              else
+                tile(ap_all + (m - m_first) * kk, bp, kk, c + m * ldc + n, ldc, rows, cols, resume);
+            }
+          }
+        }
+        sync();  // B's panels are free for the next block
+      }
+    }
+  };
+  if (threads == 1) return share(1, 0, [] {});  // no parallel region: even a team of one allocates one
+#pragma omp parallel num_threads(int(threads))
+  share(std::size_t(omp_get_num_threads()), std::size_t(omp_get_thread_num()), [] {
+#pragma omp barrier
+  });
+}
+#endif
+
+}  // namespace detail_f32
+
+/// Which kernel f32_matmul runs: the AVX-512 one when this CPU has AVX-512F (`automatic`, the
+/// default), or the portable loop everywhere (`portable`: the same bits, slowly; for tests).
+enum class F32Kernel { automatic, portable };
+
+namespace detail_f32 {
+inline std::atomic<F32Kernel>& kernel_choice() {
+  static std::atomic<F32Kernel> choice{F32Kernel::automatic};
+  return choice;
+}
+}  // namespace detail_f32
+
+/// Sets the kernel of every later f32_matmul in this process.
+inline void set_f32_kernel(F32Kernel k) { detail_f32::kernel_choice() = k; }
+
+/// Whether f32_matmul runs its AVX-512 kernel now (the CPU has AVX-512F and `set_f32_kernel`
+/// left the choice automatic).
+inline bool f32_kernel_is_hardware() {
+  return detail_f32::kernel_choice() == F32Kernel::automatic && detail_f32::cpu_has_avx512f();
+}
+
+/// "AVX-512" or "portable": what f32_matmul runs on now.
+inline const char* f32_kernel_name() { return f32_kernel_is_hardware() ? "AVX-512" : "portable"; }
+
+/// C [M,N] = op(A)·op(B) (+ C when `accumulate`), row-major with leading dimensions lda, ldb,
+/// ldc: each output one chain of fused multiply-adds over k in increasing order (see the file
+/// comment), on AVX-512 when the CPU has it and `set_f32_kernel` allows, else on the portable loop.
+inline void f32_matmul(bool a_transposed, bool b_transposed, std::size_t M, std::size_t N, std::size_t K, const float* a,
+                       std::size_t lda, const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate) {
+  if (M == 0 || N == 0) return;
+  const detail_f32::Operand A{a, lda, a_transposed}, B{b, ldb, b_transposed};
+#ifdef CAUSALQWEN_F32_KERNEL
+  if (f32_kernel_is_hardware()) {
+    if (K == 0) {
+      if (!accumulate)
+        for (std::size_t m = 0; m < M; ++m) std::fill_n(c + m * ldc, N, 0.0f);
+      return;
+    }
+    return detail_f32::multiply_avx512(A, B, M, N, K, c, ldc, accumulate);
+  }
+#endif
+  detail_f32::multiply_portable(A, B, M, N, K, c, ldc, accumulate);
+}
+
+}  // namespace causalqwen::linalg
