@@ -15,6 +15,7 @@
 #pragma once
 #include "causalqwen/core/page_buffer.hpp"
 #include "causalqwen/core/threading.hpp"
+#include "causalqwen/linalg/prefetcher.hpp"
 #include "causalqwen/linalg/transpose16.hpp"
 
 #include <omp.h>
@@ -182,23 +183,34 @@ CAUSALQWEN_TARGET_F32_GEMM inline void tile(const float* ap, const float* bp, st
 /// is) instead of packing it: packing a value costs about what 16 of its multiply-adds do, so
 /// below a few panels of B it would cost a sizeable share of the product.
 inline constexpr std::size_t direct_a_max_n = 512;
+/// Blocks of K at most this deep walk C along its rows (each tile of C is then next to the last
+/// one in memory): with a short sum, C's own traffic weighs more than re-reading B's panels.
+inline constexpr std::size_t rows_outer_max_k = 192;
 
 /// How the rows and columns of one (nc, kc) block are dealt into tasks: `m_blocks` blocks of
 /// rows (each a multiple of mr, at most mc) × `n_splits` slices of the block's panels.
 struct Split {
   std::size_t m_blocks, rows_per_block, n_splits;
 };
-inline Split split_for(std::size_t M, std::size_t panels, std::size_t threads) {
-  std::size_t m_blocks = (M + mc - 1) / mc;
-  std::size_t n_splits = 1;
-  if (threads > 1) {
-    if (M >= threads * mr * 4)  // enough rows: every thread its own rows (A packed once)
-      m_blocks = (m_blocks + threads - 1) / threads * threads;
-    else  // few rows: the threads share the columns
-      n_splits = std::min(panels, threads);
-  }
-  const std::size_t rows = ((M + m_blocks - 1) / m_blocks + mr - 1) / mr * mr;
+/// M blocks of at most mc rows, rounded to multiples of mr, `blocks` of them at least.
+inline Split row_split(std::size_t M, std::size_t blocks, std::size_t n_splits) {
+  const std::size_t rows = ((M + blocks - 1) / blocks + mr - 1) / mr * mr;
   return {(M + rows - 1) / rows, rows, n_splits};
+}
+/// The split with the threads' shares nearest equal: by rows (each thread its own rows, A packed
+/// once), or, when whole tiles of 12 rows cannot be dealt evenly (128 rows are 6 + 5 tiles, one
+/// thread idle a sixth of the time), by panels of B (every thread all the rows, A packed by
+/// each), which must then be the more even by 5 % to be taken.
+inline Split split_for(std::size_t M, std::size_t panels, std::size_t threads) {
+  const std::size_t least_blocks = (M + mc - 1) / mc;
+  if (threads <= 1) return row_split(M, least_blocks, 1);
+  const Split by_rows = row_split(M, (least_blocks + threads - 1) / threads * threads, 1);
+  const double rows_share = double(M) / double(threads) /
+                            double(((by_rows.m_blocks + threads - 1) / threads) * by_rows.rows_per_block);
+  const std::size_t n_splits = std::min(panels, threads);
+  const double panels_share = double(panels) / double(threads) / double((panels + n_splits - 1) / n_splits);
+  if (panels_share >= rows_share + 0.05) return row_split(M, least_blocks, n_splits);
+  return by_rows;
 }
 
 /// C (+)= op(A)·op(B) on the AVX-512 kernel.
@@ -229,6 +241,21 @@ inline void multiply_avx512(const Operand& a, const Operand& b, std::size_t M, s
         for (std::size_t p = id * panels / team; p < (id + 1) * panels / team; ++p)
           pack_b_panel(b, N, j0 + p * nr, k0, k0 + kk, bp_all + p * kk * nr);
         sync();  // every panel of B packed
+        // the source of the panels this thread packs for the next block, read into cache while
+        // this block's tiles run (the packing then does not wait for memory)
+        Prefetcher next;
+        {
+          const bool same_columns = k0 + kk < K;
+          const std::size_t j0n = same_columns ? j0 : j0 + nc, k0n = same_columns ? k0 + kk : 0;
+          if (j0n < N) {
+            const std::size_t kkn = std::min(kc, K - k0n), panels_n = (std::min(nc, N - j0n) + nr - 1) / nr;
+            const std::size_t first = j0n + id * panels_n / team * nr, last = std::min(N, j0n + (id + 1) * panels_n / team * nr);
+            const std::size_t calls = std::max<std::size_t>(1, (M + mr - 1) / mr * panels / team);
+            if (first < last)
+              next = b.transposed ? Prefetcher(b.p + first * b.ld + k0n, b.ld, last - first, kkn, calls)
+                                  : Prefetcher(b.p + k0n * b.ld + first, b.ld, kkn, last - first, calls);
+          }
+        }
         for (std::size_t t = id; t < tasks; t += team) {
           const std::size_t mb = t / split.n_splits, ns = t % split.n_splits;
           const std::size_t m_first = mb * split.rows_per_block, m_last = std::min(M, m_first + split.rows_per_block);
@@ -236,16 +263,28 @@ inline void multiply_avx512(const Operand& a, const Operand& b, std::size_t M, s
           // A's panels: all packed, or (read in place) only a last one of fewer than mr rows
           for (std::size_t m = m_first; m < m_last; m += mr)
             if (!direct_a || m + mr > m_last) pack_a_panel(a, M, m, k0, k0 + kk, ap_all + (m - m_first) * kk);
-          for (std::size_t p = p_first; p < p_last; ++p) {
-            const std::size_t n = j0 + p * nr, cols = std::min(nr, N - n);
-            const float* bp = bp_all + p * kk * nr;
-            for (std::size_t m = m_first; m < m_last; m += mr) {
-              const std::size_t rows = std::min(mr, m_last - m);
-              if (direct_a && rows == mr)
-                tile_avx512<mr, true>(a.p + m * a.ld + k0, a.ld, bp, kk, c + m * ldc + n, ldc, mr, cols, resume);
-              else
-                tile(ap_all + (m - m_first) * kk, bp, kk, c + m * ldc + n, ldc, rows, cols, resume);
+          // the tile of panel p and rows [m, m + mr), after requesting the lines of C of the
+          // tile (p2, m2) that comes next, so that they arrive while this one runs
+          const auto run = [&](std::size_t p, std::size_t m, std::size_t p2, std::size_t m2) {
+            next.prefetch_some();
+            if (p2 < p_last && m2 < m_last) {
+              const std::size_t n2 = j0 + p2 * nr, cols2 = std::min(nr, N - n2);
+              for (std::size_t r = m2; r < std::min(m_last, m2 + mr); ++r)
+                for (std::size_t v = 0; v < cols2; v += 16) __builtin_prefetch(c + r * ldc + n2 + v, 1, 3);
             }
+            const std::size_t n = j0 + p * nr, cols = std::min(nr, N - n), rows = std::min(mr, m_last - m);
+            const float* bp = bp_all + p * kk * nr;
+            if (direct_a && rows == mr)
+              tile_avx512<mr, true>(a.p + m * a.ld + k0, a.ld, bp, kk, c + m * ldc + n, ldc, mr, cols, resume);
+            else
+              tile(ap_all + (m - m_first) * kk, bp, kk, c + m * ldc + n, ldc, rows, cols, resume);
+          };
+          if (kk <= rows_outer_max_k) {  // along C's rows: C streams in order, B's panels from L2
+            for (std::size_t m = m_first; m < m_last; m += mr)
+              for (std::size_t p = p_first; p < p_last; ++p) run(p, m, p + 1 < p_last ? p + 1 : p_first, p + 1 < p_last ? m : m + mr);
+          } else {  // down C's columns: a panel of B stays in L1 for all the rows
+            for (std::size_t p = p_first; p < p_last; ++p)
+              for (std::size_t m = m_first; m < m_last; m += mr) run(p, m, m + mr < m_last ? p : p + 1, m + mr < m_last ? m + mr : m_first);
           }
         }
         sync();  // B's panels are free for the next block
