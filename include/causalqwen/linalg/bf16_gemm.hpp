@@ -21,13 +21,13 @@
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/core/threading.hpp"
+#include "causalqwen/linalg/kernel_choice.hpp"
 #include "causalqwen/linalg/matmul.hpp"
 #include "causalqwen/linalg/packed_weight.hpp"
 #include "causalqwen/linalg/prefetcher.hpp"
 #include "causalqwen/linalg/transpose16.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -675,19 +675,12 @@ inline void matmul(bool hardware, bool a_transposed, bool b_transposed, std::siz
 /// comparisons).
 enum class Bf16Kernel { automatic, portable };
 
-namespace detail_bf16 {
-inline std::atomic<Bf16Kernel>& kernel_choice() {
-  static std::atomic<Bf16Kernel> choice{Bf16Kernel::automatic};
-  return choice;
-}
-}  // namespace detail_bf16
-
 /// Sets the kernel of every later bf16_linear_forward in this process.
-inline void set_bf16_kernel(Bf16Kernel k) { detail_bf16::kernel_choice() = k; }
+inline void set_bf16_kernel(Bf16Kernel k) { kernel_choice<Bf16Kernel>() = k; }
 
 /// Whether bf16_linear_forward runs on AVX512-BF16 now.
 inline bool bf16_kernel_is_hardware() {
-  return detail_bf16::kernel_choice() == Bf16Kernel::automatic && detail_bf16::cpu_has_avx512_bf16();
+  return kernel_runs_on_hardware<Bf16Kernel>(detail_bf16::cpu_has_avx512_bf16());
 }
 
 /// "AVX512-BF16" or "portable": what bf16_linear_forward runs on now.

@@ -15,17 +15,16 @@
 #pragma once
 #include "causalqwen/core/page_buffer.hpp"
 #include "causalqwen/core/threading.hpp"
+#include "causalqwen/linalg/kernel_choice.hpp"
 #include "causalqwen/linalg/prefetcher.hpp"
 #include "causalqwen/linalg/transpose16.hpp"
 
 #include <omp.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <vector>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -90,6 +89,20 @@ inline void multiply_portable(const Operand& a, const Operand& b, std::size_t M,
 /// Lanes [0, n) set (n ≤ 16).
 inline __mmask16 lanes(std::size_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1); }
 
+/// Up to 16 rows turned into columns, 16 × 16 values at a time in registers:
+///   dst[(k − k0)·stride + i] ← src[i·ld + k]  for k ∈ [k0, k1) and the lanes i in `store`,
+/// reading rows i < count (≤ 16) and 0 for the others.
+CAUSALQWEN_TARGET_F32_GEMM inline void rows_to_columns(const float* src, std::size_t ld, std::size_t count, std::size_t k0,
+                                                      std::size_t k1, float* dst, std::size_t stride, __mmask16 store) {
+  __m512 block[16];
+  for (std::size_t kb = k0; kb < k1; kb += 16) {
+    const __mmask16 valid = lanes(k1 - kb);
+    for (std::size_t i = 0; i < 16; ++i) block[i] = i < count ? _mm512_maskz_loadu_ps(valid, src + i * ld + kb) : _mm512_setzero_ps();
+    transpose16(block);
+    for (std::size_t t = 0; t < std::min<std::size_t>(16, k1 - kb); ++t) _mm512_mask_storeu_ps(dst + (kb - k0 + t) * stride, store, block[t]);
+  }
+}
+
 /// A's panel [k1 − k0, mr] ← op(A)'s rows [m0, m0 + mr) (zero past M), columns [k0, k1).
 CAUSALQWEN_TARGET_F32_GEMM inline void pack_a_panel(const Operand& a, std::size_t M, std::size_t m0, std::size_t k0, std::size_t k1,
                                                    float* dst) {
@@ -101,15 +114,7 @@ CAUSALQWEN_TARGET_F32_GEMM inline void pack_a_panel(const Operand& a, std::size_
       _mm512_mask_storeu_ps(dst, panel, _mm512_maskz_loadu_ps(valid, a.p + k * a.ld + m0));
     return;
   }
-  __m512 block[16];  // 16 values of k from each row, transposed into 16 values of k × the rows
-  for (std::size_t kb = k0; kb < k1; kb += 16) {
-    const __mmask16 valid = lanes(k1 - kb);
-    for (std::size_t i = 0; i < 16; ++i)
-      block[i] = i < rows ? _mm512_maskz_loadu_ps(valid, a.p + (m0 + i) * a.ld + kb) : _mm512_setzero_ps();
-    transpose16(block);
-    for (std::size_t t = 0; t < std::min<std::size_t>(16, k1 - kb); ++t)
-      _mm512_mask_storeu_ps(dst + (kb - k0 + t) * mr, panel, block[t]);
-  }
+  rows_to_columns(a.p + m0 * a.ld, a.ld, rows, k0, k1, dst, mr, panel);
 }
 
 /// B's panel [k1 − k0, nr] ← op(B)'s columns [n0, n0 + nr) (zero past N), rows [k0, k1).
@@ -125,15 +130,9 @@ CAUSALQWEN_TARGET_F32_GEMM inline void pack_b_panel(const Operand& b, std::size_
     }
     return;
   }
-  __m512 block[16];  // op(B)'s column n is B's row n: 16 rows of B, transposed block by block
-  for (std::size_t half = 0; half < nr / 16; ++half)
-    for (std::size_t kb = k0; kb < k1; kb += 16) {
-      const __mmask16 valid = lanes(k1 - kb);
-      for (std::size_t j = 0; j < 16; ++j)
-        block[j] = 16 * half + j < cols ? _mm512_maskz_loadu_ps(valid, b.p + (n0 + 16 * half + j) * b.ld + kb) : _mm512_setzero_ps();
-      transpose16(block);
-      for (std::size_t t = 0; t < std::min<std::size_t>(16, k1 - kb); ++t) _mm512_store_ps(dst + (kb - k0 + t) * nr + 16 * half, block[t]);
-    }
+  for (std::size_t half = 0; half < nr / 16; ++half)  // op(B)'s column n is B's row n
+    rows_to_columns(b.p + (n0 + 16 * half) * b.ld, b.ld, cols > 16 * half ? std::min<std::size_t>(16, cols - 16 * half) : 0, k0,
+                    k1, dst + 16 * half, nr, __mmask16(0xFFFF));
 }
 
 /// The micro-kernel: C's rows [0, rows) × columns [0, cols) (rows ≤ MR, cols ≤ nr) of the tile at
@@ -305,20 +304,13 @@ inline void multiply_avx512(const Operand& a, const Operand& b, std::size_t M, s
 /// default), or the portable loop everywhere (`portable`: the same bits, slowly; for tests).
 enum class F32Kernel { automatic, portable };
 
-namespace detail_f32 {
-inline std::atomic<F32Kernel>& kernel_choice() {
-  static std::atomic<F32Kernel> choice{F32Kernel::automatic};
-  return choice;
-}
-}  // namespace detail_f32
-
 /// Sets the kernel of every later f32_matmul in this process.
-inline void set_f32_kernel(F32Kernel k) { detail_f32::kernel_choice() = k; }
+inline void set_f32_kernel(F32Kernel k) { kernel_choice<F32Kernel>() = k; }
 
 /// Whether f32_matmul runs its AVX-512 kernel now (the CPU has AVX-512F and `set_f32_kernel`
 /// left the choice automatic).
 inline bool f32_kernel_is_hardware() {
-  return detail_f32::kernel_choice() == F32Kernel::automatic && detail_f32::cpu_has_avx512f();
+  return kernel_runs_on_hardware<F32Kernel>(detail_f32::cpu_has_avx512f());
 }
 
 /// "AVX-512" or "portable": what f32_matmul runs on now.

@@ -17,10 +17,10 @@
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/core/threading.hpp"
+#include "causalqwen/linalg/kernel_choice.hpp"
 #include "causalqwen/linalg/packed_weight.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -39,11 +39,6 @@ namespace causalqwen::linalg {
 enum class Int8Kernel { automatic, portable };
 
 namespace detail_int8 {
-
-inline std::atomic<Int8Kernel>& kernel_choice() {
-  static std::atomic<Int8Kernel> choice{Int8Kernel::automatic};
-  return choice;
-}
 
 /// Whether this CPU runs vpdpbusd on 512-bit vectors (asked once).
 inline bool cpu_has_avx512_vnni() {
@@ -223,11 +218,11 @@ inline void rows4(bool hardware, const PackedRef& w, std::size_t n0, std::size_t
 }  // namespace detail_int8
 
 /// Sets the kernel of every later int8 product in this process.
-inline void set_int8_kernel(Int8Kernel k) { detail_int8::kernel_choice() = k; }
+inline void set_int8_kernel(Int8Kernel k) { kernel_choice<Int8Kernel>() = k; }
 
 /// Whether the int8 products run on AVX512-VNNI now.
 inline bool int8_kernel_is_hardware() {
-  return detail_int8::kernel_choice() == Int8Kernel::automatic && detail_int8::cpu_has_avx512_vnni();
+  return kernel_runs_on_hardware<Int8Kernel>(detail_int8::cpu_has_avx512_vnni());
 }
 
 /// "AVX512-VNNI" or "portable": what the int8 products run on now.
