@@ -57,6 +57,33 @@ TEST_CASE("RoPE with Qwen2's θ = 1e6: angle of the last pair at position 100") 
   CHECK(x[63] == doctest::Approx(std::cos(a)).epsilon(1e-14));
 }
 
+TEST_CASE("RoPE table: kept for the same positions, rebuilt for new positions or a new θ") {
+  nn::RotaryEmbedding<float> rope{8, 1e4};
+  nn::RotaryEmbedding<float>::Table table;
+  std::vector<std::int64_t> pos = {0, 1, 2, 3};
+  rope.build(TensorView<const std::int64_t, 1>(pos.data(), {4}), table);
+  const auto fresh = [&](const nn::RotaryEmbedding<float>& r, const std::vector<std::int64_t>& p) {
+    nn::RotaryEmbedding<float>::Table t;
+    r.build(TensorView<const std::int64_t, 1>(p.data(), {p.size()}), t);
+    return t;
+  };
+  table.cos[0] = 7.0f;  // a mark: a kept table still holds it
+  rope.build(TensorView<const std::int64_t, 1>(pos.data(), {4}), table);
+  CHECK(table.cos[0] == 7.0f);
+  pos[3] = 9;  // one position changed: rebuilt, equal to a fresh table
+  rope.build(TensorView<const std::int64_t, 1>(pos.data(), {4}), table);
+  CHECK(table.cos == fresh(rope, pos).cos);
+  CHECK(table.sin == fresh(rope, pos).sin);
+  const nn::RotaryEmbedding<float> other{8, 1e6};  // same positions, another θ
+  other.build(TensorView<const std::int64_t, 1>(pos.data(), {4}), table);
+  CHECK(table.sin == fresh(other, pos).sin);
+  CHECK(table.sin != fresh(rope, pos).sin);
+  pos.push_back(4);  // more rows
+  rope.build(TensorView<const std::int64_t, 1>(pos.data(), {5}), table);
+  CHECK(table.rows == 5);
+  CHECK(table.cos == fresh(rope, pos).cos);
+}
+
 TEST_CASE("attention: padded keys get zero weight; a query with no visible key outputs 0") {
   const std::uint64_t seed = 11;
   MESSAGE("seed ", seed);

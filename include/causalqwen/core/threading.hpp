@@ -50,6 +50,13 @@ void parallel_chunks(std::size_t n, F&& f) {
   }
 }
 
+/// Sets the n values at p to `value`, split over the threads when n is large (zeroing a gradient
+/// buffer on one thread would leave the others waiting).
+template <class T>
+void parallel_fill(T* p, std::size_t n, T value) {
+  parallel_chunks(n, [&](std::size_t begin, std::size_t end) { std::fill(p + begin, p + end, value); });
+}
+
 /// Sets OpenBLAS (when the program links it) to one thread and leaves OpenMP's thread count as
 /// it was: Debian's OpenMP build of OpenBLAS implements openblas_set_num_threads(1) with
 /// omp_set_num_threads(1), which would otherwise put every OpenMP region of the program on one

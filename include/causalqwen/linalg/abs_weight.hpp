@@ -3,7 +3,6 @@
 /// W's arena version changes (`Arena::touch()` after an optimiser step or a load) or when
 /// `invalidate()` is called.
 #pragma once
-#include "causalqwen/core/eigen_map.hpp"
 #include "causalqwen/core/page_buffer.hpp"
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/core/threading.hpp"
@@ -71,7 +70,6 @@ template <class T>
 void abs_linear_backward_weight(TensorView<T, 2> dw, TensorView<const T, 2> dscale_out,
                                 TensorView<const T, 2> scale, TensorView<const T, 2> w,
                                 WeightGradSink<T>* sink = nullptr, Precision precision = Precision::f32) {
-  using detail_gemm::ix;
   const std::size_t m = dscale_out.shape[0], n = dscale_out.shape[1], k = scale.shape[1];
   detail::require(scale.shape[0] == m, "abs_linear_backward_weight",
                   "scale {} does not match dscale' {}", shape_string(scale.shape),
@@ -93,8 +91,15 @@ void abs_linear_backward_weight(TensorView<T, 2> dw, TensorView<const T, 2> dsca
         bf16_matmul(Op::transposed, Op::plain, rows, k, m, dscale_out.data + r0, n, scale.data, k, product.data(), k, false);
     if (precision == Precision::f32)
       matmul<T>(Op::transposed, Op::plain, rows, k, m, dscale_out.data + r0, n, scale.data, k, product.data(), k, false);
-    auto W = mat(w.data + r0 * k, ix(rows), ix(k));
-    mat(dw.data + r0 * k, ix(rows), ix(k)).array() += W.array().sign() * mat(product.data(), ix(rows), ix(k)).array();
+    const T* w_rows = w.data + r0 * k;
+    T* dw_rows = dw.data + r0 * k;
+    const T* tile = product.data();
+    parallel_for(rows, rows * k, [&](std::size_t r) {
+      for (std::size_t j = r * k; j < (r + 1) * k; ++j) {
+        const T sign_w = w_rows[j] > T(0) ? T(1) : w_rows[j] < T(0) ? T(-1) : T(0);
+        dw_rows[j] += sign_w * tile[j];
+      }
+    });
   }
 }
 

@@ -4,11 +4,13 @@
 #pragma once
 #include "causalqwen/core/eigen_map.hpp"
 #include "causalqwen/core/tensor.hpp"
+#include "causalqwen/core/threading.hpp"
 #include "causalqwen/linalg/bf16_gemm.hpp"
 #include "causalqwen/linalg/gemv.hpp"
 #include "causalqwen/linalg/matmul.hpp"
 #include "causalqwen/linalg/weight_grad_sink.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <type_traits>
 #include <vector>
@@ -25,6 +27,17 @@ void require_precision_fits(Precision precision, const char* fn) {
   detail::require(std::is_same_v<T, float> || precision == Precision::f32, fn, "bf16 products serve float models only");
 }
 
+/// Y[m,:] += b for every row m (nothing when b is empty):  Y [M,N], b [N].
+template <class T>
+void add_bias_rows(TensorView<T, 2> y, TensorView<const T, 1> b) {
+  if (b.empty()) return;
+  const std::size_t n = y.shape[1];
+  parallel_for(y.shape[0], y.size(), [&](std::size_t r) {
+    T* row = y.data + r * n;
+    for (std::size_t j = 0; j < n; ++j) row[j] += b.data[j];
+  });
+}
+
 /// Y = X·Wᵀ (+ b):  X [M,K], W [N,K], b [N] (optional: empty view), Y [M,N].
 /// When `packed` holds a bf16 copy of W, every row count runs on the bf16 product
 /// (bf16_gemm.hpp: Y = bf16(X)·Wᵀ, a row's bits independent of M). Otherwise up to few_rows_max
@@ -34,7 +47,6 @@ void require_precision_fits(Precision precision, const char* fn) {
 template <class T>
 void linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, TensorView<const T, 2> w,
                     TensorView<const T, 1> b = {}, const PackedRef& packed = {}, Precision precision = Precision::f32) {
-  using detail_gemm::ix;
   const std::size_t m = x.shape[0], k = x.shape[1], n = w.shape[0];
   detail::require(w.shape[1] == k, "linear_forward", "W {} does not match X {}",
                   shape_string(w.shape), shape_string(x.shape));
@@ -44,7 +56,7 @@ void linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, TensorView<con
   if constexpr (std::is_same_v<T, float>) {
     if (precision == Precision::bf16) {
       bf16_matmul(Op::plain, Op::transposed, m, n, k, x.data, k, w.data, k, y.data, n, false);
-      if (!b.empty()) mat(y.data, ix(m), ix(n)).rowwise() += ConstVecMap<T>(b.data, ix(n)).transpose();
+      add_bias_rows(y, b);
       return;
     }
     if (packed.type == WeightType::bf16) return bf16_linear_forward(y, x, packed, b);
@@ -52,7 +64,7 @@ void linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, TensorView<con
   if constexpr (detail_gemv::simd_type<T>)
     if (m <= few_rows_max) return few_rows_linear_forward<T>(y, x, w, b, packed);
   matmul<T>(Op::plain, Op::transposed, m, n, k, x.data, k, w.data, k, y.data, n, false);
-  if (!b.empty()) mat(y.data, ix(m), ix(n)).rowwise() += ConstVecMap<T>(b.data, ix(n)).transpose();
+  add_bias_rows(y, b);
 }
 
 /// dX += dY·W:  dY [M,N], W [N,K], dX [M,K]  (Precision::bf16: bf16(dY)·bf16(W)).
@@ -89,19 +101,22 @@ void linear_backward_weight(TensorView<T, 2> dw, TensorView<const T, 2> dy,
 
 /// db += colsum(dY):  dY [M,N], db [N]. Each column is summed row after row, in order: the
 /// result does not depend on where the buffers sit in memory (Eigen's colwise().sum() chooses
-/// its summation order by the pointer's alignment, which broke bit-exact resumes). The column
-/// sums live in a per-thread buffer that only grows.
+/// its summation order by the pointer's alignment, which broke bit-exact resumes) nor on the
+/// threads, which take blocks of 64 columns each.
 template <class T>
 void bias_backward(TensorView<T, 1> db, TensorView<const T, 2> dy) {
   const std::size_t m = dy.shape[0], n = dy.shape[1];
   require_shape(db, {n}, "bias_backward", "db");
-  thread_local std::vector<T> sum;
-  sum.assign(n, T(0));
-  for (std::size_t r = 0; r < m; ++r) {
-    const T* row = dy.data + r * n;
-    for (std::size_t j = 0; j < n; ++j) sum[j] += row[j];
-  }
-  for (std::size_t j = 0; j < n; ++j) db.data[j] += sum[j];
+  constexpr std::size_t block = 64;
+  parallel_for((n + block - 1) / block, m * n, [&](std::size_t b) {
+    const std::size_t j0 = b * block, width = std::min(block, n - j0);
+    T sum[block] = {};
+    for (std::size_t r = 0; r < m; ++r) {
+      const T* row = dy.data + r * n + j0;
+      for (std::size_t j = 0; j < width; ++j) sum[j] += row[j];
+    }
+    for (std::size_t j = 0; j < width; ++j) db.data[j0 + j] += sum[j];
+  });
 }
 
 }  // namespace causalqwen::linalg

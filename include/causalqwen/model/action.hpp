@@ -133,14 +133,18 @@ struct Action {
   ///                  sign(b_j)·Σ_m ∂L/∂loc_A[m,j]·T·ε[m,j] (sampling).
   static void noise_backward(const Params& p, const Grads& g, const Cache& c, CauchyViewGrad<const T, 2> dA) {
     const std::size_t M = dA.d_loc.shape[0], C = dA.d_loc.shape[1];
-    for (std::size_t j = 0; j < C; ++j) {
-      const T s = sign(p.b_noise[j]);
-      T acc = 0;
+    constexpr std::size_t block = 64;  // columns summed together, row after row (each in order of m)
+    for (std::size_t j0 = 0; j0 < C; j0 += block) {
+      const std::size_t width = std::min(block, C - j0);
+      T acc[block] = {};
       for (std::size_t m = 0; m < M; ++m) {
-        const std::size_t i = m * C + j;
-        acc += c.mode == ActionMode::deterministic ? dA.d_scale.data[i] : dA.d_loc.data[i] * c.temperature * c.epsilon[i];
+        const std::size_t i = m * C + j0;
+        if (c.mode == ActionMode::deterministic)
+          for (std::size_t j = 0; j < width; ++j) acc[j] += dA.d_scale.data[i + j];
+        else
+          for (std::size_t j = 0; j < width; ++j) acc[j] += dA.d_loc.data[i + j] * c.temperature * c.epsilon[i + j];
       }
-      g.b_noise[j] += s * acc;
+      for (std::size_t j = 0; j < width; ++j) g.b_noise[j0 + j] += sign(p.b_noise[j0 + j]) * acc[j];
     }
   }
 

@@ -199,6 +199,17 @@ class CausalHead {
     }
   }
 
+  /// Σ_j x_j of one row in double, in eight interleaved partial sums (a single chain of
+  /// additions would wait on each one's latency).
+  static double row_sum(const T* x, std::size_t n) {
+    double part[8] = {};
+    std::size_t j = 0;
+    for (; j + 8 <= n; j += 8)
+      for (std::size_t l = 0; l < 8; ++l) part[l] += static_cast<double>(x[j + l]);
+    for (; j < n; ++j) part[0] += static_cast<double>(x[j]);
+    return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+  }
+
   void finish_metrics(const HeadTargets<T>& t, Cache& c) const {
     const std::size_t M = c.rows, C = cfg_.causal_size;
     HeadMetrics& h = c.metrics;
@@ -223,10 +234,8 @@ class CausalHead {
       }
       if (c.token[m]) {
         ++tokens;
-        for (std::size_t j = 0; j < C; ++j) {
-          u_loc += c.abduction.loc_U[m * C + j];
-          u_scale += c.abduction.scale_U[m * C + j];
-        }
+        u_loc += row_sum(&c.abduction.loc_U[m * C], C);
+        u_scale += row_sum(&c.abduction.scale_U[m * C], C);
       }
     }
     auto mean = [](double s, std::size_t n) { return n ? s / static_cast<double>(n) : 0.0; };

@@ -137,10 +137,10 @@ class OvrLoss {
     // gather the evaluated rows: A_r [R,C]
     loc_r_.resize(R * C);
     scale_r_.resize(R * C);
-    for (std::size_t r = 0; r < R; ++r) {
+    parallel_for(R, 2 * R * C, [&](std::size_t r) {
       std::copy_n(A.loc.data + rows[r] * C, C, &loc_r_[r * C]);
       std::copy_n(A.scale.data + rows[r] * C, C, &scale_r_[r * C]);
-    }
+    });
     const Individuals<const T> A_r(TensorView<const T, 2>(loc_r_.data(), {R, C}), TensorView<const T, 2>(scale_r_.data(), {R, C}));
     if (g) {
       d_loc_r_.assign(R * C, T(0));
@@ -165,16 +165,16 @@ class OvrLoss {
       const TensorView<const T, 2> abs_chunk(g ? abs_chunk_.data() : abs_w + k0 * C, {n, C});
       const ClassScores<T> S(TensorView<T, 2>(loc_s_.data(), {R, n}), TensorView<T, 2>(scale_s_.data(), {R, n}));
       Action<T>::classes(p, A_r, k0, n, abs_chunk, S);
-      if (g) {
-        std::fill_n(d_loc_s_.begin(), R * n, T(0));
-        std::fill_n(d_scale_s_.begin(), R * n, T(0));
-      }
       const T* thr = p.threshold.data + k0;
       parallel_for(R, R * n, [&](std::size_t r) {
         const std::size_t m = rows[r];
         const std::int64_t label_local = valid[m] ? labels[m] - static_cast<std::int64_t>(k0) : -1;
         OvrRowGrads<T> row_grads;
-        if (g && valid[m]) row_grads = {&d_loc_s_[r * n], &d_scale_s_[r * n], nullptr};
+        if (g && valid[m]) row_grads = {&d_loc_s_[r * n], &d_scale_s_[r * n], nullptr};  // bce_row writes all n
+        if (g && !valid[m]) {  // a row without a label adds no gradient
+          std::fill_n(&d_loc_s_[r * n], n, T(0));
+          std::fill_n(&d_scale_s_[r * n], n, T(0));
+        }
         OvrRowStats<T> chunk_stats;
         const T row_loss = bce_row(ClassScores<const T>(S), r, thr, label_local, weight, row_grads, chunk_stats, cfg);
         if (valid[m]) loss_r_[r] += row_loss;
@@ -193,7 +193,7 @@ class OvrLoss {
         g->threshold[k0 + k] -= col_[k];
       }
     }
-    for (std::size_t r = 0; r < R; ++r) {
+    parallel_for(R, 2 * R * C, [&](std::size_t r) {  // rows are distinct positions
       const std::size_t m = rows[r];
       out.L_cls[m] = loss_r_[r];
       out.prob_sum[m] = stats_[r].prob_sum;
@@ -204,7 +204,7 @@ class OvrLoss {
           dA.d_loc.data[m * C + j] += d_loc_r_[r * C + j];
           dA.d_scale.data[m * C + j] += d_scale_r_[r * C + j];
         }
-    }
+    });
   }
 
  private:

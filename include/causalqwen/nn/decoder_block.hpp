@@ -214,19 +214,19 @@ struct DecoderBlock {
     const std::size_t B = c.batch, S = c.seq, Q = config.qkv_size(), D = config.head_dim();
     // y = x2 + mlp(h2)
     std::copy(dy.begin(), dy.end(), w.dx2.begin());
-    std::fill(w.dh.begin(), w.dh.end(), T(0));
+    parallel_fill(w.dh.data, w.dh.size(), T(0));
     SwiGLU<T>::backward(p.mlp, g.mlp, c.mlp, dy, w.dh, w.mlp, sink);
     RMSNorm<T>::backward({p.post_norm}, {g.post_norm}, c.norm2, w.dh, w.dx2);
     // x2 = x + o_proj(attn)
-    std::fill(w.dattn.begin(), w.dattn.end(), T(0));
+    parallel_fill(w.dattn.data, w.dattn.size(), T(0));
     Linear<T>::backward(p.o_proj, g.o_proj, c.o_in, w.dx2, w.dattn, sink);
-    std::fill(w.dqkv.begin(), w.dqkv.end(), T(0));
+    parallel_fill(w.dqkv.data, w.dqkv.size(), T(0));
     attention().backward(c.attn, w.dattn.reshape(Shape<3>{B, S, config.num_heads * D}),
                          w.dqkv.reshape(Shape<3>{B, S, Q}), w.attn);
     const auto rope_ = rope();
     rope_.rotate(w.dqkv.data, Q, 0, config.num_heads, *c.rope, -1);
     rope_.rotate(w.dqkv.data, Q, config.num_heads * D, config.num_kv_heads, *c.rope, -1);
-    std::fill(w.dh.begin(), w.dh.end(), T(0));
+    parallel_fill(w.dh.data, w.dh.size(), T(0));
     Linear<T>::backward(p.qkv, g.qkv, c.qkv_in, w.dqkv, w.dh, sink);
     RMSNorm<T>::backward({p.input_norm}, {g.input_norm}, c.norm1, w.dh, dx);
     autodiff::eval_add(dx, autodiff::constant(TensorView<const T, 2>(w.dx2)));

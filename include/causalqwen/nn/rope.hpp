@@ -9,6 +9,7 @@
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/core/threading.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -20,30 +21,43 @@ struct RotaryEmbedding {
   std::size_t head_dim = 0;
   double theta = 1e6;
 
-  /// cos/sin tables for every row (token) of a batch: [M, D/2] each.
+  /// cos/sin tables for every row (token) of a batch: [M, D/2] each, and what they were built
+  /// for (a training loop's batches mostly repeat their positions: the table is then kept).
   struct Table {
     std::vector<T> cos, sin;
     std::size_t rows = 0;
+    std::vector<std::int64_t> positions;
+    std::size_t head_dim = 0;
+    double theta = 0;
   };
 
-  /// Fills `table` from position_ids [M] (angles computed in double, then rounded to T).
+  /// Fills `table` from position_ids [M] (angles computed in double, then rounded to T); leaves
+  /// it as it is when it already holds these positions for this head_dim and θ.
   void build(TensorView<const std::int64_t, 1> position_ids, Table& table) const {
     const std::size_t half = head_dim / 2, rows = position_ids.size();
     detail::require(head_dim % 2 == 0 && head_dim > 0, "RotaryEmbedding",
                     "head_dim {} must be even and > 0", head_dim);
+    if (table.head_dim == head_dim && table.theta == theta && table.positions.size() == rows &&
+        std::equal(position_ids.begin(), position_ids.end(), table.positions.begin()))
+      return;
+    for (std::size_t m = 0; m < rows; ++m)
+      detail::require(position_ids[m] >= 0, "RotaryEmbedding", "position id {} at row {} is < 0",
+                      position_ids[m], m);
     table.rows = rows;
     table.cos.resize(rows * half);
     table.sin.resize(rows * half);
-    for (std::size_t m = 0; m < rows; ++m) {
-      detail::require(position_ids[m] >= 0, "RotaryEmbedding", "position id {} at row {} is < 0",
-                      position_ids[m], m);
+    table.positions.assign(position_ids.begin(), position_ids.end());
+    table.head_dim = head_dim;
+    table.theta = theta;
+    std::vector<double> inv_freq(half);  // θ^(−2j/D)
+    for (std::size_t j = 0; j < half; ++j) inv_freq[j] = std::pow(theta, -double(2 * j) / double(head_dim));
+    parallel_for(rows, rows * half * 16, [&](std::size_t m) {  // a sine and a cosine cost ~16 elements' work
       for (std::size_t j = 0; j < half; ++j) {
-        const double inv_freq = std::pow(theta, -double(2 * j) / double(head_dim));
-        const double angle = double(position_ids[m]) * inv_freq;
+        const double angle = double(position_ids[m]) * inv_freq[j];
         table.cos[m * half + j] = static_cast<T>(std::cos(angle));
         table.sin[m * half + j] = static_cast<T>(std::sin(angle));
       }
-    }
+    });
   }
 
   /// Rotates, in place, `heads` heads of head_dim values in every row of `x`, a [M, row_stride]

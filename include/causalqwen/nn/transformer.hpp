@@ -155,14 +155,14 @@ class Transformer {
     const auto& g = bind(grads.arena, cache.bound_grads);
     // the final norm writes ∂L/∂(last layer's output) into dres_a; layer i writes ∂L/∂(its input) into the other
     auto a = cache.workspace.template view<2>("ws.dres_a"), b = cache.workspace.template view<2>("ws.dres_b");
-    std::fill(a.begin(), a.end(), T(0));
+    parallel_fill(a.data, a.size(), T(0));
     RMSNorm<T>::backward({p.final_norm}, {g.final_norm}, cache.final_norm, dz.flat2d(), a);
     // a slot's arena offset, from its bound view (no name lookup, no allocation)
     const auto offset_of = [&](const TensorView<T, 1>& slot) { return static_cast<std::size_t>(slot.data - grads.arena.data()); };
     grads.final_from(offset_of(g.final_norm));
     for (std::size_t k = 0; k < config_.num_layers; ++k) {
       const std::size_t i = config_.num_layers - 1 - k;
-      std::fill(b.begin(), b.end(), T(0));
+      parallel_fill(b.data, b.size(), T(0));
       block_.backward(p.layers[i], g.layers[i], cache.blocks[i], a, b, cache.block_ws, grads.sink);
       grads.final_from(offset_of(g.layers[i].input_norm));  // layer i's first slot
       std::swap(a, b);
