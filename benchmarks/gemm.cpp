@@ -1,10 +1,12 @@
 // GEMM throughput of causalqwen's linear wrappers (linalg::matmul: the library's own AVX-512
 // float kernel on a CPU with AVX-512F, else Eigen over OpenBLAS, or Eigen's own kernels in the
 // bench_gemm_eigen_native program) against OpenBLAS cblas_sgemm called directly, on its own
-// threads, measured in the same run, at 1 and 2 threads, for the Qwen2.5-0.5B linear shapes with
-// T = 512 tokens: forward Y = X·Wᵀ and the backward products dX += dY·W, dW += dYᵀ·X.
+// threads, measured in the same run, at 1 and 2 threads: forward Y = X·Wᵀ and the backward
+// products dX += dY·W, dW += dYᵀ·X, for the Qwen2.5-0.5B linear shapes with T = 512 tokens
+// (`qwen0.5b`) and for the demo model's shapes (H 64, FFN 128, 1024 classes) with T = 1024
+// tokens, one training batch of 16×64 (`demo`); no argument runs both.
 //
-//   OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 build/bin/bench_gemm
+//   OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 build/bin/bench_gemm [qwen0.5b|demo]
 #include "bench_ratio.hpp"
 
 #include <causalqwen/core/eigen_map.hpp>
@@ -22,14 +24,21 @@ namespace cq = causalqwen;
 using cq::TensorView;
 
 namespace {
-constexpr std::size_t T = 512;
 struct LinearShape {
+  const char* group;
   const char* name;
-  std::size_t in, out;
+  std::size_t in, out, tokens;
 };
-// (T×in)·(out×in)ᵀ
-constexpr LinearShape kShapes[] = {
-    {"q_o_proj_896x896", 896, 896}, {"kv_proj_896x128", 896, 128}, {"gate_up_896x4864", 896, 4864}, {"down_4864x896", 4864, 896}};
+// (tokens×in)·(out×in)ᵀ
+constexpr LinearShape kShapes[] = {{"qwen0.5b", "q_o_proj_896x896", 896, 896, 512},
+                                   {"qwen0.5b", "kv_proj_896x128", 896, 128, 512},
+                                   {"qwen0.5b", "gate_up_896x4864", 896, 4864, 512},
+                                   {"qwen0.5b", "down_4864x896", 4864, 896, 512},
+                                   {"demo", "demo_qkv_64x128", 64, 128, 1024},
+                                   {"demo", "demo_o_64x64", 64, 64, 1024},
+                                   {"demo", "demo_gate_up_64x256", 64, 256, 1024},
+                                   {"demo", "demo_down_128x64", 128, 64, 1024},
+                                   {"demo", "demo_cls_64x1024", 64, 1024, 1024}};
 enum class Product { forward, backward_input, backward_weight };
 const char* product_name(Product p) {
   return p == Product::forward ? "fwd Y=XWt" : p == Product::backward_input ? "bwd dX+=dYW" : "bwd dW+=dYtX";
@@ -37,7 +46,8 @@ const char* product_name(Product p) {
 
 struct Buffers {
   std::vector<float> x, w, y, dx, dw;
-  explicit Buffers(const LinearShape& s) : x(T * s.in), w(s.out * s.in), y(T * s.out), dx(T * s.in), dw(s.out * s.in) {
+  explicit Buffers(const LinearShape& s)
+      : x(s.tokens * s.in), w(s.out * s.in), y(s.tokens * s.out), dx(s.tokens * s.in), dw(s.out * s.in) {
     std::mt19937 rng(1);
     std::normal_distribution<float> d(0, 1);
     for (auto* v : {&x, &w, &y}) for (auto& e : *v) e = d(rng);
@@ -53,7 +63,7 @@ void set_threads(int threads) {
 void run_ours(benchmark::State& state, LinearShape s, Product p, int threads) {
   set_threads(threads);
   Buffers b(s);
-  const std::size_t M = T, K = s.in, N = s.out;
+  const std::size_t M = s.tokens, K = s.in, N = s.out;
   for (auto _ : state) {
     switch (p) {
       case Product::forward:
@@ -78,7 +88,7 @@ void run_ours(benchmark::State& state, LinearShape s, Product p, int threads) {
 void run_openblas(benchmark::State& state, LinearShape s, Product p, int threads) {
   set_threads(threads);
   Buffers b(s);
-  const int M = int(T), K = int(s.in), N = int(s.out);
+  const int M = int(s.tokens), K = int(s.in), N = int(s.out);
   for (auto _ : state) {
     switch (p) {
       case Product::forward:  // Y[M,N] = X[M,K]·W[N,K]ᵀ
@@ -100,6 +110,11 @@ void run_openblas(benchmark::State& state, LinearShape s, Product p, int threads
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
+  const std::string only = argc > 1 ? argv[1] : "";
+  if (!only.empty() && only != "qwen0.5b" && only != "demo") {
+    fmt::print(stderr, "bench_gemm: unknown shape group '{}' (expected qwen0.5b or demo)\n", only);
+    return 2;
+  }
   cqbench::RatioReporter reporter;
 #ifdef EIGEN_USE_BLAS
   const std::string ours = cq::linalg::f32_kernel_is_hardware() ? "causalqwen-avx512" : "eigen+openblas";
@@ -109,6 +124,7 @@ int main(int argc, char** argv) {
   for (int threads : {1, 2})
     for (const auto& s : kShapes)
       for (Product p : {Product::forward, Product::backward_input, Product::backward_weight}) {
+        if (!only.empty() && only != s.group) continue;
         const std::string tag = std::string(s.name) + " " + product_name(p) + " threads:" + std::to_string(threads);
         const std::string cand = ours + " " + tag, base = "openblas " + tag;
         benchmark::RegisterBenchmark(cand.c_str(), run_ours, s, p, threads)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);

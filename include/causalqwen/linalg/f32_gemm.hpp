@@ -117,6 +117,30 @@ CAUSALQWEN_TARGET_F32_GEMM inline void pack_a_panel(const Operand& a, std::size_
   rows_to_columns(a.p + m0 * a.ld, a.ld, rows, k0, k1, dst, mr, panel);
 }
 
+/// The panels of op(A)'s rows [m_first, m_last), each [k1 − k0, mr] (zero past M), one after
+/// another from dst. Transposed A (op(A)'s row m is A's column m) is read eight rows of A at a
+/// time across the whole block: panel by panel, each value would come from a new row of A (a new
+/// page when A is wide), which neither the prefetcher nor the TLB follows.
+CAUSALQWEN_TARGET_F32_GEMM inline void pack_a_block(const Operand& a, std::size_t M, std::size_t m_first, std::size_t m_last,
+                                                   std::size_t k0, std::size_t k1, float* dst) {
+  if (!a.transposed) {
+    for (std::size_t m = m_first; m < m_last; m += mr) pack_a_panel(a, M, m, k0, k1, dst + (m - m_first) * (k1 - k0));
+    return;
+  }
+  constexpr __mmask16 panel = __mmask16((1u << mr) - 1);
+  constexpr std::size_t group = 8;
+  const std::size_t kk = k1 - k0;
+  for (std::size_t kg = k0; kg < k1; kg += group) {
+    const std::size_t kg_end = std::min(k1, kg + group);
+    float* out = dst + (kg - k0) * mr;
+    for (std::size_t m = m_first; m < m_last; m += mr, out += kk * mr) {
+      const __mmask16 valid = lanes(std::min(mr, M - m));
+      for (std::size_t k = kg; k < kg_end; ++k)
+        _mm512_mask_storeu_ps(out + (k - kg) * mr, panel, _mm512_maskz_loadu_ps(valid, a.p + k * a.ld + m));
+    }
+  }
+}
+
 /// B's panel [k1 − k0, nr] ← op(B)'s columns [n0, n0 + nr) (zero past N), rows [k0, k1).
 CAUSALQWEN_TARGET_F32_GEMM inline void pack_b_panel(const Operand& b, std::size_t N, std::size_t n0, std::size_t k0, std::size_t k1,
                                                    float* dst) {
@@ -260,8 +284,10 @@ inline void multiply_avx512(const Operand& a, const Operand& b, std::size_t M, s
           const std::size_t m_first = mb * split.rows_per_block, m_last = std::min(M, m_first + split.rows_per_block);
           const std::size_t p_first = ns * panels / split.n_splits, p_last = (ns + 1) * panels / split.n_splits;
           // A's panels: all packed, or (read in place) only a last one of fewer than mr rows
-          for (std::size_t m = m_first; m < m_last; m += mr)
-            if (!direct_a || m + mr > m_last) pack_a_panel(a, M, m, k0, k0 + kk, ap_all + (m - m_first) * kk);
+          if (!direct_a)
+            pack_a_block(a, M, m_first, m_last, k0, k0 + kk, ap_all);
+          else if (const std::size_t m = m_first + (m_last - m_first) / mr * mr; m < m_last)
+            pack_a_panel(a, M, m, k0, k0 + kk, ap_all + (m - m_first) * kk);
           // the tile of panel p and rows [m, m + mr), after requesting the lines of C of the
           // tile (p2, m2) that comes next, so that they arrive while this one runs
           const auto run = [&](std::size_t p, std::size_t m, std::size_t p2, std::size_t m2) {
