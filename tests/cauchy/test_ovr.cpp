@@ -186,3 +186,24 @@ TEST_CASE_TEMPLATE("ovr_bce_row's argmax breaks ties towards the lowest class", 
   cq::ovr_bce_row<long double>(locl, scalel, cq::RowThresholds<long double>::scalar(0.0L), -100, 1.0L, {}, &sl);
   CHECK(sl.best_index == 7);
 }
+
+TEST_CASE_TEMPLATE("ovr_bce_row at infinite margins: a negative at z = -inf costs nothing and has no gradient", T, float, double) {
+  // 20 classes (a full SIMD batch and a tail), all negatives: z = -inf gives P = 0, L = 0 and
+  // zero gradients; z = +inf gives L = +inf, dL/dloc = 0 and dL/dscale = -1/scale (gz = 1).
+  const std::size_t K = 20;
+  std::vector<T> loc(K, T(0)), scale(K, T(2)), d_loc(K), d_scale(K);
+  const T inf = std::numeric_limits<T>::infinity();
+  loc[3] = loc[17] = -inf;
+  loc[5] = inf;
+  const T loss = cq::ovr_bce_row<T>(loc, scale, cq::RowThresholds<T>::scalar(T(0)), -100, T(1), {d_loc.data(), d_scale.data(), nullptr});
+  CHECK(loss == inf);
+  for (std::size_t k : {std::size_t(3), std::size_t(17)}) {
+    CAPTURE(k);
+    CHECK(d_loc[k] == T(0));
+    CHECK(d_scale[k] == T(0));
+  }
+  CHECK(d_loc[5] == T(0));
+  CHECK(d_scale[5] == T(-0.5));
+  // the finite lanes are the scalar formulas' values (z = 0: L = log 2 each)
+  CHECK(cqtest::close_rel(d_loc[0], static_cast<double>(cq::raw::ovr_bce_grad<T>(T(0), T(0), T(2), T(0)).d_loc), 1e-6));
+}

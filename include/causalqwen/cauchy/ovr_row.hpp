@@ -84,7 +84,7 @@ inline void ovr_negative_batch(const B& z, B& loss, B& g, B& gz, B& theta_out) n
   // g = 1/((1+z²)·rest): for |z| > 1 as (u/rest)·(u/(1+u²)), so u/θ ≈ 1 stays together and
   // nothing underflows; gz = z·g = ±(u/rest)/(1+u²) in both regimes.
   const B v = xsimd::select(big, u, one);
-  const auto at_inf = theta == B(V(0));
+  const auto at_inf = pos & (theta == B(V(0)));  // z = +∞ (at −∞, u = 0 gives g = gz = 0 as they are)
   g = xsimd::select(at_inf, B(V(0)), (v / rest) * (v / den));
   gz = xsimd::select(at_inf, one, xsimd::select(pos, u, -u) / rest / den);
   theta_out = theta;
@@ -124,7 +124,7 @@ inline T ovr_bce_row_simd(const T* loc, const T* scale, const T* thr, std::size_
     ovr_negative_batch<B, T>(z, loss, g, gz, theta);
     if (stats) {  // P and the running argmax, over the real lanes (the label's included)
       const auto real = lanes < B(static_cast<T>(n));
-      const B small = theta / B(raw::pi<T>);
+      const B small = theta * B(T(1) / raw::pi<T>);  // θ/π
       prob_acc += xsimd::select(real, xsimd::select(z > B(T(0)), B(T(1)) - small, small), B(T(0)));
       const auto better = real & (z > best_z);
       best_z = xsimd::select(better, z, best_z);
