@@ -124,7 +124,7 @@ inline T ovr_bce_row_simd(const T* loc, const T* scale, const T* thr, std::size_
     ovr_negative_batch<B, T>(z, loss, g, gz, theta);
     if (stats) {  // P and the running argmax, over the real lanes (the label's included)
       const auto real = lanes < B(static_cast<T>(n));
-      const B small = theta * B(T(1) / raw::pi<T>);  // θ/π
+      const B small = theta / B(raw::pi<T>);
       prob_acc += xsimd::select(real, xsimd::select(z > B(T(0)), B(T(1)) - small, small), B(T(0)));
       const auto better = real & (z > best_z);
       best_z = xsimd::select(better, z, best_z);
