@@ -27,6 +27,7 @@ struct RotaryEmbedding {
     std::vector<T> cos, sin;
     std::size_t rows = 0;
     std::vector<std::int64_t> positions;
+    std::vector<double> inv_freq;  // [D/2] θ^(−2j/D) of the head_dim and θ below
     std::size_t head_dim = 0;
     double theta = 0;
   };
@@ -47,10 +48,13 @@ struct RotaryEmbedding {
     table.cos.resize(rows * half);
     table.sin.resize(rows * half);
     table.positions.assign(position_ids.begin(), position_ids.end());
-    table.head_dim = head_dim;
-    table.theta = theta;
-    std::vector<double> inv_freq(half);  // θ^(−2j/D)
-    for (std::size_t j = 0; j < half; ++j) inv_freq[j] = std::pow(theta, -double(2 * j) / double(head_dim));
+    if (table.head_dim != head_dim || table.theta != theta) {
+      table.inv_freq.resize(half);
+      for (std::size_t j = 0; j < half; ++j) table.inv_freq[j] = std::pow(theta, -double(2 * j) / double(head_dim));
+      table.head_dim = head_dim;
+      table.theta = theta;
+    }
+    const double* inv_freq = table.inv_freq.data();
     parallel_for(rows, rows * half * 16, [&](std::size_t m) {  // a sine and a cosine cost ~16 elements' work
       for (std::size_t j = 0; j < half; ++j) {
         const double angle = double(position_ids[m]) * inv_freq[j];
