@@ -17,13 +17,15 @@ class Prefetcher {
       : first_(first), ld_(ld), per_row_((row_floats + 15) / 16), total_(per_row_ * rows),
         per_call_((total_ + calls - 1) / std::max<std::size_t>(calls, 1)) {}
   void prefetch_some() {
-    for (std::size_t i = 0; i < per_call_ && done_ < total_; ++i, ++done_)
-      __builtin_prefetch(first_ + (done_ / per_row_) * ld_ + 16 * (done_ % per_row_), 0, 2);
+    for (std::size_t i = 0; i < per_call_ && done_ < total_; ++i, ++done_) {
+      __builtin_prefetch(first_ + row_ * ld_ + 16 * line_, 0, 2);
+      if (++line_ == per_row_) line_ = 0, ++row_;  // the next line (no division per line)
+    }
   }
 
  private:
   const float* first_ = nullptr;
-  std::size_t ld_ = 0, per_row_ = 1, total_ = 0, per_call_ = 0, done_ = 0;
+  std::size_t ld_ = 0, per_row_ = 1, total_ = 0, per_call_ = 0, done_ = 0, row_ = 0, line_ = 0;
 };
 
 }  // namespace causalqwen::linalg

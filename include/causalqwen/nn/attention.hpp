@@ -100,11 +100,11 @@ struct CausalSelfAttention {
           std::copy_n(row + v0 + g * D, D, V + (L + s) * D);
         }
       }
-    if (w.dp.size() < seq * group() * total) w.dp.resize(seq * group() * total);
-    for (std::size_t b = 0; b < batch; ++b)
-      for (std::size_t g = 0; g < num_kv_heads; ++g)
-        attend(qkv + b * seq * qkv_width(), g, seq, L, kv.key_block(layer, b, g), kv.value_block(layer, b, g), D,
-               kv.mask.data() + b * kv.capacity, w.dp.data(), out + b * seq * q_width(), w);
+    for_each_group(batch, seq, w, [&](std::size_t b, std::size_t g, Workspace& wt) {
+      if (wt.dp.size() < seq * group() * total) wt.dp.resize(seq * group() * total);
+      attend(qkv + b * seq * qkv_width(), g, seq, L, kv.key_block(layer, b, g), kv.value_block(layer, b, g), D,
+             kv.mask.data() + b * kv.capacity, wt.dp.data(), out + b * seq * q_width(), wt);
+    });
   }
 
   /// From dout [B,S,nh·D]: dqkv [B,S,(nh+2nkv)·D] += (dq | dk | dv) w.r.t. the rotated q, k, v.
@@ -170,16 +170,19 @@ struct CausalSelfAttention {
   static constexpr double parallel_group_multiply_adds = 1 << 20;
 
   /// f(b, g, workspace) for every row b and KV group g: one after another with `w` (each
-  /// product then threaded by linalg::matmul), or, when a group's products are too small to
-  /// thread (a short sequence, a small head), the groups spread over the OpenMP threads, each
+  /// product then threaded by linalg::matmul), or the groups spread over the OpenMP threads, each
   /// with a workspace of its own (the calling thread's is `w`; the others are per thread, grown
-  /// once). Every group writes its own slices only, and each product and softmax gives the same
-  /// bits on one thread as on several, so the results do not depend on the choice.
+  /// once), when a group's products are too small to thread (a short sequence, a small head) or
+  /// when the groups deal evenly over the threads (every thread the same work and no barrier
+  /// inside the products: a prompt's two KV groups on two cores). Every group writes its own
+  /// slices only, and each product and softmax gives the same bits on one thread as on several,
+  /// so the results do not depend on the choice.
   template <class F>
   void for_each_group(std::size_t batch, std::size_t seq, Workspace& w, F&& f) const {
-    const std::size_t units = batch * num_kv_heads;
+    const std::size_t units = batch * num_kv_heads, threads = std::size_t(std::max(1, omp_get_max_threads()));
     const double work = double(seq) * double(group()) * double(seq) * double(head_dim);
-    if (work >= parallel_group_multiply_adds || units < 2 || omp_in_parallel() || omp_get_max_threads() == 1) {
+    const bool even = units % threads == 0;
+    if ((work >= parallel_group_multiply_adds && !even) || units < 2 || omp_in_parallel() || threads == 1) {
       for (std::size_t u = 0; u < units; ++u) f(u / num_kv_heads, u % num_kv_heads, w);
       return;
     }
