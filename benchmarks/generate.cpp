@@ -16,7 +16,10 @@
 //   (c) the same model in PyTorch (benchmarks/generate_torch.py, torch.set_num_threads(THREADS)),
 //       greedy with a KV cache and the tied lm_head over all 151,936 rows.
 // Run with OMP_WAIT_POLICY=PASSIVE (and OPENBLAS_CORETYPE=SkylakeX for both sides).
-// usage: bench_generate [THREADS=2] [DECODE_STEPS=24] [--no-torch]
+// usage: bench_generate [THREADS=2] [DECODE_STEPS=24] [--no-torch] [--only f32|bf16|int8] [--decode-only]
+//   --only TYPE     measure that weight type alone
+//   --decode-only   skip the prefill phases and the peaks (decode after the 128-token prompt only):
+//                   a short run, for alternating with a peer's decode in the same minutes
 #include <causalqwen/core/page_buffer.hpp>
 #include <causalqwen/core/process_usage.hpp>
 #include <causalqwen/model/causal_qwen.hpp>
@@ -73,14 +76,39 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
-  const std::size_t decode_steps = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 24;
-  const bool torch = !(argc > 3 && std::string(argv[3]) == "--no-torch");
-  if (threads < 1 || decode_steps < 3 || (argc > 3 && torch) || argc > 4) {
-    std::fprintf(stderr,
-                 "usage: bench_generate [THREADS >= 1] [DECODE_STEPS >= 3: the first two are warm-up] [--no-torch]\n");
+  const auto usage = [] {
+    std::fprintf(stderr, "usage: bench_generate [THREADS >= 1] [DECODE_STEPS >= 3: the first two are warm-up] [--no-torch] "
+                         "[--only f32|bf16|int8] [--decode-only]\n");
     return 2;
+  };
+  int threads = 2;
+  std::size_t decode_steps = 24;
+  bool torch = true, decode_only = false;
+  std::vector<std::string> types = {"f32", "bf16", "int8"};
+  int positional = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--no-torch") {
+      torch = false;
+    } else if (arg == "--decode-only") {
+      decode_only = true;
+    } else if (arg == "--only" && i + 1 < argc) {
+      const std::string t = argv[++i];
+      if (t != "f32" && t != "bf16" && t != "int8") {
+        std::fprintf(stderr, "bench_generate: --only takes f32, bf16 or int8, got '%s'\n", t.c_str());
+        return usage();
+      }
+      types = {t};
+    } else if (positional == 0 && !arg.starts_with("-")) {
+      threads = std::atoi(arg.c_str()), ++positional;
+    } else if (positional == 1 && !arg.starts_with("-")) {
+      decode_steps = std::strtoul(arg.c_str(), nullptr, 10), ++positional;
+    } else {
+      std::fprintf(stderr, "bench_generate: unexpected argument '%s'\n", arg.c_str());
+      return usage();
+    }
   }
+  if (threads < 1 || decode_steps < 3) return usage();
   omp_set_num_threads(threads);
   fmt::print("threads {}, OMP_WAIT_POLICY={}, OPENBLAS_CORETYPE={}\n", threads,
              std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "(unset)",
@@ -88,8 +116,9 @@ int main(int argc, char** argv) {
   const auto probe = probe_array();
   const double bw = stream_read_bandwidth(probe, 5);
   fmt::print("STREAM-like read bandwidth: {:.2f} GB/s (each decode phase is bracketed by probes of its own)\n", bw / 1e9);
-  const double f32_peak = cqbench::float_fma_peak(), bf16_peak = cqbench::bf16_dot_peak();
-  fmt::print("multiply-add peak: float FMA {:.0f} GFLOP/s, bf16 vdpbf16ps {:.0f} GFLOP/s (0: not measured on this CPU); bf16 "
+  const double f32_peak = decode_only ? 0.0 : cqbench::float_fma_peak(), bf16_peak = decode_only ? 0.0 : cqbench::bf16_dot_peak();
+  if (!decode_only)
+    fmt::print("multiply-add peak: float FMA {:.0f} GFLOP/s, bf16 vdpbf16ps {:.0f} GFLOP/s (0: not measured on this CPU); bf16 "
              "products run on: {}\n",
              f32_peak / 1e9, bf16_peak / 1e9, cq::linalg::bf16_kernel_name());
 
@@ -151,11 +180,10 @@ int main(int argc, char** argv) {
   };
   // decode with the weight matrices read as f32, then as bf16 and int8 copies
   const std::size_t packed_params = bc.num_layers * (bc.qkv_size() * H + H * H + 3 * H * F) + K * C;
-  const std::vector<std::string> types = {"f32", "bf16", "int8"};
   for (const auto& type_name : types) {
     const auto type = cq::linalg::parse_weight_type(type_name);
     model->use_weights(type);
-    measure_prefill(type_name);
+    if (!decode_only) measure_prefill(type_name);
     const double bytes = type == cq::linalg::WeightType::f32
                              ? bytes_per_token
                              : double(model->packed_bytes()) + double(per_token_params - packed_params) * sizeof(float);
@@ -204,7 +232,7 @@ int main(int argc, char** argv) {
     }
   }
   fmt::print("\n{:<26} {:>12} {:>14} {:>12}\n", "", "ours tok/s", "PyTorch tok/s", "ours/PyTorch");
-  for (const auto& type_name : types)
+  for (const auto& type_name : decode_only ? std::vector<std::string>{} : types)
     for (std::size_t S : {128u, 512u}) {
       const double o = double(S) / ours["prefill"][type_name][std::to_string(S)].get<double>();
       const double p = peer.is_null() ? 0 : double(S) / peer["prefill"][std::to_string(S)].get<double>();
@@ -226,6 +254,7 @@ int main(int argc, char** argv) {
   }
   fmt::print("(probe GB/s: the read bandwidth measured just before and after the phase's decode steps, their mean; "
              "the PyTorch peer runs in float32)\n");
+  if (decode_only) return 0;
   fmt::print("\n{:<8} {:>4} {:>10} {:>10} {:>22}\n", "prefill", "S", "tok/s", "GFLOP/s", "of its multiply-add peak");
   for (const auto& type_name : types)
     for (std::size_t S : {128u, 512u}) {

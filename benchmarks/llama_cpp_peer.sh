@@ -19,6 +19,13 @@
 #      side's decode GB/s (llama.cpp: tokens/s × its GGUF file's size) over the probes that
 #      bracketed it, and the ratio of the two sides at equal bandwidth: the memory of a shared
 #      machine changes speed between minutes, and the sides run minutes apart.
+#   5. decode once more, the two sides alternating in the same minutes (ROUNDS rounds, default 3:
+#      for each type, llama-bench -p 0 -n 64 -r 1, then bench_generate --only TYPE --decode-only),
+#      llama.cpp's decode bracketed by the probe as in step 3, and a third table with each round's
+#      tokens/s, each side's probe and ratio, the median ratio per type, and the median over the
+#      rounds whose two probes agree within 10 % (both sides in a minute of the same memory speed:
+#      on these machines the memory switches between about 45 and 80 GB/s from one minute to the
+#      next, and decode is bound by it).
 # Differences to keep in mind: our decode is measured after a 128-token prompt and includes
 # the CausalQwen head over 151666 classes; llama.cpp's tg64 starts from an empty context and
 # ends in the tied LM head over the 151936-token vocabulary.
@@ -30,6 +37,7 @@
 #
 # usage: bash benchmarks/llama_cpp_peer.sh LLAMA_SRC_DIR [WORK_DIR=/tmp/llama-peer]
 #   LLAMA_COMMIT=...  names the llama.cpp commit when LLAMA_SRC_DIR is not a git checkout
+#   ROUNDS=N          alternating decode rounds (step 5; 0 skips it)
 #   PYTHON=...        Python with numpy (default /usr/bin/python3)
 set -euo pipefail
 
@@ -124,13 +132,33 @@ echo "== ours: build/bin/bench_generate $THREADS 24 --no-torch (output: $WORK_DI
   >"$WORK_DIR/ours.txt" 2>&1 || { tail -n 20 "$WORK_DIR/ours.txt" >&2; die "bench_generate failed (output: $WORK_DIR/ours.txt)"; }
 cat "$WORK_DIR/ours.txt"
 
-# ---- 5. the table -------------------------------------------------------------------------
+# ---- 5. decode, alternating ----------------------------------------------------------------
+ROUNDS=${ROUNDS:-3}
+[[ $ROUNDS =~ ^[0-9]+$ ]] || die "ROUNDS must be a whole number, got '$ROUNDS'"
+rm -f "$WORK_DIR"/alt-*
+for ((r = 1; r <= ROUNDS; ++r)); do
+  for t in f32 bf16 q8_0; do
+    ours_t=$t; [[ $t == q8_0 ]] && ours_t=int8
+    echo "== alternating decode, round $r of $ROUNDS: llama.cpp $t tg64, then ours $ours_t"
+    "$PROBE_BIN" --probe "$THREADS" >"$WORK_DIR/alt-probe-$t-$r.txt"
+    OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 "$BIN/llama-bench" -m "$WORK_DIR/qwen2-0.5b-random-$t.gguf" -p 0 -n 64 -r 1 \
+      -t "$THREADS" -o json >"$WORK_DIR/alt-llama-$t-$r.json" 2>>"$WORK_DIR/llama-bench-$t.log" ||
+      die "llama-bench failed on $t in round $r (log: $WORK_DIR/llama-bench-$t.log)"
+    "$PROBE_BIN" --probe "$THREADS" >>"$WORK_DIR/alt-probe-$t-$r.txt"
+    (cd "$REPO" && OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 \
+      build/bin/bench_generate "$THREADS" 24 --no-torch --only "$ours_t" --decode-only) >"$WORK_DIR/alt-ours-$t-$r.txt" 2>&1 ||
+      { tail -n 20 "$WORK_DIR/alt-ours-$t-$r.txt" >&2; die "bench_generate failed (output: $WORK_DIR/alt-ours-$t-$r.txt)"; }
+  done
+done
+
+# ---- 6. the tables ------------------------------------------------------------------------
 COMMIT=${LLAMA_COMMIT:-$(git -C "$LLAMA_SRC" rev-parse --short HEAD 2>/dev/null || true)}
 echo
-"$PYTHON" - "$WORK_DIR" "$COMMIT" "$(date -u '+%Y-%m-%d %H:%M UTC')" "$THREADS" <<'EOF'
-import json, os, re, sys
+"$PYTHON" - "$WORK_DIR" "$COMMIT" "$(date -u '+%Y-%m-%d %H:%M UTC')" "$THREADS" "$ROUNDS" <<'EOF'
+import json, os, re, statistics, sys
 
-work, commit, date, threads = sys.argv[1:5]
+work, commit, date, threads, rounds = sys.argv[1:6]
+rounds = int(rounds)
 
 def die(msg):
     sys.exit(f"llama_cpp_peer.sh: error: {msg}")
@@ -163,27 +191,36 @@ for t in ("f32", "bf16", "q8_0"):
 
 # ours: "prefill TYPE S = N   <ours tok/s> ..." rows, and the final table "decode GB/token tok/s ..."
 # whose rows start with the weight type (the tok/s column is located by its header)
+def read_ours(path):
+    """bench_generate's rows: prefill tok/s per type and S, and the decode table's tok/s, GB/token, probe."""
+    try:
+        lines = open(path).read().splitlines()
+    except OSError as e:
+        die(f"cannot read {path}: {e}")
+    ours = {}
+    for ln in lines:
+        m = re.match(r"^prefill (f32|bf16|int8) S = (\d+)\s+([0-9.]+)", ln)
+        if m:
+            ours[f"pp{m.group(2)}_{m.group(1)}"] = float(m.group(3))
+    col = None
+    for ln in lines:
+        f = ln.split()
+        if f and f[0] == "decode" and "tok/s" in f and "GB/token" in f:
+            col = f.index("tok/s")
+            gb_col = f.index("GB/token")
+            probe_col = f.index("probe") if "probe" in f else None
+        elif f and f[0] == "prefill" and "tok/s" in f:  # the prefill table after it: not decode rows
+            col = None
+        elif col is not None and f and f[0] in ("f32", "bf16", "int8") and len(f) > col:
+            ours[f"tg_{f[0]}"] = float(f[col])
+            ours[f"gb_{f[0]}"] = float(f[gb_col])
+            if probe_col is not None:
+                ours[f"probe_{f[0]}"] = float(f[probe_col])  # "probe GB/s" is two words, but the columns before it are one
+    return ours
+
+
 path = os.path.join(work, "ours.txt")
-lines = open(path).read().splitlines()
-ours = {}
-for ln in lines:
-    m = re.match(r"^prefill (f32|bf16|int8) S = (\d+)\s+([0-9.]+)", ln)
-    if m:
-        ours[f"pp{m.group(2)}_{m.group(1)}"] = float(m.group(3))
-col = None
-for ln in lines:
-    f = ln.split()
-    if f and f[0] == "decode" and "tok/s" in f and "GB/token" in f:
-        col = f.index("tok/s")
-        gb_col = f.index("GB/token")
-        probe_col = f.index("probe") if "probe" in f else None
-    elif f and f[0] == "prefill" and "tok/s" in f:  # the prefill table after it: not decode rows
-        col = None
-    elif col is not None and f and f[0] in ("f32", "bf16", "int8") and len(f) > col:
-        ours[f"tg_{f[0]}"] = float(f[col])
-        ours[f"gb_{f[0]}"] = float(f[gb_col])
-        if probe_col is not None:
-            ours[f"probe_{f[0]}"] = float(f[probe_col])  # "probe GB/s" is two words, but the columns before it are one
+ours = read_ours(path)
 for k in [f"pp{S}_{t}" for S in (128, 512) for t in ("f32", "bf16", "int8")] + ["tg_f32", "tg_bf16", "tg_int8"]:
     if k not in ours:
         die(f"could not find {k} in {path} (bench_generate output format changed?)")
@@ -223,6 +260,41 @@ for t, label, ours_t in (("f32", "F32", "f32"), ("bf16", "BF16", "bf16"), ("q8_0
     print(f"{label:<6} {l_gbs:>14.1f} {llama_probe[t]:>6.1f} {l_frac:>6.2f} | {o_gbs:>9.1f} {ours[f'probe_{ours_t}']:>6.1f} {o_frac:>6.2f} | {equal:>33.2f}x")
     results.append({"type": label, "test": "tg64 at equal bandwidth", "llama_cpp_probe_gb_s": llama_probe[t],
                     "ours_probe_gb_s": ours[f"probe_{ours_t}"], "ours_over_llama_cpp": equal})
+# decode with the two sides alternating, type by type, in the same minutes
+if rounds > 0:
+    print(f"\ndecode, the two sides alternating ({rounds} rounds; llama.cpp tg64 with 1 repetition, then ours):")
+    hdr = (f"{'type':<6} {'round':>6} {'llama.cpp tok/s':>16} {'GB/s':>6} {'probe':>6} | {'ours tok/s':>11} {'GB/s':>6} "
+           f"{'probe':>6} | {'ours/llama.cpp':>15}")
+    print(hdr)
+    print("-" * len(hdr))
+    for t, label, ours_t in (("f32", "F32", "f32"), ("bf16", "BF16", "bf16"), ("q8_0", "Q8_0", "int8")):
+        ratios, same = [], []
+        for r in range(1, rounds + 1):
+            lpath, ppath = os.path.join(work, f"alt-llama-{t}-{r}.json"), os.path.join(work, f"alt-probe-{t}-{r}.txt")
+            try:
+                l = next(x["avg_ts"] for x in json.load(open(lpath)) if x["n_gen"] > 0)
+                probes = [float(x) for x in open(ppath).read().split()]
+            except (OSError, ValueError, StopIteration, KeyError) as e:
+                die(f"cannot read round {r} of {t} ({lpath}, {ppath}): {e}")
+            if len(probes) != 2:
+                die(f"{ppath}: expected the probe before and after llama-bench's decode, got {probes}")
+            lp = sum(probes) / 2
+            o = read_ours(os.path.join(work, f"alt-ours-{t}-{r}.txt"))
+            if f"tg_{ours_t}" not in o or f"probe_{ours_t}" not in o:
+                die(f"no decode row for {ours_t} in alt-ours-{t}-{r}.txt (bench_generate output format changed?)")
+            ot, op = o[f"tg_{ours_t}"], o[f"probe_{ours_t}"]
+            ratios.append(ot / l)
+            if abs(op - lp) <= 0.1 * max(op, lp):
+                same.append(ot / l)
+            print(f"{label:<6} {r:>6} {l:>16.2f} {l * gguf_bytes[t] / 1e9:>6.1f} {lp:>6.1f} | {ot:>11.2f} "
+                  f"{ot * o[f'gb_{ours_t}']:>6.1f} {op:>6.1f} | {ot / l:>14.2f}x")
+        med = statistics.median(ratios)
+        med_same = statistics.median(same) if same else float("nan")
+        print(f"{label:<6} {'median':>6} {'':>16} {'':>6} {'':>6} | {'':>11} {'':>6} {'':>6} | {med:>14.2f}x")
+        print(f"{label:<6} {'same':>6} {f'({len(same)} of {rounds} rounds with probes within 10 %)':>52} | {med_same:>14.2f}x")
+        results.append({"type": label, "test": "tg64 alternating", "rounds": ratios, "ours_over_llama_cpp": med,
+                        "same_memory_rounds": same, "ours_over_llama_cpp_same_memory": med_same})
+
 json.dump({"llama_cpp_commit": commit, "date": date, "threads": int(threads), "cpu": info.get("cpu_info"),
            "results": results}, open(os.path.join(work, "peer-results.json"), "w"), indent=1)
 EOF
