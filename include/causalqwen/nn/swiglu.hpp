@@ -1,6 +1,6 @@
 /// SwiGLU MLP: y = down(silu(gate(x)) ⊙ up(x)), no biases (Qwen2).
-/// The elementwise middle is one fused expression-template pass each way (forward in float:
-/// `silu_times`, the same values with the exponentials 16 at a time).
+/// The elementwise middle is one fused expression-template pass each way (in float:
+/// `silu_times` and `silu_times_backward`, the same values with the exponentials 16 at a time).
 #pragma once
 #include "causalqwen/autodiff/expression.hpp"
 #include "causalqwen/core/tensor.hpp"
@@ -47,13 +47,18 @@ struct SwiGLU {
   /// dx += dg·Wg + du·Wu; dWg += dgᵀ·x; dWu += duᵀ·x
   static void backward(const Params& p, const Params& grad, const Cache& c, TensorView<const T, 2> dy,
                        TensorView<T, 2> dx, Workspace& w, linalg::WeightGradSink<T>* sink = nullptr) {
-    std::fill(w.da.begin(), w.da.end(), T(0));
-    std::fill(w.dg.begin(), w.dg.end(), T(0));
-    std::fill(w.du.begin(), w.du.end(), T(0));
+    parallel_fill(w.da.data, w.da.size(), T(0));
+    parallel_fill(w.dg.data, w.dg.size(), T(0));
+    parallel_fill(w.du.data, w.du.size(), T(0));
     linalg::linear_backward_input<T>(w.da, dy, p.down.weight, p.down.precision);
     linalg::linear_backward_weight<T>(grad.down.weight, dy, c.a, sink, p.down.precision);
     using namespace autodiff;
-    backprop(silu(var(c.g, w.dg)) * var(c.u, w.du), w.da);
+    if constexpr (std::is_same_v<T, float>)  // the same values, the exponentials on vectors
+      parallel_chunks(w.da.size(), [&](std::size_t b, std::size_t e) {
+        silu_times_backward(c.g.data + b, c.u.data + b, w.da.data + b, w.dg.data + b, w.du.data + b, e - b);
+      });
+    else
+      backprop(silu(var(c.g, w.dg)) * var(c.u, w.du), w.da);
     linalg::linear_backward_input<T>(dx, w.dg, p.gate.weight, p.gate.precision);
     linalg::linear_backward_input<T>(dx, w.du, p.up.weight, p.up.precision);
     linalg::linear_backward_weight<T>(grad.gate.weight, w.dg, c.x, sink, p.gate.precision);
