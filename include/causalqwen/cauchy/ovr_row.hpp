@@ -78,8 +78,14 @@ inline void ovr_negative_batch(const B& z, B& loss, B& g, B& gz, B& theta_out) n
   const auto big = t > one;
   const B u = xsimd::select(big, one / t, t);  // min(t, 1/t)
   const B den = one + u * u;
-  loss = xsimd::select(pos, B(raw::log_pi<V>) - xsimd::log(theta),
-                       -xsimd::log1p(-theta / B(pi_v<V>)));
+  // each lane's loss from its own branch; a batch whose lanes all take one branch computes only
+  // that one (most classes of a row lie below their threshold), with the same bits
+  if (xsimd::none(pos))
+    loss = -xsimd::log1p(-theta / B(pi_v<V>));
+  else if (xsimd::all(pos))
+    loss = B(raw::log_pi<V>) - xsimd::log(theta);
+  else
+    loss = xsimd::select(pos, B(raw::log_pi<V>) - xsimd::log(theta), -xsimd::log1p(-theta / B(pi_v<V>)));
   const B rest = xsimd::select(pos, theta, B(pi_v<V>) - theta);  // π·(1 − P)
   // g = 1/((1+z²)·rest): for |z| > 1 as (u/rest)·(u/(1+u²)), so u/θ ≈ 1 stays together and
   // nothing underflows; gz = z·g = ±(u/rest)/(1+u²) in both regimes.
