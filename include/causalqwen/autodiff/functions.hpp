@@ -70,30 +70,32 @@ struct Silu {
     return s * (T(1) + x * (T(1) - s));
   }
 };
-/// a[i] = silu(g[i])·u[i] = g[i] / (1 + e^{−g[i]}) · u[i] for float arrays (SwiGLU's middle),
-/// the exponentials 16 at a time from `exp_float`: the same operations on the same values as
-/// `Silu::value(g[i]) * u[i]`, so the same bits.
-inline void silu_times(const float* g, const float* u, float* a, std::size_t n) {
+/// Calls f(i0, m, e) for g's chunks [i0, i0 + m) of at most 256, with e[i] = e^{−g[i0 + i]}
+/// from `exp_float` (16 at a time, `std::exp`'s bits).
+template <class F>
+void for_each_exp_neg_chunk(const float* g, std::size_t n, F&& f) {
   constexpr std::size_t chunk = 256;
-  float e[chunk];  // e^{−g} of one chunk
+  float e[chunk];
   for (std::size_t i0 = 0; i0 < n; i0 += chunk) {
     const std::size_t m = std::min(chunk, n - i0);
     for (std::size_t i = 0; i < m; ++i) e[i] = -g[i0 + i];
     exp_float(e, e, m);
-    for (std::size_t i = 0; i < m; ++i) a[i0 + i] = g[i0 + i] / (1.0f + e[i]) * u[i0 + i];
+    f(i0, m, static_cast<const float*>(e));
   }
+}
+/// a[i] = silu(g[i])·u[i] = g[i] / (1 + e^{−g[i]}) · u[i] for float arrays (SwiGLU's middle):
+/// the same operations on the same values as `Silu::value(g[i]) * u[i]`, so the same bits.
+inline void silu_times(const float* g, const float* u, float* a, std::size_t n) {
+  for_each_exp_neg_chunk(g, n, [&](std::size_t i0, std::size_t m, const float* e) {
+    for (std::size_t i = 0; i < m; ++i) a[i0 + i] = g[i0 + i] / (1.0f + e[i]) * u[i0 + i];
+  });
 }
 /// The gradients of a = silu(g)·u for float arrays (SwiGLU's backward), given da:
 ///   dg[i] += da[i]·u[i] · σ(1 + g[i](1 − σ)),  du[i] += da[i]·silu(g[i]),  σ = 1/(1 + e^{−g[i]})
-/// the exponentials 16 at a time from `exp_float`: the same operations on the same values as
-/// `backprop(silu(var(g, dg)) * var(u, du), da)`, so the same bits.
+/// the same operations on the same values as `backprop(silu(var(g, dg)) * var(u, du), da)`, so
+/// the same bits.
 inline void silu_times_backward(const float* g, const float* u, const float* da, float* dg, float* du, std::size_t n) {
-  constexpr std::size_t chunk = 256;
-  float e[chunk];  // e^{−g} of one chunk
-  for (std::size_t i0 = 0; i0 < n; i0 += chunk) {
-    const std::size_t m = std::min(chunk, n - i0);
-    for (std::size_t i = 0; i < m; ++i) e[i] = -g[i0 + i];
-    exp_float(e, e, m);
+  for_each_exp_neg_chunk(g, n, [&](std::size_t i0, std::size_t m, const float* e) {
     for (std::size_t i = 0; i < m; ++i) {
       const float x = g[i0 + i], up = da[i0 + i];
       const float silu_x = x / (1.0f + e[i]);  // Silu::value
@@ -101,7 +103,7 @@ inline void silu_times_backward(const float* g, const float* u, const float* da,
       dg[i0 + i] += (up * u[i0 + i]) * (s * (1.0f + x * (1.0f - s)));
       du[i0 + i] += up * silu_x;
     }
-  }
+  });
 }
 /// |x| ; d/dx = sign(x) (0 at 0)
 struct Abs {
