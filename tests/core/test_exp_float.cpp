@@ -1,12 +1,19 @@
-// e^x of float arrays (core/exp_float.hpp): on a CPU with AVX-512 the vector path runs, and it
-// gives std::exp's bits for every float of a dense sweep (all floats in [−128, 128] whose low 4
-// mantissa bits are 0, every 97th float overall, and the branch thresholds with their
-// neighbours); tails of any length and aliased input and output; attention's softmax therefore
-// keeps its results, and so does SwiGLU's middle (`silu_times` = Silu::value(g)·u bit for bit). The sweep over all 2^32 floats (13 s on 2 threads here) is skipped by
-// default: `build/bin/test_exp_float --no-skip`.
+// e^x and log(1 + x) of float arrays (core/exp_float.hpp, core/log1p_float.hpp): on a CPU with
+// AVX-512 the vector paths run. exp_float gives std::exp's bits for every float of a dense sweep
+// (all floats in [−128, 128] whose low 4 mantissa bits are 0, every 97th float overall, and the
+// branch thresholds with their neighbours); log1p_unit_float gives std::log1p's bits for every
+// float of [0, 1] (1,065,353,217 of them, about 2 s on 2 threads here) and for blocks holding
+// values outside [0, 1]; both for tails of any length and aliased input and output. Their users
+// keep their results: attention's softmax, SwiGLU's middle and its backward (`silu_times` =
+// Silu::value(g)·u, `silu_times_backward` = the generic backprop, bit for bit), the abduction's
+// softplus and its backward (`raw::softplus_float`, `raw::times_sigmoid_float`). The sweep over
+// all 2^32 floats for exp_float (13 s on 2 threads here) is skipped by default:
+// `build/bin/test_exp_float --no-skip`.
 #include <causalqwen/autodiff/expression.hpp>
+#include <causalqwen/cauchy/special.hpp>
 #include <causalqwen/autodiff/functions.hpp>
 #include <causalqwen/core/exp_float.hpp>
+#include <causalqwen/core/log1p_float.hpp>
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -25,9 +32,11 @@ bool same_bits(float a, float b) {
   return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b) || (std::isnan(a) && std::isnan(b));
 }
 
-/// Number of floats with bits first + k·step (k < count) whose exp_float differs from std::exp;
-/// the first one is printed.
-std::uint64_t mismatches(std::uint64_t first, std::uint64_t step, std::uint64_t count) {
+/// Number of floats with bits first + k·step (k < count) whose array_fn value differs from
+/// scalar_fn's; the first one is printed under `name`.
+template <class ArrayFn, class ScalarFn>
+std::uint64_t mismatches(const char* name, ArrayFn array_fn, ScalarFn scalar_fn, std::uint64_t first, std::uint64_t step,
+                         std::uint64_t count) {
   constexpr std::size_t chunk = 4096;
   std::uint64_t bad = 0;
 #pragma omp parallel for reduction(+ : bad) schedule(static)
@@ -36,15 +45,19 @@ std::uint64_t mismatches(std::uint64_t first, std::uint64_t step, std::uint64_t 
     const std::size_t n = std::size_t(std::min<std::uint64_t>(chunk, count - std::uint64_t(c) * chunk));
     for (std::size_t i = 0; i < n; ++i)
       x[i] = std::bit_cast<float>(static_cast<std::uint32_t>(first + (std::uint64_t(c) * chunk + i) * step));
-    cq::exp_float(x, y, n);
+    array_fn(x, y, n);
     for (std::size_t i = 0; i < n; ++i)
-      if (!same_bits(y[i], std::exp(x[i]))) {
+      if (!same_bits(y[i], scalar_fn(x[i]))) {
 #pragma omp critical
-        if (bad == 0) std::printf("exp_float(%a) = %a, std::exp gives %a\n", double(x[i]), double(y[i]), double(std::exp(x[i])));
+        if (bad == 0) std::printf("%s(%a) = %a, the scalar function gives %a\n", name, double(x[i]), double(y[i]), double(scalar_fn(x[i])));
         ++bad;
       }
   }
   return bad;
+}
+/// exp_float against std::exp.
+std::uint64_t mismatches(std::uint64_t first, std::uint64_t step, std::uint64_t count) {
+  return mismatches("exp_float", cq::exp_float, [](float v) { return std::exp(v); }, first, step, count);
 }
 
 bool cpu_has_avx512() {
@@ -98,19 +111,35 @@ TEST_CASE("exp_float at the branch thresholds, the specials and their neighbours
   CHECK(y[3 * per_special] == 0.0f);        // e^{−∞} = 0: the softmax's masked keys
 }
 
+/// array_fn(x, y, n) for every n ≤ x.size(), into a separate y and in place: each value equal to
+/// scalar_fn(x[i]) bit for bit, nothing written past n.
+template <class ArrayFn, class ScalarFn>
+void check_every_tail(ArrayFn array_fn, ScalarFn scalar_fn, const std::vector<float>& x) {
+  for (std::size_t n = 0; n <= x.size(); ++n) {
+    std::vector<float> y(n + 1, 7.0f), in_place(x.begin(), x.begin() + std::ptrdiff_t(n));
+    array_fn(x.data(), y.data(), n);
+    array_fn(in_place.data(), in_place.data(), n);
+    for (std::size_t i = 0; i < n; ++i) {
+      CHECK(same_bits(y[i], scalar_fn(x[i])));
+      CHECK(same_bits(in_place[i], scalar_fn(x[i])));
+    }
+    CHECK(y[n] == 7.0f);
+  }
+}
+
+/// The special values and a dense run over [−40, 40] that the elementwise users are compared on.
+std::vector<float> elementwise_inputs() {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), 1e-30f, -1e-30f, 88.0f, -88.0f,
+                          104.0f, -104.0f, std::numeric_limits<float>::max(), -std::numeric_limits<float>::max()};
+  for (std::uint32_t i = 0; i < 400000; ++i) x.push_back(-40.0f + 80.0f * float(i) / 400000.0f);
+  return x;
+}
+
 TEST_CASE("exp_float: every tail length, and the output may be the input") {
   std::vector<float> x(40);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = -0.37f * float(i) + 1.5f;
-  for (std::size_t n = 0; n <= x.size(); ++n) {
-    std::vector<float> y(n + 1, 7.0f), in_place(x.begin(), x.begin() + std::ptrdiff_t(n));
-    cq::exp_float(x.data(), y.data(), n);
-    cq::exp_float(in_place.data(), in_place.data(), n);
-    for (std::size_t i = 0; i < n; ++i) {
-      CHECK(same_bits(y[i], std::exp(x[i])));
-      CHECK(same_bits(in_place[i], std::exp(x[i])));
-    }
-    CHECK(y[n] == 7.0f);  // nothing written past n
-  }
+  check_every_tail(cq::exp_float, [](float v) { return std::exp(v); }, x);
 }
 
 TEST_CASE("silu_times gives Silu::value(g)·u bit for bit (SwiGLU's forward in float)") {
@@ -168,6 +197,40 @@ TEST_CASE("silu_times_backward gives backprop(silu(g)·u) bit for bit (SwiGLU's 
       if (bad++ == 0)
         std::printf("at g = %a, u = %a, da = %a: dg %a du %a, backprop gives %a %a\n", double(g[i]), double(u[i]),
                     double(da[i]), double(dg[i]), double(du[i]), double(dg_ref[i]), double(du_ref[i]));
+    }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("log1p_unit_float equals std::log1p on every float of [0, 1]") {
+  std::printf("log1p_unit_float runs %s\n", cq::log1p_unit_float_is_vectorised() ? "16 at a time" : "the scalar loop");
+  // on AVX-512 with this C library (glibc's fdlibm log1pf) the vector path must be the one running
+  CHECK(cq::log1p_unit_float_is_vectorised() == cpu_has_avx512());
+  CHECK(mismatches("log1p_unit_float", cq::log1p_unit_float, [](float v) { return std::log1p(v); }, 0, 1,
+                   0x3f800001ull) == 0);  // +0 … 1.0f
+}
+
+TEST_CASE("log1p_unit_float: values outside [0, 1], every tail length, the output may be the input") {
+  std::vector<float> x;
+  for (int i = 0; i < 37; ++i) x.push_back(0.027f * float(i));
+  x[5] = -0.25f;  // a block with one value outside [0, 1] runs the scalar function
+  x[21] = 3.5f;
+  x.insert(x.end(), {-0.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(), -1.0f, 1e30f});
+  check_every_tail(cq::log1p_unit_float, [](float v) { return std::log1p(v); }, x);
+}
+
+TEST_CASE("softplus_float and times_sigmoid_float give raw::softplus and d·raw::sigmoid bit for bit") {
+  const std::vector<float> x = elementwise_inputs();
+  std::vector<float> y(x.size()), d(x.size());
+  for (std::size_t i = 0; i < d.size(); ++i) d[i] = float(int(i % 1001) - 500) / 250.0f;
+  std::vector<float> dy = d;
+  cq::raw::softplus_float(x.data(), y.data(), x.size());
+  cq::raw::times_sigmoid_float(x.data(), dy.data(), x.size());
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (!same_bits(y[i], cq::raw::softplus(x[i])) || !same_bits(dy[i], d[i] * cq::raw::sigmoid(x[i]))) {
+      if (bad++ == 0)
+        std::printf("at x = %a: softplus %a, d·σ %a; the scalar forms give %a, %a\n", double(x[i]), double(y[i]), double(dy[i]),
+                    double(cq::raw::softplus(x[i])), double(d[i] * cq::raw::sigmoid(x[i])));
     }
   CHECK(bad == 0);
 }

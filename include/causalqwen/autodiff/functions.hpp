@@ -70,23 +70,10 @@ struct Silu {
     return s * (T(1) + x * (T(1) - s));
   }
 };
-/// Calls f(i0, m, e) for g's chunks [i0, i0 + m) of at most 256, with e[i] = e^{−g[i0 + i]}
-/// from `exp_float` (16 at a time, `std::exp`'s bits).
-template <class F>
-void for_each_exp_neg_chunk(const float* g, std::size_t n, F&& f) {
-  constexpr std::size_t chunk = 256;
-  float e[chunk];
-  for (std::size_t i0 = 0; i0 < n; i0 += chunk) {
-    const std::size_t m = std::min(chunk, n - i0);
-    for (std::size_t i = 0; i < m; ++i) e[i] = -g[i0 + i];
-    exp_float(e, e, m);
-    f(i0, m, static_cast<const float*>(e));
-  }
-}
 /// a[i] = silu(g[i])·u[i] = g[i] / (1 + e^{−g[i]}) · u[i] for float arrays (SwiGLU's middle):
 /// the same operations on the same values as `Silu::value(g[i]) * u[i]`, so the same bits.
 inline void silu_times(const float* g, const float* u, float* a, std::size_t n) {
-  for_each_exp_neg_chunk(g, n, [&](std::size_t i0, std::size_t m, const float* e) {
+  for_each_exp_chunk(g, n, [](float x) { return -x; }, [&](std::size_t i0, std::size_t m, const float* e) {
     for (std::size_t i = 0; i < m; ++i) a[i0 + i] = g[i0 + i] / (1.0f + e[i]) * u[i0 + i];
   });
 }
@@ -95,7 +82,7 @@ inline void silu_times(const float* g, const float* u, float* a, std::size_t n) 
 /// the same operations on the same values as `backprop(silu(var(g, dg)) * var(u, du), da)`, so
 /// the same bits.
 inline void silu_times_backward(const float* g, const float* u, const float* da, float* dg, float* du, std::size_t n) {
-  for_each_exp_neg_chunk(g, n, [&](std::size_t i0, std::size_t m, const float* e) {
+  for_each_exp_chunk(g, n, [](float x) { return -x; }, [&](std::size_t i0, std::size_t m, const float* e) {
     for (std::size_t i = 0; i < m; ++i) {
       const float x = g[i0 + i], up = da[i0 + i];
       const float silu_x = x / (1.0f + e[i]);  // Silu::value

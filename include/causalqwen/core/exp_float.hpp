@@ -177,4 +177,19 @@ inline void exp_float(const float* x, float* y, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
 }
 
+/// Calls f(i0, m, e) for x's chunks [i0, i0 + m) of at most 256 values, with
+/// e[i] = e^{arg(x[i0 + i])} from `exp_float` (the exponentials of an elementwise loop, 16 at a
+/// time, its other operations left to f).
+template <class Arg, class F>
+void for_each_exp_chunk(const float* x, std::size_t n, Arg&& arg, F&& f) {
+  constexpr std::size_t chunk = 256;
+  float e[chunk];
+  for (std::size_t i0 = 0; i0 < n; i0 += chunk) {
+    const std::size_t m = n - i0 < chunk ? n - i0 : chunk;
+    for (std::size_t i = 0; i < m; ++i) e[i] = arg(x[i0 + i]);
+    exp_float(e, e, m);
+    f(i0, m, static_cast<float*>(e));
+  }
+}
+
 }  // namespace causalqwen
