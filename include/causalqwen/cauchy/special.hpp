@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <concepts>
+#include <cstddef>
 #include <limits>
 #include <numbers>
 

@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
