@@ -1,10 +1,13 @@
 /// Scalar building blocks shared by the Cauchy functions: constants, the small-side angle,
 /// 1/(1+z²) and z/(1+z²) without overflow, and softplus with its inverse and logarithm.
 ///
-/// Every function here comes in two forms:
+/// Every scalar function here comes in two forms:
 ///   causalqwen::raw::f(...)  unchecked, noexcept, for hot loops (garbage in, garbage out);
 ///   causalqwen::f(...)       checked: throws DomainError naming the function and argument.
-/// `*_grad` companions return the value together with its analytic partial derivatives.
+/// `*_grad` companions return the value together with its analytic partial derivatives. The
+/// float array forms `raw::softplus_float` and `raw::times_sigmoid_float` give the scalar
+/// forms' bits with the exponentials and logarithms 16 at a time (core/exp_float.hpp,
+/// core/log1p_float.hpp).
 #pragma once
 #include <causalqwen/core/error.hpp>
 #include <causalqwen/core/exp_float.hpp>
