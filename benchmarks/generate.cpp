@@ -1,6 +1,6 @@
 // Generation speed on a Qwen2.5-0.5B-shaped random CausalQwen (vocab 151936, H 896, 24 layers,
 // 14/2 heads, FFN 4864, K = 151666 classes, C = H), float32, B = 1:
-//   prefill tokens/s at S = 128 and 512 (the prompt through the stack into the KV cache, then
+//   prefill tokens/s at S = 128 and 512 (or the lengths of --prefill; the prompt through the stack into the KV cache, then
 //   the deterministic head on the last position), and decode tokens/s (one token per step after
 //   a 128-token prompt: the stack with the KV cache + the head over all K classes) with the
 //   weight matrices read as float32, then as bf16 and int8 copies (CausalQwen::use_weights; a
@@ -17,7 +17,10 @@
 //       greedy with a KV cache and the tied lm_head over all 151,936 rows.
 // Run with OMP_WAIT_POLICY=PASSIVE (and OPENBLAS_CORETYPE=SkylakeX for both sides).
 // usage: bench_generate [THREADS=2] [DECODE_STEPS=24] [--no-torch] [--only f32|bf16|int8] [--decode-only]
+//                       [--prefill S,S,...]
 //   --only TYPE     measure that weight type alone
+//   --prefill S,…   the prompt lengths of the prefill phases, on both sides (default 128,512; up
+//                   to 8192: e.g. 4096 for a long prompt, where attention weighs most)
 //   --decode-only   skip the prefill phases and the peaks (decode after the 128-token prompt only):
 //                   a short run, for alternating with a peer's decode in the same minutes
 #include <causalqwen/core/page_buffer.hpp>
@@ -78,13 +81,14 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   const auto usage = [] {
     std::fprintf(stderr, "usage: bench_generate [THREADS >= 1] [DECODE_STEPS >= 3: the first two are warm-up] [--no-torch] "
-                         "[--only f32|bf16|int8] [--decode-only]\n");
+                         "[--only f32|bf16|int8] [--decode-only] [--prefill S,S,... (1 to 8192)]\n");
     return 2;
   };
   int threads = 2;
   std::size_t decode_steps = 24;
   bool torch = true, decode_only = false;
   std::vector<std::string> types = {"f32", "bf16", "int8"};
+  std::vector<std::size_t> prefill_lengths = {128, 512};
   int positional = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -92,6 +96,22 @@ int main(int argc, char** argv) {
       torch = false;
     } else if (arg == "--decode-only") {
       decode_only = true;
+    } else if (arg == "--prefill" && i + 1 < argc) {
+      prefill_lengths.clear();
+      std::string list = argv[++i];
+      for (std::size_t start = 0; start <= list.size();) {
+        const std::size_t comma = std::min(list.find(',', start), list.size());
+        const std::string item = list.substr(start, comma - start);
+        char* end = nullptr;
+        const unsigned long S = std::strtoul(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0' || S < 1 || S > 8192) {
+          std::fprintf(stderr, "bench_generate: --prefill takes prompt lengths from 1 to 8192 separated by commas, got '%s'\n",
+                       list.c_str());
+          return usage();
+        }
+        prefill_lengths.push_back(S);
+        start = comma + 1;
+      }
     } else if (arg == "--only" && i + 1 < argc) {
       const std::string t = argv[++i];
       if (t != "f32" && t != "bf16" && t != "int8") {
@@ -149,7 +169,7 @@ int main(int argc, char** argv) {
     head.step(model->head_params(), params.version(), {z, {1, H}}, det, {}, decision);
   };
   typename cq::model::CausalQwen<float>::InferenceState state;
-  std::vector<std::int64_t> ids(512);
+  std::vector<std::int64_t> ids(std::max<std::size_t>(128, *std::max_element(prefill_lengths.begin(), prefill_lengths.end())));
   for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>((i * 7919) % 151000);
 
   // multiply-adds of a prefill of S tokens, per token: the linear layers, and causal attention
@@ -161,7 +181,7 @@ int main(int argc, char** argv) {
   };
   nlohmann::json ours;
   const auto measure_prefill = [&](const std::string& type_name) {
-    for (std::size_t S : {128u, 512u}) {
+    for (std::size_t S : prefill_lengths) {
       std::vector<double> times;
       const auto usage_start = cq::ProcessUsage::now();
       for (int rep = 0; rep < 4; ++rep) {
@@ -220,7 +240,8 @@ int main(int argc, char** argv) {
   }
   nlohmann::json peer;
   if (torch) {
-    const std::string cmd = fmt::format("/usr/bin/python3 {} {} {} 128 512", CQ_TORCH_GENERATE_SCRIPT, threads, decode_steps);
+    std::string cmd = fmt::format("/usr/bin/python3 {} {} {}", CQ_TORCH_GENERATE_SCRIPT, threads, decode_steps);
+    for (std::size_t S : prefill_lengths) cmd += fmt::format(" {}", S);
     std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
     std::string out;
     char buf[4096];
@@ -233,7 +254,7 @@ int main(int argc, char** argv) {
   }
   fmt::print("\n{:<26} {:>12} {:>14} {:>12}\n", "", "ours tok/s", "PyTorch tok/s", "ours/PyTorch");
   for (const auto& type_name : decode_only ? std::vector<std::string>{} : types)
-    for (std::size_t S : {128u, 512u}) {
+    for (std::size_t S : prefill_lengths) {
       const double o = double(S) / ours["prefill"][type_name][std::to_string(S)].get<double>();
       const double p = peer.is_null() ? 0 : double(S) / peer["prefill"][std::to_string(S)].get<double>();
       fmt::print("{:<26} {:>12.1f} {:>14.1f} {:>11.2f}x\n", fmt::format("prefill {} S = {}", type_name, S), o, p, p > 0 ? o / p : 0.0);
@@ -257,7 +278,7 @@ int main(int argc, char** argv) {
   if (decode_only) return 0;
   fmt::print("\n{:<8} {:>4} {:>10} {:>10} {:>22}\n", "prefill", "S", "tok/s", "GFLOP/s", "of its multiply-add peak");
   for (const auto& type_name : types)
-    for (std::size_t S : {128u, 512u}) {
+    for (std::size_t S : prefill_lengths) {
       const double tps = double(S) / ours["prefill"][type_name][std::to_string(S)].get<double>();
       const double gflops = tps * prefill_flops_per_token(S) / 1e9;
       const double peak = type_name == "bf16" && cq::linalg::bf16_kernel_is_hardware() ? bf16_peak : f32_peak;
