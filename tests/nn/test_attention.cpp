@@ -1,11 +1,14 @@
 // RoPE (pinned NEOX values) and causal grouped-query attention (padding, grouping, gradients).
 #include "grad_harness.hpp"
+#include "../support/test_support.hpp"
 
 #include <causalqwen/nn.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <random>
 
 namespace cq = causalqwen;
 namespace nn = causalqwen::nn;
@@ -229,4 +232,62 @@ TEST_CASE("attention across several 64-token query blocks (S=150): naive loop an
   cq::autodiff::GradCheckOptions options;
   options.max_coordinates = 300;
   cqtest::check_gradients({{"qkv", qkv, dqkv}}, loss, options);
+}
+
+TEST_CASE("float attention: P has the bits of the scalar softmax over the same scores; a prompt through the KV path gives the same output") {
+  // Scores of the float product are one fused multiply-add chain over the head's dimensions (its
+  // documented order), so the test forms them alike; then: ·1/√D, the maximum over the visible
+  // keys, e^{x − max} (exp_float has std::exp's bits), the sum in key order, and ·(1/sum). The
+  // block-by-block softmax (16 rows side by side, lane-wise maxima) must give these bits exactly.
+  const std::uint64_t seed = cqtest::test_seed(20261126, "attention_softmax_bits");
+  std::mt19937_64 rng(seed);
+  const std::size_t s = 150, nh = 6, nkv = 2, d = 16, G = nh / nkv;
+  nn::CausalSelfAttention<float> attn{nh, nkv, d};
+  const std::size_t Q = attn.qkv_width();
+  std::vector<std::int64_t> mask(s, 1);
+  for (std::size_t j : {0, 1, 2, 70, 149}) mask[j] = 0;  // left padding and two holes
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<float> qkv(s * Q);
+  for (auto& v : qkv) v = normal(rng);
+  std::vector<float> out(s * nh * d), probs(nh * s * s);
+  nn::CausalSelfAttention<float>::Cache c;
+  nn::CausalSelfAttention<float>::Workspace ws;
+  c.probs = TensorView<float, 5>(probs.data(), attn.probs_shape(1, s));
+  attn.forward(TensorView<const float, 3>(qkv.data(), {1, s, Q}), TensorView<const std::int64_t, 2>(mask.data(), {1, s}),
+               TensorView<float, 3>(out.data(), {1, s, nh * d}), c, ws);
+  const float scale = 1.0f / std::sqrt(float(d));
+  std::size_t differ = 0;
+  for (std::size_t h = 0; h < nh; ++h)
+    for (std::size_t i = 0; i < s; ++i) {
+      const std::size_t kvh = h / G;
+      std::vector<float> x(i + 1);
+      float mx = -INFINITY;
+      for (std::size_t j = 0; j <= i; ++j) {
+        float dot = 0.0f;
+        for (std::size_t e = 0; e < d; ++e) dot = std::fma(qkv[i * Q + h * d + e], qkv[j * Q + nh * d + kvh * d + e], dot);
+        x[j] = dot * scale;
+        if (mask[j]) mx = std::max(mx, x[j]);
+      }
+      float sum = 0.0f;
+      for (std::size_t j = 0; j <= i; ++j) sum += (x[j] = mask[j] ? std::exp(x[j] - mx) : 0.0f);
+      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+      for (std::size_t j = 0; j < s; ++j) {
+        const float p = j <= i ? x[j] * inv : 0.0f;
+        differ += std::bit_cast<std::uint32_t>(p) != std::bit_cast<std::uint32_t>(c.prob(0, h, i, j));
+      }
+    }
+  INFO("seed ", seed);
+  CHECK(differ == 0);
+
+  // the same prompt through the decoding path (its keys into a KV cache, P one block at a time)
+  nn::KvCache<float> kv;
+  kv.reset(1, 1, nkv, d);
+  kv.make_room(s);
+  std::copy(mask.begin(), mask.end(), kv.mask.begin());
+  std::vector<float> out_cached(s * nh * d);
+  attn.forward_cached(0, qkv.data(), 1, s, kv, out_cached.data(), ws);
+  std::size_t out_differ = 0;
+  for (std::size_t e = 0; e < out.size(); ++e)
+    out_differ += std::bit_cast<std::uint32_t>(out[e]) != std::bit_cast<std::uint32_t>(out_cached[e]);
+  CHECK(out_differ == 0);
 }

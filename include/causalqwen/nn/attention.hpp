@@ -20,6 +20,7 @@
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/core/threading.hpp"
 #include "causalqwen/linalg/matmul.hpp"
+#include "causalqwen/linalg/row_sums.hpp"
 #include "causalqwen/nn/kv_cache.hpp"
 
 #include <algorithm>
@@ -56,7 +57,7 @@ struct CausalSelfAttention {
   };
   /// Scratch, grown once and reused.
   struct Workspace {
-    std::vector<T> q, o, dq, dp;  // [S·G, D] ×3, [S·G, S] (decoding: scores [S·G, L+S])
+    std::vector<T> q, o, dq, dp;  // [S·G, D] ×3, [S·G, S] (decoding: one block's scores [G·64, L+S])
   };
 
   /// The shape of Cache::probs for B×S tokens.
@@ -78,7 +79,7 @@ struct CausalSelfAttention {
       const T* base = qkv.data + b * seq * qkv_width();
       T* P = c.probs.data + (b * num_kv_heads + g) * seq * group() * seq;
       attend(base, g, seq, 0, base + q_width() + g * head_dim, base + q_width() + kv_width() + g * head_dim, qkv_width(),
-             mask.empty() ? nullptr : mask.data + b * seq, P, out.data + b * seq * q_width(), wt);
+             mask.empty() ? nullptr : mask.data + b * seq, P, true, out.data + b * seq * q_width(), wt);
     });
   }
 
@@ -100,10 +101,11 @@ struct CausalSelfAttention {
           std::copy_n(row + v0 + g * D, D, V + (L + s) * D);
         }
       }
+    const std::size_t block_rows = group() * std::min<std::size_t>(seq, block);  // P of one query block at a time
     for_each_group(batch, seq, w, [&](std::size_t b, std::size_t g, Workspace& wt) {
-      if (wt.dp.size() < seq * group() * total) wt.dp.resize(seq * group() * total);
+      if (wt.dp.size() < block_rows * total) wt.dp.resize(block_rows * total);
       attend(qkv + b * seq * qkv_width(), g, seq, L, kv.key_block(layer, b, g), kv.value_block(layer, b, g), D,
-             kv.mask.data() + b * kv.capacity, wt.dp.data(), out + b * seq * q_width(), wt);
+             kv.mask.data() + b * kv.capacity, wt.dp.data(), false, out + b * seq * q_width(), wt);
     });
   }
 
@@ -195,11 +197,16 @@ struct CausalSelfAttention {
 
   /// One KV group g of one row: its G query heads, gathered from `base` (the row's q|k|v
   /// [S, (nh+2nkv)·D]) as a [S·G, D] matrix (row i·G + g' = token i, head g'), meet the keys
-  /// K [L+S, D] and values V [L+S, D] (row-major, leading dimension `kv_ld`) in block-triangular
-  /// GEMMs (64 query tokens per block, each against the keys j < L + block end):
+  /// K [L+S, D] and values V [L+S, D] (row-major, leading dimension `kv_ld`) block by block (64
+  /// query tokens per block, each against the keys j < L + block end): the block's scores, their
+  /// softmax and its product with V run one after the other, while the block's rows of P are
+  /// still in cache (a prompt of 4,096 tokens has a P of 470 MB per group: written whole and read
+  /// back, it made attention a walk through memory):
   ///   P [S·G, L+S] = softmax over the visible keys of (Q·Kᵀ/√D);  O = P·V → out (row stride nh·D)
+  /// `whole_p`: P is [S·G, L+S] and kept (training's backward reads it); else P holds one block's
+  /// rows [G·64, L+S] and is reused by the next block (decoding keeps nothing).
   void attend(const T* base, std::size_t g, std::size_t seq, std::size_t L, const T* K, const T* V, std::size_t kv_ld,
-              const std::int64_t* keep, T* P, T* out, Workspace& w) const {
+              const std::int64_t* keep, T* P, bool whole_p, T* out, Workspace& w) const {
     const auto S = static_cast<std::ptrdiff_t>(seq), D = static_cast<std::ptrdiff_t>(head_dim),
                G = static_cast<std::ptrdiff_t>(group());
     const auto stride = static_cast<std::ptrdiff_t>(qkv_width()), ostride = static_cast<std::ptrdiff_t>(q_width());
@@ -208,53 +215,92 @@ struct CausalSelfAttention {
     w.q.resize(seq * group() * head_dim);
     w.o.resize(seq * group() * head_dim);
     mat(w.q.data(), S, G * D) = strided_mat(base + g * group() * head_dim, S, G * D, stride);
-    for (std::ptrdiff_t i0 = 0; i0 < S; i0 += block) {  // scores, then ·1/√D in place
-      const std::size_t r0 = Gs * std::size_t(i0), nr = Gs * std::size_t(std::min(block, S - i0)),
-                        nc = L + std::size_t(i0) + nr / Gs;
-      linalg::matmul<T>(Op::plain, Op::transposed, nr, nc, Ds, w.q.data() + r0 * Ds, Ds, K, kv_ld, P + r0 * total, total,
-                        false);
-      for (std::size_t r = r0; r < r0 + nr; ++r)
-        for (T *x = P + r * total, *end = x + nc; x != end; ++x) *x *= scale;
-    }
-    softmax_rows(P, seq, L, keep);
     for (std::ptrdiff_t i0 = 0; i0 < S; i0 += block) {
       const std::size_t r0 = Gs * std::size_t(i0), nr = Gs * std::size_t(std::min(block, S - i0)),
                         nc = L + std::size_t(i0) + nr / Gs;
-      linalg::matmul<T>(Op::plain, Op::plain, nr, Ds, nc, P + r0 * total, total, V, kv_ld, w.o.data() + r0 * Ds, Ds, false);
+      T* P_block = whole_p ? P + r0 * total : P;  // [nr, total]
+      linalg::matmul<T>(Op::plain, Op::transposed, nr, nc, Ds, w.q.data() + r0 * Ds, Ds, K, kv_ld, P_block, total, false);
+      softmax_rows(P_block, total, r0, nr, L, keep, scale, whole_p ? total : nc);
+      linalg::matmul<T>(Op::plain, Op::plain, nr, Ds, nc, P_block, total, V, kv_ld, w.o.data() + r0 * Ds, Ds, false);
     }
     strided_mat(out + g * group() * head_dim, S, G * D, ostride) = mat(static_cast<const T*>(w.o.data()), S, G * D);
   }
 
-  /// Row r of P [S·G, L+S] (query slot i = L + r/G): softmax over the keys j ≤ i whose `keep`
-  /// is 1 (null: all), 0 elsewhere; a row without a visible key is all 0.
+  /// Rows [r0, r0 + nr) of P (query slot i = L + r/G; row r at P_rows + (r − r0)·ld), holding the
+  /// scores q_i·k_j: each score j ≤ i is scaled by `scale` (1/√D), then replaced by the softmax
+  /// over the keys j ≤ i whose `keep` is 1 (null: all); columns (i, end) are set to 0, and a row
+  /// without a visible key is all 0.
   /// P_ij = e^{x_ij − max_j x_ij} / Σ_j e^{x_ij − max_j x_ij}, the sum taken in key order. For
-  /// float the exponentials run 16 at a time (`exp_float`: the same bits as `std::exp`, so the
-  /// results do not change), a masked key's e^{−∞} = 0 exactly as before.
-  void softmax_rows(T* P, std::size_t seq, std::size_t L, const std::int64_t* keep) const {
-    const std::size_t rows_total = seq * group(), total = L + seq;
-    parallel_for(rows_total, rows_total * total / 2, [&](std::size_t r) {
-      const std::size_t i = L + r / group();
-      T* row = P + r * total;
-      T mx = -std::numeric_limits<T>::infinity();
-      for (std::size_t j = 0; j <= i; ++j)
-        if (!keep || keep[j]) mx = std::max(mx, row[j]);
-      T sum = 0;
-      if constexpr (std::is_same_v<T, float>) {
-        constexpr float masked = -std::numeric_limits<float>::infinity();
-        for (std::size_t j = 0; j <= i; ++j) row[j] = (!keep || keep[j]) ? row[j] - mx : masked;
-        exp_float(row, row, i + 1);
-        for (std::size_t j = 0; j <= i; ++j) sum += row[j];
-      } else {
-        for (std::size_t j = 0; j <= i; ++j) {
-          const T e = (!keep || keep[j]) ? std::exp(row[j] - mx) : T(0);
-          row[j] = e;
-          sum += e;
+  /// float the maximum runs 16 keys at a time (a maximum does not depend on the order), the
+  /// exponentials 16 at a time (`exp_float`: the same bits as `std::exp`), and the sums of 16 rows
+  /// side by side, each in key order (`linalg::ordered_row_sums`): the bits of the scalar loop.
+  /// A masked key's e^{−∞} = 0 exactly.
+  void softmax_rows(T* P_rows, std::size_t ld, std::size_t r0, std::size_t nr, std::size_t L, const std::int64_t* keep,
+                    T scale, std::size_t end) const {
+    constexpr std::size_t rows_per_task = 16;
+    const std::size_t tasks = (nr + rows_per_task - 1) / rows_per_task;
+    parallel_for(tasks, nr * (L + (r0 + nr) / group()), [&](std::size_t task) {
+      const std::size_t first = task * rows_per_task, last = std::min(nr, first + rows_per_task);
+      std::size_t lengths[rows_per_task];  // keys j ≤ i of each row
+      T sums[rows_per_task];
+      for (std::size_t local = first; local < last; ++local) {
+        const std::size_t n = L + (r0 + local) / group() + 1;
+        lengths[local - first] = n;
+        T* row = P_rows + local * ld;
+        for (std::size_t j = 0; j < n; ++j) row[j] *= scale;
+        const T mx = visible_max(row, n, keep);
+        if constexpr (std::is_same_v<T, float>) {
+          constexpr float masked = -std::numeric_limits<float>::infinity();
+          for (std::size_t j = 0; j < n; ++j) row[j] = (!keep || keep[j]) ? row[j] - mx : masked;
+          exp_float(row, row, n);
+        } else {
+          for (std::size_t j = 0; j < n; ++j) row[j] = (!keep || keep[j]) ? std::exp(row[j] - mx) : T(0);
         }
       }
-      const T inv = sum > T(0) ? T(1) / sum : T(0);
-      for (std::size_t j = 0; j <= i; ++j) row[j] *= inv;
-      std::fill(row + i + 1, row + total, T(0));
+      if constexpr (std::is_same_v<T, float>) {
+        linalg::ordered_row_sums(P_rows + first * ld, ld, last - first, lengths, sums);
+      } else {
+        for (std::size_t local = first; local < last; ++local) {
+          T sum = 0;
+          for (std::size_t j = 0; j < lengths[local - first]; ++j) sum += P_rows[local * ld + j];
+          sums[local - first] = sum;
+        }
+      }
+      for (std::size_t local = first; local < last; ++local) {
+        const std::size_t n = lengths[local - first];
+        T* row = P_rows + local * ld;
+        const T sum = sums[local - first], inv = sum > T(0) ? T(1) / sum : T(0);
+        for (std::size_t j = 0; j < n; ++j) row[j] *= inv;
+        std::fill(row + n, row + end, T(0));
+      }
     });
+  }
+
+  /// max_j x_j over the visible keys j < n (keep[j] = 1, or all when keep is null); −∞ when none
+  /// is visible; a NaN is passed over (std::max(m, NaN) = m). In 16 lanes: the maximum of a set
+  /// does not depend on the order it is taken in, but for the sign of a zero maximum, which no
+  /// x − max then changes (x − (±0) = x, and e^{±0} = 1).
+  static T visible_max(const T* x, std::size_t n, const std::int64_t* keep) {
+    constexpr std::size_t lanes = 16;
+    constexpr T none = -std::numeric_limits<T>::infinity();
+    T lane_max[lanes];
+    std::fill_n(lane_max, lanes, none);
+    std::size_t j = 0;
+    if (!keep) {
+      for (; j + lanes <= n; j += lanes)
+        for (std::size_t l = 0; l < lanes; ++l) lane_max[l] = lane_max[l] < x[j + l] ? x[j + l] : lane_max[l];
+    } else {
+      for (; j + lanes <= n; j += lanes)
+        for (std::size_t l = 0; l < lanes; ++l) {
+          const T v = keep[j + l] ? x[j + l] : none;
+          lane_max[l] = lane_max[l] < v ? v : lane_max[l];
+        }
+    }
+    T mx = none;
+    for (std::size_t l = 0; l < lanes; ++l) mx = std::max(mx, lane_max[l]);
+    for (; j < n; ++j)
+      if (!keep || keep[j]) mx = std::max(mx, x[j]);
+    return mx;
   }
 };
 
