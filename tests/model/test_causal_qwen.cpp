@@ -171,6 +171,40 @@ TEST_CASE("the loss and every gradient are the same bits on 1 and 2 threads") {
   CHECK(differ == 0);
 }
 
+TEST_CASE("an evaluation keeps no attention weights: the training forward's bits, less memory") {
+  // two rows of 70 tokens (two 64-token attention blocks), the second right-padded
+  cq::model::CausalQwen<float, Tiny> model(ModelFixture::settings());
+  model.init_random(7, 0.3);
+  constexpr std::size_t B = 2, S = 70;
+  std::vector<std::int64_t> ids(B * S), mask(B * S, 1), labels(B * S);
+  std::vector<float> numeric(B * S, 0.0f), targets(B * S, 0.0f);
+  for (std::size_t i = 0; i < B * S; ++i) {
+    ids[i] = static_cast<std::int64_t>((i * 7 + 3) % 9);
+    labels[i] = static_cast<std::int64_t>((i * 5 + 1) % 9);
+    if (i % 11 == 4) ids[i] = 9, numeric[i] = 0.5f * float(i);
+    if (i % 13 == 6) labels[i] = 9, targets[i] = -0.25f * float(i);
+  }
+  for (std::size_t t = S - 5; t < S; ++t) mask[S + t] = 0, labels[S + t] = -100;
+  const cq::model::Batch<float> batch{{ids.data(), {B, S}}, {numeric.data(), {B, S}}, {mask.data(), {B, S}},
+                                      {labels.data(), {B, S}}, {targets.data(), {B, S}}, {}};
+  typename decltype(model)::Cache eval_cache, train_cache;
+  const auto evaluated = model.evaluate(batch, eval_cache);
+  auto grads = model.make_gradients();
+  const auto trained = model.forward_backward(batch, train_cache, grads);
+  const std::size_t train_elements = train_cache.backbone.acts.size();
+  // the training cache holds P of every layer, [B, nkv, S, G, S]; the evaluation's none
+  CHECK(train_elements - eval_cache.backbone.acts.size() == Tiny::num_layers * B * Tiny::num_kv_heads * S * 2 * S);
+  // an evaluation on the training cache keeps its layout (no new allocation around validation)
+  const auto again = model.evaluate(batch, train_cache);
+  CHECK(train_cache.backbone.acts.size() == train_elements);
+  for (const auto* m : {&trained, &again}) {
+    CHECK(std::memcmp(&m->L_total, &evaluated.L_total, sizeof(double)) == 0);
+    CHECK(std::memcmp(&m->L_cls_mean, &evaluated.L_cls_mean, sizeof(double)) == 0);
+    CHECK(std::memcmp(&m->L_reg_eff, &evaluated.L_reg_eff, sizeof(double)) == 0);
+    CHECK(m->accuracy == evaluated.accuracy);
+  }
+}
+
 TEST_CASE("a double model refuses bf16 products, with the sentence the linear products use") {
   ModelFixture f(cqtest::test_seed(43, "double model refuses bf16"));
   CHECK_THROWS_WITH_AS(f.model.set_precision(cq::linalg::Precision::bf16),

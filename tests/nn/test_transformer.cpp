@@ -152,6 +152,14 @@ TEST_CASE("bad configs and shapes give clear errors") {
   CHECK_THROWS_WITH_AS(model.backward(cache, TensorView<const float, 3>(dz.data(), {B, S + 1, H}), grads),
                        "causalqwen::Transformer::backward: dz must have shape [2,5,8], got [2,6,8]", cq::DomainError);
   CHECK(z.size() == B * S * H);
+  // a forward that kept no attention weights (an evaluation on a fresh cache) cannot be differentiated
+  cqtest::Qwen2Stack<float>::Cache eval_cache;
+  eval_cache.backbone.keep_for_backward = false;
+  model.forward(TensorView<const std::int64_t, 2>(ids.data(), {B, S}), {}, {}, {}, eval_cache);
+  CHECK_THROWS_WITH_AS(model.backward(eval_cache, TensorView<const float, 3>(dz.data(), {B, S, H}), grads),
+                       "causalqwen::Transformer::backward: the forward pass kept no attention weights "
+                       "(Cache::keep_for_backward was false): run it again with true",
+                       cq::DomainError);
 }
 
 TEST_CASE_TEMPLATE("Transformer: one cache reused across shapes gives the same z as a fresh one", T, float, double) {

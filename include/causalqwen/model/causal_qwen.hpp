@@ -254,6 +254,7 @@ class CausalQwen<T, RuntimeConfig> {
     if (!b.target_values.empty()) require_shape(b.target_values, {B, S}, "CausalQwen", "target_values");
     const auto e = embed(b.input_ids, b.numeric_values, cache.embedding, cache.e);                         // [B,S,H]
     cache.backbone.precision = precision_;
+    cache.backbone.keep_for_backward = grads != nullptr;  // an evaluation keeps no attention weights
     const auto z = backbone_.forward(params_, e, b.attention_mask, b.position_ids, cache.backbone);      // [B,S,H]
     const HeadTargets<T> targets{b.labels.reshape(Shape<1>{M}),
                                  b.target_values.empty() ? TensorView<const T, 1>{} : b.target_values.reshape(Shape<1>{M}),

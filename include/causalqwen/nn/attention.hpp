@@ -65,21 +65,25 @@ struct CausalSelfAttention {
     return {batch, num_kv_heads, seq, group(), seq};
   }
 
-  /// out [B,S,nh·D] from qkv [B,S,(nh+2nkv)·D]; P is written into c.probs.
+  /// out [B,S,nh·D] from qkv [B,S,(nh+2nkv)·D]; P is written into c.probs, or, when c.probs is
+  /// empty (an evaluation: nothing for backward), one block at a time into the workspace.
   void forward(TensorView<const T, 3> qkv, TensorView<const std::int64_t, 2> mask,
                TensorView<T, 3> out, Cache& c, Workspace& w) const {
     const std::size_t batch = qkv.shape[0], seq = qkv.shape[1];
     require_shape(qkv, {batch, seq, qkv_width()}, "CausalSelfAttention::forward", "qkv");
     require_shape(out, {batch, seq, q_width()}, "CausalSelfAttention::forward", "output");
-    require_shape(c.probs, probs_shape(batch, seq), "CausalSelfAttention::forward", "probs");
+    const bool keep = !c.probs.empty();
+    if (keep) require_shape(c.probs, probs_shape(batch, seq), "CausalSelfAttention::forward", "probs");
     if (!mask.empty()) require_shape(mask, {batch, seq}, "CausalSelfAttention::forward", "attention_mask");
     c.qkv = qkv;
     c.mask = mask;
+    const std::size_t block_rows = group() * std::min<std::size_t>(seq, block);
     for_each_group(batch, seq, w, [&](std::size_t b, std::size_t g, Workspace& wt) {
       const T* base = qkv.data + b * seq * qkv_width();
-      T* P = c.probs.data + (b * num_kv_heads + g) * seq * group() * seq;
+      if (!keep && wt.dp.size() < block_rows * seq) wt.dp.resize(block_rows * seq);
+      T* P = keep ? c.probs.data + (b * num_kv_heads + g) * seq * group() * seq : wt.dp.data();
       attend(base, g, seq, 0, base + q_width() + g * head_dim, base + q_width() + kv_width() + g * head_dim, qkv_width(),
-             mask.empty() ? nullptr : mask.data + b * seq, P, true, out.data + b * seq * q_width(), wt);
+             mask.empty() ? nullptr : mask.data + b * seq, P, keep, out.data + b * seq * q_width(), wt);
     });
   }
 
@@ -115,6 +119,7 @@ struct CausalSelfAttention {
     const std::size_t batch = c.qkv.shape[0], seq = c.qkv.shape[1];
     require_shape(dout, {batch, seq, q_width()}, "CausalSelfAttention::backward", "dout");
     require_shape(dqkv, c.qkv.shape, "CausalSelfAttention::backward", "dqkv");
+    require_shape(c.probs, probs_shape(batch, seq), "CausalSelfAttention::backward", "probs kept by forward");
     const auto S = static_cast<std::ptrdiff_t>(seq), D = static_cast<std::ptrdiff_t>(head_dim),
                G = static_cast<std::ptrdiff_t>(group());
     const auto stride = static_cast<std::ptrdiff_t>(qkv_width()), ostride = static_cast<std::ptrdiff_t>(q_width());

@@ -79,6 +79,12 @@ class Transformer {
     /// The products of the layers' linear maps in the next forward and its backward (bf16:
     /// mixed precision, float models only).
     linalg::Precision precision = linalg::Precision::f32;
+    /// Whether the next forward keeps the attention weights P that backward reads ([B, nkv, S,
+    /// G, S] per layer: 22 GB for a 4,096-token row of Qwen2.5-0.5B). An evaluation sets it to
+    /// false: a cache laid out for it then holds no P, and attention keeps one 64-token block of
+    /// P at a time, with the same results (a cache laid out with P keeps its layout).
+    bool keep_for_backward = true;
+    bool laid_with_probs = false;  // the layout of `acts` holds P
   };
 
   /// What incremental decoding keeps between steps: the KV cache and scratch for the new tokens.
@@ -149,6 +155,8 @@ class Transformer {
   TensorView<const T, 2> backward(const Arena<T>& params, Cache& cache, TensorView<const T, 3> dz,
                                   linalg::GradientTarget<T> grads) const {
     require_shape(dz, {cache.batch, cache.seq, config_.hidden_size}, "Transformer::backward", "dz");
+    detail::require(cache.laid_with_probs, "Transformer::backward",
+                    "the forward pass kept no attention weights (Cache::keep_for_backward was false): run it again with true");
     detail::require(grads.arena.size() == params.size(), "Transformer::backward",
                     "the gradient arena does not have the parameters' layout (make it with make_gradients())");
     const auto& p = bind(params, cache.bound_params);
@@ -267,10 +275,10 @@ class Transformer {
     return c;
   }
 
-  void add_activations(Layout& layout, std::size_t B, std::size_t S) const {
+  void add_activations(Layout& layout, std::size_t B, std::size_t S, bool with_probs = true) const {
     const std::size_t M = B * S, H = config_.hidden_size;
     for (std::size_t i = 0; i < config_.num_layers; ++i) {
-      block_.add_activations(layout, layer_prefix(i), B, S);
+      block_.add_activations(layout, layer_prefix(i), B, S, with_probs);
       layout.add(layer_prefix(i) + "out", {M, H});
     }
     layout.add("final.inv_rms", {M});
@@ -279,9 +287,13 @@ class Transformer {
 
   /// Lays the caches out for B×S tokens (no allocation when the shape is unchanged).
   void prepare(Cache& c, std::size_t B, std::size_t S) const {
-    if (c.batch == B && c.seq == S && c.blocks.size() == config_.num_layers) return;
+    // a layout that keeps P serves an evaluation too (a training cache is not laid out anew
+    // around each validation pass)
+    if (c.batch == B && c.seq == S && c.blocks.size() == config_.num_layers && (c.laid_with_probs || !c.keep_for_backward))
+      return;
     auto acts = std::make_shared<Layout>();
-    add_activations(*acts, B, S);
+    add_activations(*acts, B, S, c.keep_for_backward);
+    c.laid_with_probs = c.keep_for_backward;
     c.acts.reset(acts);
     auto ws = std::make_shared<Layout>();
     block_.add_workspace(*ws, B, S);
