@@ -51,18 +51,8 @@ inline std::size_t k_block(std::size_t K) {
 /// Products with fewer multiply-adds than this run on the calling thread.
 inline constexpr double parallel_multiply_adds = 64.0 * 64.0 * 64.0;
 
-/// Whether this CPU runs AVX-512F (asked once).
-inline bool cpu_has_avx512f() {
-#ifdef CAUSALQWEN_F32_KERNEL
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
-  }();
-  return has;
-#else
-  return false;
-#endif
-}
+/// Whether this CPU runs AVX-512F (transpose16.hpp's, asked once).
+using linalg::cpu_has_avx512f;
 
 /// An operand read as stored (element (i, j) at p[i·ld + j]) or transposed (p[j·ld + i]).
 struct Operand {

@@ -26,15 +26,6 @@ inline void portable(const float* x, std::size_t ld, std::size_t rows, const std
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-/// Whether this CPU runs AVX-512F (asked once).
-inline bool cpu_has_avx512f() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
-  }();
-  return has;
-}
-
 /// Rows [0, count) (count ≤ 16) of x, one per lane: lane r adds x_rj for j < len_r, in order.
 __attribute__((target("avx512f"))) inline void sixteen_rows(const float* x, std::size_t ld, std::size_t count,
                                                            const std::size_t* lengths, float* sums) {
@@ -71,7 +62,7 @@ __attribute__((target("avx512f"))) inline void sixteen_rows(const float* x, std:
 /// Lengths must stay below 2^24.
 inline void ordered_row_sums(const float* x, std::size_t ld, std::size_t rows, const std::size_t* lengths, float* sums) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (detail_row_sums::cpu_has_avx512f()) {
+  if (cpu_has_avx512f()) {
     for (std::size_t r0 = 0; r0 < rows; r0 += 16)
       detail_row_sums::sixteen_rows(x + r0 * ld, ld, std::min<std::size_t>(16, rows - r0), lengths + r0, sums + r0);
     return;

@@ -1,6 +1,25 @@
 /// A 16×16 block of floats transposed in sixteen AVX-512 registers, for the packers of the
-/// bf16 and float products (which turn rows of a matrix into its columns block by block).
+/// bf16 and float products (which turn rows of a matrix into its columns block by block) and the
+/// ordered row sums; and whether this CPU runs it.
 #pragma once
+
+namespace causalqwen::linalg {
+
+/// Whether this CPU runs AVX-512F (asked once): the instructions of transpose16 and of the
+/// kernels built on it.
+inline bool cpu_has_avx512f() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
+}  // namespace causalqwen::linalg
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
