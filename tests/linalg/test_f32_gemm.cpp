@@ -58,10 +58,18 @@ struct Problem {
 };
 
 // M: one row, a tile of 12, a tile and a tail, the thread split's tails; N: one column, tails of
-// the 32-column panels, more than one 3,072-column block; K: one, tails of the 16-deep packing,
-// one block of 512, three blocks
-constexpr std::array<std::array<std::size_t, 3>, 8> shapes{
-    {{1, 1, 1}, {12, 32, 16}, {13, 33, 17}, {5, 100, 7}, {97, 47, 513}, {300, 70, 1100}, {26, 3100, 20}, {150, 64, 64}}};
+// the 32-column panels, more than one 3,072-column block (the last of one panel, so shared by the
+// threads; or of six and a tail, each thread packing its own); K: one, tails of the 16-deep
+// packing, one block of 512, three blocks (the last shallower)
+constexpr std::array<std::array<std::size_t, 3>, 9> shapes{{{1, 1, 1},
+                                                            {12, 32, 16},
+                                                            {13, 33, 17},
+                                                            {5, 100, 7},
+                                                            {97, 47, 513},
+                                                            {300, 70, 1100},
+                                                            {26, 3100, 20},
+                                                            {150, 64, 64},
+                                                            {40, 3239, 1100}}};
 }  // namespace
 
 TEST_CASE("f32 product: the AVX-512 kernel gives the portable loop's bits, both within a float sum's bound of a double loop") {
@@ -141,6 +149,20 @@ TEST_CASE("f32 product: a row's bits do not depend on the other rows, the row co
         for (std::size_t n = 0; n < p.N; ++n) differ += !same_bits(inside[m * p.ldc + n], whole[m * p.ldc + n]);
       CHECK(differ == 0);
     }
+}
+
+TEST_CASE("f32 product: the threads split the rows, or the panels of B when op(B) is at least as wide as op(A) is tall") {
+  namespace d = la::detail_f32;
+  // prefill's 512 tokens × 4,864 columns: two slices of 48 panels, each thread reading only its own
+  CHECK(d::split_for(512, 4864, 96, 2).n_splits == 2);
+  CHECK(d::split_for(128, 896, 28, 2).n_splits == 2);
+  // a weight's gradient, 4,864 rows × 896 columns: the rows, A packed once
+  CHECK(d::split_for(4864, 896, 28, 2).n_splits == 1);
+  // three panels deal out 2 + 1: the rows (48 + 48, or 200 a block), more even by more than 5 %
+  CHECK(d::split_for(96, 96, 3, 2).n_splits == 1);
+  CHECK(d::split_for(2000, 96, 3, 2).n_splits == 1);
+  // one thread: no split
+  CHECK(d::split_for(512, 4864, 96, 1).n_splits == 1);
 }
 
 TEST_CASE("f32 product: infinities and NaN stay in their row and column; an empty sum; matmul runs on it") {

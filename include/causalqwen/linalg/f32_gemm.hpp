@@ -6,9 +6,10 @@
 /// which decoding with a KV cache needs). The sum is stored in C between blocks of K and
 /// resumed from it, which is exact.
 /// The loops are those of BLIS: op(B) is packed block by block ([kc, nc], in panels of nr
-/// columns, shared by the threads), op(A) in blocks of mc rows (panels of mr rows, per thread),
-/// and the micro-kernel keeps an mr × nr tile of C in 24 registers while a panel of B stays in
-/// L1 and A's block in L2. A portable loop with the same chains gives the same bits on any CPU
+/// columns; shared by the threads when they split C's rows, each thread's own when they split
+/// its columns, and then no thread waits for another), op(A) in blocks of mc rows (panels of mr
+/// rows, per thread), and the micro-kernel keeps an mr × nr tile of C in 24 registers while a
+/// panel of B stays in L1 and A's block in L2. A portable loop with the same chains gives the same bits on any CPU
 /// (std::fma is exactly rounded); it is what tests compare the kernel with.
 /// Call outside your own `omp parallel` regions (inside one, the product runs on the calling
 /// thread).
@@ -210,11 +211,14 @@ inline Split row_split(std::size_t M, std::size_t blocks, std::size_t n_splits) 
   const std::size_t rows = ((M + blocks - 1) / blocks + mr - 1) / mr * mr;
   return {(M + rows - 1) / rows, rows, n_splits};
 }
-/// The split with the threads' shares nearest equal: by rows (each thread its own rows, A packed
-/// once), or, when whole tiles of 12 rows cannot be dealt evenly (128 rows are 6 + 5 tiles, one
-/// thread idle a sixth of the time), by panels of B (every thread all the rows, A packed by
-/// each), which must then be the more even by 5 % to be taken.
-inline Split split_for(std::size_t M, std::size_t panels, std::size_t threads) {
+/// The split of an [M, N] product: by rows (each thread its own rows, A packed once, every panel
+/// of B read by every thread, half of them packed on the other core), or by panels of B (every
+/// thread all the rows, A packed by each, and only the panels it packed itself). When op(B) has
+/// at least as many columns as op(A) has rows, A is the smaller to pack twice and the panels are
+/// taken unless rows deal out more evenly by 5 % (at 512 rows × 4,864 columns they are 4–10 %
+/// faster than rows); else rows are, unless panels deal out more evenly by 5 % (whole tiles of 12
+/// rows: 128 rows are 6 + 5 tiles, one thread idle a sixth of the time).
+inline Split split_for(std::size_t M, std::size_t N, std::size_t panels, std::size_t threads) {
   const std::size_t least_blocks = (M + mc - 1) / mc;
   if (threads <= 1) return row_split(M, least_blocks, 1);
   const Split by_rows = row_split(M, (least_blocks + threads - 1) / threads * threads, 1);
@@ -222,7 +226,8 @@ inline Split split_for(std::size_t M, std::size_t panels, std::size_t threads) {
                             double(((by_rows.m_blocks + threads - 1) / threads) * by_rows.rows_per_block);
   const std::size_t n_splits = std::min(panels, threads);
   const double panels_share = double(panels) / double(threads) / double((panels + n_splits - 1) / n_splits);
-  if (panels_share >= rows_share + 0.05) return row_split(M, least_blocks, n_splits);
+  if (N >= M ? panels_share + 0.05 >= rows_share : panels_share >= rows_share + 0.05)
+    return row_split(M, least_blocks, n_splits);
   return by_rows;
 }
 
@@ -233,27 +238,37 @@ inline void multiply_avx512(const Operand& a, const Operand& b, std::size_t M, s
       (double(M) * double(N) * double(K) < parallel_multiply_adds || omp_in_parallel()) ? 1 : std::size_t(omp_get_max_threads());
   thread_local PageBuffer<float> b_pack;  // [nc/nr panels][kc][nr], shared by the team
   const std::size_t kc = k_block(K);
-  const std::size_t b_floats = std::min(nc, (N + nr - 1) / nr * nr) * kc;
+  const std::size_t first_panels = (std::min(nc, N) + nr - 1) / nr;
+  // room for every thread's panels from the same place in every block, ⌈first_panels / team⌉ a thread
+  const std::size_t b_floats = (first_panels + threads - 1) * kc * nr;
   if (b_pack.size() < b_floats) b_pack = PageBuffer<float>(b_floats);
-  float* bp_all = b_pack.data();
+  float* const b_base = b_pack.data();  // the calling thread's buffer (b_pack names another one on the team's threads)
   const bool direct_a = !a.transposed && N < direct_a_max_n;
   // One thread's share: `team` threads, this one `id`, meeting at `sync` after packing B. The
   // shares are dealt by hand (no worksharing construct), so that a product run on one thread
-  // inside someone else's parallel region does not bind to that region's team.
+  // inside someone else's parallel region does not bind to that region's team. When every block
+  // is split by panels, one slice a thread, a thread's tiles read only the panels it packed and
+  // the threads never wait for each other.
   const auto share = [&](std::size_t team, std::size_t id, auto&& sync) {
+    const auto split_of = [&](std::size_t j0) { return split_for(M, N, (std::min(nc, N - j0) + nr - 1) / nr, team); };
+    const bool on_its_own = team > 1 && split_of(0).n_splits == team && split_of((N - 1) / nc * nc).n_splits == team;
+    const std::size_t region = (first_panels + team - 1) / team * kc * nr;  // a thread's floats of the buffer
     thread_local PageBuffer<float> a_pack;  // [mc/mr panels][kc][mr]
     if (a_pack.size() < mc * kc_max) a_pack = PageBuffer<float>(mc * kc_max);
     float* ap_all = a_pack.data();
     for (std::size_t j0 = 0; j0 < N; j0 += nc) {
       const std::size_t nn = std::min(nc, N - j0), panels = (nn + nr - 1) / nr;
-      const Split split = split_for(M, panels, team);
+      const Split split = split_of(j0);
       const std::size_t tasks = split.m_blocks * split.n_splits;
       for (std::size_t k0 = 0; k0 < K; k0 += kc) {
         const std::size_t kk = std::min(kc, K - k0);
         const bool resume = accumulate || k0 > 0;
-        for (std::size_t p = id * panels / team; p < (id + 1) * panels / team; ++p)
+        const std::size_t my_first = id * panels / team;
+        // panel p at bp_all + p·kk·nr: from the buffer's start, or from this thread's region
+        float* const bp_all = on_its_own ? b_base + id * region - my_first * kk * nr : b_base;
+        for (std::size_t p = my_first; p < (id + 1) * panels / team; ++p)
           pack_b_panel(b, N, j0 + p * nr, k0, k0 + kk, bp_all + p * kk * nr);
-        sync();  // every panel of B packed
+        if (!on_its_own) sync();  // every panel of B packed
         // the source of the panels this thread packs for the next block, read into cache while
         // this block's tiles run (the packing then does not wait for memory)
         Prefetcher next;
@@ -302,7 +317,7 @@ inline void multiply_avx512(const Operand& a, const Operand& b, std::size_t M, s
               for (std::size_t m = m_first; m < m_last; m += mr) run(p, m, m + mr < m_last ? p : p + 1, m + mr < m_last ? m + mr : m_first);
           }
         }
-        sync();  // B's panels are free for the next block
+        if (!on_its_own) sync();  // B's panels are free for the next block
       }
     }
   };
