@@ -183,19 +183,23 @@ int main(int argc, char** argv) {
   const auto measure_prefill = [&](const std::string& type_name) {
     for (std::size_t S : prefill_lengths) {
       std::vector<double> times;
-      const auto usage_start = cq::ProcessUsage::now();
-      for (int rep = 0; rep < 4; ++rep) {
+      const auto prefill = [&] {
         const double t = now();
         model->begin_inference(state, 1, S + 1);
         const auto z = model->forward_cached({ids.data(), {1, S}}, {}, {}, {}, state);
         head_step(z.data + (S - 1) * H);
-        times.push_back(now() - t);
-      }
+        return now() - t;
+      };
+      const auto first_start = cq::ProcessUsage::now();
+      prefill();  // warm-up: lays out the buffers of this length
+      const auto first = cq::ProcessUsage::now() - first_start;
+      const auto usage_start = cq::ProcessUsage::now();
+      for (int rep = 0; rep < 3; ++rep) times.push_back(prefill());
       const auto usage = cq::ProcessUsage::now() - usage_start;
-      times.erase(times.begin());  // warm-up
       ours["prefill"][type_name][std::to_string(S)] = median(times);
-      fmt::print("prefill {} S = {}: {:.0f} minor page faults per prefill (the first included), system time {:.1f} % of wall\n",
-                 type_name, S, double(usage.minor_faults) / 4.0, 100.0 * usage.system_share());
+      fmt::print("prefill {} S = {}: {:.0f} minor page faults per timed prefill (the first, untimed: {}), system time {:.1f} % of "
+                 "wall\n",
+                 type_name, S, double(usage.minor_faults) / 3.0, first.minor_faults, 100.0 * usage.system_share());
     }
   };
   // decode with the weight matrices read as f32, then as bf16 and int8 copies
