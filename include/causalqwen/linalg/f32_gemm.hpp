@@ -9,8 +9,8 @@
 /// columns; shared by the threads when they split C's rows, each thread's own when they split
 /// its columns, and then no thread waits for another), op(A) in blocks of mc rows (panels of mr
 /// rows, per thread), and the micro-kernel keeps an mr × nr tile of C in 24 registers while a
-/// panel of B stays in L1 and A's block in L2. A portable loop with the same chains gives the same bits on any CPU
-/// (std::fma is exactly rounded); it is what tests compare the kernel with.
+/// panel of B stays in L1 and A's block in L2. A portable loop with the same chains gives the
+/// same bits on any CPU (std::fma is exactly rounded); it is what tests compare the kernel with.
 /// Call outside your own `omp parallel` regions (inside one, the product runs on the calling
 /// thread).
 #pragma once
