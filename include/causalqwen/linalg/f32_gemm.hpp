@@ -236,7 +236,7 @@ inline void multiply_avx512(const Operand& a, const Operand& b, std::size_t M, s
                             std::size_t ldc, bool accumulate) {
   const std::size_t threads =
       (double(M) * double(N) * double(K) < parallel_multiply_adds || omp_in_parallel()) ? 1 : std::size_t(omp_get_max_threads());
-  thread_local PageBuffer<float> b_pack;  // [nc/nr panels][kc][nr], shared by the team
+  thread_local PageBuffer<float> b_pack;  // panels [kc][nr]: shared by the team, or a region per thread
   const std::size_t kc = k_block(K);
   const std::size_t first_panels = (std::min(nc, N) + nr - 1) / nr;
   // room for every thread's panels from the same place in every block, ⌈first_panels / team⌉ a thread
