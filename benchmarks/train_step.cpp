@@ -11,12 +11,16 @@
 //   streaming   optim::StreamingAdamW with bfloat16 moments (stochastic rounding): no gradient
 //               arena (weight gradients kept as dY, X factors and formed tile by tile inside the
 //               update), m and v in 16 bits — what a memory-bound user runs
-//   arena-bf16  the arena step in mixed precision (CausalQwen::set_precision(bf16)): the decoder
-//               layers' and W_cls's products on bf16 operands with float sums (linalg/bf16_gemm.hpp),
-//               the rest as `arena`; also printed as a ratio against `arena`
-//   arena-bf16-m16  arena-bf16 with AdamW's moments stored as bfloat16 (stochastic rounding,
-//               `train --precision bf16 --moments bf16`): the fastest mixed-precision form, and
-//               2 bytes per parameter less; also printed as a ratio against `arena`
+//   arena-bf16  the arena step in mixed precision (CausalQwen::set_precision(bf16, none)): the
+//               decoder layers' and W_cls's products on bf16 operands with float sums
+//               (linalg/bf16_gemm.hpp), each product rounding W itself, the rest as `arena`;
+//               also printed as a ratio against `arena`
+//   arena-bf16-m16-percall  arena-bf16 with AdamW's moments stored as bfloat16 (stochastic
+//               rounding): 2 bytes per parameter less
+//   arena-bf16-m16  the same with the layers' bf16 weight copies that AdamW rewrites as it
+//               updates the rows (set_precision(bf16)'s default; `train --precision bf16
+//               --moments bf16`): the fastest mixed-precision form; printed as a ratio against
+//               `arena` and against arena-bf16-m16-percall (what the copies give)
 //
 // Throughput: tokens (B·S) per second of a step, median of PyTorch's timed steps and Google
 // Benchmark's mean of ours, after one warm-up step each. Peak memory: each process's own VmHWM
@@ -118,6 +122,7 @@ struct StepData {
 struct ArenaStep : StepData {
   cq::Arena<float> grads;
   cq::optim::AdamW<float> adam;
+  cq::UpdateFollower<float>* follower = nullptr;  // the model's bf16 copies, when it keeps them
   explicit ArenaStep(const StepShape& s, cq::optim::MomentStorage moments = cq::optim::MomentStorage::full)
       : StepData(s),
         grads(model.make_gradients()),
@@ -126,16 +131,19 @@ struct ArenaStep : StepData {
     grads.zero();
     const auto m = model.forward_backward(batch(), cache, grads);
     const double norm = cq::optim::global_grad_norm(grads, adam.rules());
-    adam.step(model.params(), grads, 1e-4, cq::optim::clip_factor(norm, 1.0));
+    adam.step(model.params(), grads, 1e-4, cq::optim::clip_factor(norm, 1.0), follower);
     return m.L_total;
   }
 };
 
 /// The arena step with the decoder layers' and W_cls's products in bf16, AdamW's moments stored
-/// as `Moments` (arena-bf16 and arena-bf16-m16 of the file comment).
-template <cq::optim::MomentStorage Moments>
+/// as `Moments`, the layers' bf16 copies kept or not (the arena-bf16 forms of the file comment).
+template <cq::optim::MomentStorage Moments, cq::linalg::WeightCopies Copies>
 struct ArenaBf16Step : ArenaStep {
-  explicit ArenaBf16Step(const StepShape& s) : ArenaStep(s, Moments) { model.set_precision(cq::linalg::Precision::bf16); }
+  explicit ArenaBf16Step(const StepShape& s) : ArenaStep(s, Moments) {
+    model.set_precision(cq::linalg::Precision::bf16, Copies);
+    follower = model.update_follower();
+  }
 };
 
 /// The same step through StreamingAdamW with bfloat16 moments (file comment).
@@ -205,12 +213,15 @@ int main(int argc, char** argv) {
     // arena-bf16 right after arena: a form run after streaming starts its peak from the memory
     // streaming's freed buffers still hold (measured 441 MB more for arena-bf16 there)
     register_ours.template operator()<ArenaStep>("arena");
-    register_ours.template operator()<ArenaBf16Step<cq::optim::MomentStorage::full>>("arena-bf16");
-    register_ours.template operator()<ArenaBf16Step<cq::optim::MomentStorage::bf16>>("arena-bf16-m16");
+    using Copies = cq::linalg::WeightCopies;
+    register_ours.template operator()<ArenaBf16Step<cq::optim::MomentStorage::full, Copies::none>>("arena-bf16");
+    register_ours.template operator()<ArenaBf16Step<cq::optim::MomentStorage::bf16, Copies::none>>("arena-bf16-m16-percall");
+    register_ours.template operator()<ArenaBf16Step<cq::optim::MomentStorage::bf16, Copies::kept>>("arena-bf16-m16");
     register_ours.template operator()<StreamingStep>("streaming");
     const std::string iterations = "/iterations:" + std::to_string(s.steps) + "/real_time";
-    for (const char* form : {"arena-bf16", "arena-bf16-m16"})
-      reporter.add_pair(fmt::format("causalqwen {} {}{}", form, label, iterations), "causalqwen arena " + label + iterations);
+    const auto ours = [&](const char* form) { return fmt::format("causalqwen {} {}{}", form, label, iterations); };
+    for (const char* form : {"arena-bf16", "arena-bf16-m16-percall", "arena-bf16-m16"}) reporter.add_pair(ours(form), ours("arena"));
+    reporter.add_pair(ours("arena-bf16-m16"), ours("arena-bf16-m16-percall"));
     const double tp = torch_peak[s.name];
     benchmark::RegisterBenchmark(("pytorch " + label).c_str(), [torch_s, tokens, tp](benchmark::State& st) {
       for (auto _ : st) st.SetIterationTime(torch_s);  // measured by the child process above

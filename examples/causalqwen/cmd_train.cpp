@@ -14,7 +14,9 @@
 //            --lambda-steps), --freeze backbone for a first stage; --lr defaults to 3e-3 from
 //            scratch, 1e-4 from a checkpoint and 1e-3 from a checkpoint with --freeze backbone
 //   compute  --precision bf16: mixed precision (the decoder layers' and W_cls's products on bf16
-//            operands with float sums; weights, gradients, optimiser, attention and losses stay float)
+//            operands with float sums; weights, gradients, optimiser, attention and losses stay float);
+//            --bf16-copies kept|none: whether the layers' weights also live as a bf16 copy that
+//            AdamW rewrites as it updates them (kept, the default: faster, 2 bytes per weight)
 #include "command.hpp"
 #include "model_loading.hpp"
 #include "train_display.hpp"
@@ -47,7 +49,7 @@ namespace ds = causalqwen::datasets;
 struct TrainArgs {
   cqcli::ModelOptions model;
   std::string config, preset, data, out, metrics, curves, schedule = "cosine", freeze = "none", layout = "packed";
-  std::string action_mode = "deterministic", optimizer = "adamw", moments = "f32", precision = "f32";
+  std::string action_mode = "deterministic", optimizer = "adamw", moments = "f32", precision = "f32", bf16_copies = "kept";
   std::size_t synthetic = 0, steps = 200, batch = 8, seq = 64, warmup = 20, accumulation = 1, eval_every = 50,
               eval_batches = 4, checkpoint_every = 100, threads = 2, alpha_steps = 0, hidden = 64, classes = 16;
   bool features = false, resume = false, learn_threshold = false;
@@ -266,7 +268,13 @@ void run_tokens(const TrainArgs& a) {
   std::unique_ptr<ct::BatchListSource<float>> val;
   if (!val_batches.empty()) val = std::make_unique<ct::BatchListSource<float>>(std::move(val_batches));
   if (a.alpha_start >= 0) model->set_alpha_gate(a.alpha_start);
-  model->set_precision(cq::linalg::parse_precision(a.precision));
+  // only a whole AdamW step keeps the copies (StreamingAdamW and a process's shard do not)
+  const bool keep_copies = a.bf16_copies == "kept" && a.optimizer == "adamw" && cq::dist::Communicator::world().size() == 1;
+  model->set_precision(cq::linalg::parse_precision(a.precision),
+                       keep_copies ? cq::linalg::WeightCopies::kept : cq::linalg::WeightCopies::none);
+  if (speaks() && model->bf16_copy_bytes() > 0)
+    fmt::print("mixed precision: bf16 copies of the layers' weights, {:.1f} MiB (rewritten by each AdamW step)\n",
+               static_cast<double>(model->bf16_copy_bytes()) / 1048576.0);
   const double alpha0 = model->config().alpha_gate;
   ct::ModelLearner<float> learner(*model, *train, val.get(), config_base, lm_head);
   auto o = trainer_options(a);
@@ -323,6 +331,12 @@ const cqcli::Registration reg{"train", [](CLI::App& app) {
                   "float sums; weights, gradients, optimiser and losses stay float)")
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "bf16"}));
+  sub->add_option("--bf16-copies", a->bf16_copies,
+                  "with --precision bf16: kept (a bf16 copy of the layers' weights, rewritten by AdamW as it updates "
+                  "them, read by the products instead of rounding the float weights each time: faster, 2 bytes per "
+                  "weight more; with --optimizer adamw in one process) or none")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"kept", "none"}));
   sub->add_option("--freeze", a->freeze, "none (train everything), backbone (train only the causal.* heads) or heads (train only the backbone)")->capture_default_str();
   sub->add_flag("--learn-threshold", a->learn_threshold, "Also train causal.ovr_threshold (fixed by default)");
   sub->add_option("--threshold", a->threshold, "OvR threshold C (one value, or K values) for a model made here "

@@ -391,3 +391,39 @@ TEST_CASE("bf16 products of the Cauchy linear map (the class head in mixed preci
     });
   }
 }
+
+TEST_CASE("bf16_matmul reading a bf16 copy of W (mixed-precision training's kept copies) gives the bits of rounding W "
+          "itself: X·Wᵀ and dY·W, both kernels, a copy starting past the first panel group; a copy of another shape is refused") {
+  const std::uint64_t seed = cqtest::test_seed(20261126, "bf16_matmul copies");
+  std::mt19937_64 rng(seed);
+  // rows of W odd, a single group, tails of 16 columns, wider than one task of the pairing (256 columns)
+  constexpr std::array<std::array<std::size_t, 3>, 5> copy_shapes{{{3, 7, 5}, {13, 33, 17}, {40, 130, 300}, {2, 64, 4}, {17, 300, 96}}};
+  for (const auto [M, K, N] : copy_shapes) {  // X [M,K], W [N,K]; dY [M,N]
+    CAPTURE(M);
+    CAPTURE(K);
+    CAPTURE(N);
+    const auto x = normal_vector(M * K, rng), dy = normal_vector(M * N, rng), w_rows = normal_vector((N + 4) * K, rng, 0.05);
+    // the store holds 4 more rows before W: W's copy starts at row 4 of its panels
+    const la::PackedMatrix store(la::WeightType::bf16, c2(w_rows, N + 4, K));
+    const la::PackedRef copy = store.ref().rows_from(4, N);
+    const float* w = w_rows.data() + 4 * K;
+    for (const auto kernel : {la::Bf16Kernel::portable, la::Bf16Kernel::automatic}) {
+      la::set_bf16_kernel(kernel);
+      CAPTURE(la::bf16_kernel_name());
+      std::vector<float> y(M * N, 3.0f), y_copy(M * N, 3.0f), dx(M * K, 1.0f), dx_copy(M * K, 1.0f);
+      la::bf16_matmul(la::Op::plain, la::Op::transposed, M, N, K, x.data(), K, w, K, y.data(), N, false);
+      la::bf16_matmul(la::Op::plain, la::Op::transposed, M, N, K, x.data(), K, w, K, y_copy.data(), N, false, copy);
+      la::bf16_matmul(la::Op::plain, la::Op::plain, M, K, N, dy.data(), N, w, K, dx.data(), K, true);
+      la::bf16_matmul(la::Op::plain, la::Op::plain, M, K, N, dy.data(), N, w, K, dx_copy.data(), K, true, copy);
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < y.size(); ++i) differ += !same_bits(y[i], y_copy[i]);
+      for (std::size_t i = 0; i < dx.size(); ++i) differ += !same_bits(dx[i], dx_copy[i]);
+      CHECK(differ == 0);
+    }
+    la::set_bf16_kernel(la::Bf16Kernel::automatic);
+    std::vector<float> y(M * N);
+    CHECK_THROWS_WITH_AS(la::bf16_matmul(la::Op::plain, la::Op::transposed, M, N + 1, K, x.data(), K, w, K, y.data(), N + 1, false,
+                                         store.ref().rows_from(4, N)),
+                         doctest::Contains("is not B"), cq::DomainError);
+  }
+}

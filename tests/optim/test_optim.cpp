@@ -1,6 +1,7 @@
 // optim/: AdamW against torch.optim.AdamW and a hand computation, bfloat16 moments (the streaming
 // optimiser's update bit for bit, near the float update), clipping, schedules, decay and
 // freezing rules, scale clamps.
+#include <causalqwen/linalg/bf16_copies.hpp>
 #include <causalqwen/optim.hpp>
 #include <causalqwen/model/causal_qwen.hpp>
 #include <causalqwen/model/parameter_rules.hpp>
@@ -105,6 +106,58 @@ TEST_CASE("AdamW with bfloat16 moments: StreamingAdamW's update bit for bit, nea
   CHECK_THROWS_WITH_AS(full.first_moment_bf16(), doctest::Contains("stored as T"), cq::DomainError);
   CHECK_THROWS_WITH_AS(co::AdamW<double>(layout, {}, rules, co::MomentStorage::bf16),
                        doctest::Contains("bfloat16 moments need float parameters"), cq::DomainError);
+}
+
+TEST_CASE("AdamW keeps an UpdateFollower current (the bf16 weight copies): the same update, every followed row handed "
+          "over, frozen rows too; a sharded step leaves the copies stale") {
+  const auto seed = test_seed(54, "adamw follower");
+  // q|k|v-like: three consecutive slots form one matrix of 45 rows (a row count that is no multiple of 16 or 4)
+  auto layout = std::make_shared<cq::Layout>();
+  layout->add("m.q", {20, 37});
+  layout->add("m.k", {13, 37}, cq::Placement::packed);
+  layout->add("m.v", {12, 37}, cq::Placement::packed);
+  layout->add("m.bias", {45});
+  layout->add("frozen.w", {9, 20});
+  cq::ParamRules rules;
+  rules.frozen.insert("frozen.w");
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal;
+  for (const auto moments : {co::MomentStorage::full, co::MomentStorage::bf16}) {
+    cq::Arena<float> p_plain(layout), p_followed(layout), g(layout);
+    for (auto& x : p_plain.span()) x = normal(rng);
+    std::copy_n(p_plain.data(), layout->total(), p_followed.data());
+    cq::linalg::Bf16Copies copies;
+    const auto m = copies.add(p_followed, cq::TensorView<const float, 2>(p_followed.view<2>("m.q").data, {45, 37}));
+    const auto f = copies.add(p_followed, cq::TensorView<const float, 2>(p_followed.view<2>("frozen.w")));
+    CHECK(copies.bytes() == (48 * 48 + 12 * 32) * 2);  // rows padded to 4, columns to 16
+    CHECK(copies.follow(layout->slot("m.bias")) == cq::UpdateFollower<float>::not_followed);
+    CHECK(!copies.current(p_followed.version()));
+    co::AdamW<float> plain(layout, {}, rules, moments), followed(layout, {}, rules, moments);
+    for (int s = 0; s < 3; ++s) {
+      for (auto& x : g.span()) x = normal(rng);
+      plain.step(p_plain, g, 1e-2, 0.5);
+      followed.step(p_followed, g, 1e-2, 0.5, &copies);
+      CHECK(copies.current(p_followed.version()));
+    }
+    CHECK(std::memcmp(p_plain.data(), p_followed.data(), layout->total() * sizeof(float)) == 0);
+    std::size_t differ = 0;
+    for (std::size_t r = 0; r < 45; ++r)
+      for (std::size_t c = 0; c < 37; ++c)
+        differ += m.bf16[cq::linalg::panel_index(r, c, 48)] != cq::float_to_bf16(p_followed.data()[r * 37 + c]);
+    const float* frozen = p_followed.view<2>("frozen.w").data;
+    for (std::size_t r = 0; r < 9; ++r)
+      for (std::size_t c = 0; c < 20; ++c) differ += f.bf16[cq::linalg::panel_index(r, c, 32)] != cq::float_to_bf16(frozen[r * 20 + c]);
+    CHECK(differ == 0);
+    // any other change of the parameters makes the copies stale until the next step hands them over
+    p_followed.touch();
+    CHECK(!copies.current(p_followed.version()));
+    followed.step(p_followed, g, 1e-2, 0.5, &copies);
+    CHECK(copies.current(p_followed.version()));
+    // a shard's step (part of the elements) does not keep them
+    co::AdamW<float> shard(layout, {}, rules, moments, cq::ElementRange{0, 100});
+    shard.step(p_followed, std::span<const float>(g.data(), 100), 1e-2, 0.5, &copies);
+    CHECK(!copies.current(p_followed.version()));
+  }
 }
 
 TEST_CASE("the model's decay and freezing rules follow its slot names") {

@@ -203,13 +203,18 @@ TEST_CASE("steady state: a training step allocates nothing and faults no page") 
       grads.zero();
       model.forward_backward(batch, cache, grads);
       const double norm = cq::optim::global_grad_norm(grads, adam.rules());
-      adam.step(model.params(), grads, 1e-3, cq::optim::clip_factor(norm, 1.0));
+      adam.step(model.params(), grads, 1e-3, cq::optim::clip_factor(norm, 1.0), model.update_follower());
     });
   };
   SUBCASE("AdamW with a gradient arena") { adamw_steps("training step (AdamW)"); }
   SUBCASE("StreamingAdamW (factors kept, bf16 moments)") { check_streaming_steps("training step (StreamingAdamW)", model, batch); }
-  SUBCASE("AdamW, mixed precision (the layers' products in bf16)") {
+  SUBCASE("AdamW, mixed precision (the layers' products in bf16, reading the bf16 copies AdamW keeps)") {
     model.set_precision(cq::linalg::Precision::bf16);
+    adamw_steps("training step (AdamW, bf16 products, kept copies)");
+    CHECK(model.bf16_copies_current());
+  }
+  SUBCASE("AdamW, mixed precision (each product rounding W itself)") {
+    model.set_precision(cq::linalg::Precision::bf16, cq::linalg::WeightCopies::none);
     adamw_steps("training step (AdamW, bf16 products)");
   }
 }

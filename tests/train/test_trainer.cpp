@@ -10,6 +10,7 @@
 #include "tiny_sources.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -175,6 +176,50 @@ TEST_CASE("StreamingAdamW in the trainer: resume is bit-exact (bfloat16 moments)
   // a checkpoint with bfloat16 moments is refused by a run whose moments are float
   CHECK_THROWS_AS(train_model<float>(b, 12, true, 3, seed, true, cq::optim::MomentStorage::full), cq::FormatError);
   for (const auto& d : {a, b, c}) fs::remove_all(d);
+}
+
+TEST_CASE("mixed precision: the bf16 weight copies that AdamW keeps give the bits of rounding W in every product") {
+  const auto seed = cqtest::test_seed(13, "bf16 copies");
+  auto cfg = cqtest::tiny_config(10.0);
+  cfg.backbone = {12, 32, 64, 2, 4, 2, 1e-6, 1e6};
+  cfg.causal_size = 32;
+  for (const auto kernel : {cq::linalg::Bf16Kernel::automatic, cq::linalg::Bf16Kernel::portable}) {
+    cq::linalg::set_bf16_kernel(kernel);
+    CAPTURE(cq::linalg::bf16_kernel_name());
+    auto run = [&](const fs::path& out, cq::linalg::WeightCopies copies) {
+      cq::model::CausalQwen<float> model(cfg);
+      model.init_random(seed);
+      model.set_precision(cq::linalg::Precision::bf16, copies);
+      CHECK((model.bf16_copy_bytes() > 0) == (copies == cq::linalg::WeightCopies::kept));
+      CHECK((model.update_follower() != nullptr) == (copies == cq::linalg::WeightCopies::kept));
+      cqtest::CountingTokenSource<float> train(4, 12, 11, 12), val(4, 12, 11, 12, 1000);
+      ct::ModelLearner<float> learner(model, train, &val);
+      ct::TrainerOptions o;
+      o.steps = 12;
+      o.lr = {cq::optim::LrShape::warmup_cosine, 0.003, 2, 12, 0.1};
+      o.eval_every = 6;
+      o.eval_batches = 1;
+      o.out_dir = out;
+      o.seed = seed;
+      ct::Trainer<float> trainer(learner, o);
+      trainer.run();
+      // after a step the copies hold the weights (the next forward reads them), until anything else changes them
+      CHECK(model.bf16_copies_current() == (copies == cq::linalg::WeightCopies::kept));
+      model.params().touch();
+      CHECK(!model.bf16_copies_current());
+      std::vector<std::string> losses;
+      for (const auto& r : ct::read_metrics(out / "metrics.jsonl")) losses.push_back(r["L_total"].dump());
+      return std::pair{losses, std::vector<float>(model.params().span().begin(), model.params().span().end())};
+    };
+    const auto a = fresh_dir("copies_kept"), b = fresh_dir("copies_none");
+    const auto [kept_losses, kept_params] = run(a, cq::linalg::WeightCopies::kept);
+    const auto [none_losses, none_params] = run(b, cq::linalg::WeightCopies::none);
+    CHECK(kept_losses.size() >= 12);  // 12 steps and the validations
+    CHECK(kept_losses == none_losses);
+    CHECK(std::memcmp(kept_params.data(), none_params.data(), kept_params.size() * sizeof(float)) == 0);
+    fs::remove_all(a), fs::remove_all(b);
+  }
+  cq::linalg::set_bf16_kernel(cq::linalg::Bf16Kernel::automatic);
 }
 
 TEST_CASE("mixed precision: 200 steps with bf16 products follow the float run's loss curve") {

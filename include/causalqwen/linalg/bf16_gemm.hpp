@@ -459,6 +459,20 @@ CAUSALQWEN_TARGET_BF16 inline void pair_row_avx512(const float* src, std::size_t
     _mm512_storeu_si512(pairs + p * ld_pairs + c, _mm512_permutexvar_epi16(interleave, (__m512i)_mm512_cvtne2ps_pbh(hi, lo)));
   }
 }
+/// pair_row_avx512's pair p from a bf16 copy of src in panels (panel_index, Kp columns) instead of
+/// the floats: rows k0 + 2p and k0 + 2p + 1 (k0 even), columns [j0, j0 + cols) (j0 a multiple of
+/// 16). The copy holds the same bf16 values, so the pairs have the same bits; the two rows of a
+/// pair lie side by side in their panel (16 values each), and vpermw interleaves them.
+CAUSALQWEN_TARGET_BF16 inline void pair_panel_row_avx512(const std::uint16_t* panels, std::size_t Kp, std::size_t k0, std::size_t j0,
+                                                         std::size_t cols, std::size_t ld_pairs, std::size_t p,
+                                                         std::uint32_t* pairs) {
+  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5,
+                                              20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  for (std::size_t c = 0; c < ld_pairs; c += 16) {
+    const __m512i two_rows = c < cols ? _mm512_loadu_si512(panels + panel_index(k0 + 2 * p, j0 + c, Kp)) : _mm512_setzero_si512();
+    _mm512_storeu_si512(pairs + p * ld_pairs + c, _mm512_permutexvar_epi16(interleave, two_rows));
+  }
+}
 inline void pair_rows_avx512(const float* src, std::size_t ld, std::size_t K, std::size_t cols, std::size_t ld_pairs,
                              std::uint32_t* pairs) {
   parallel_for((K + 1) / 2, K * cols, [&](std::size_t p) { pair_row_avx512(src, ld, K, cols, ld_pairs, p, pairs); });
@@ -610,15 +624,19 @@ inline std::size_t row_outer_tasks(std::size_t tiles) {
 /// rounded to bf16 are its pairs already; B's rows are paired block by block inside each task
 /// (a task: some columns of C and every row), so B is read once, row by row, with no transposing.
 /// The blocks' sums run in a per-task buffer, each block resuming the last one's (OuterStore::resume:
-/// the bits of one pass), and are then stored in C or added to it.
+/// the bits of one pass), and are then stored in C or added to it. `b_panels` (optional): a bf16
+/// copy of B in panels (panel_index, cols rounded up to 16), which AVX512-BF16 then pairs
+/// instead of rounding B's floats again (the same bits; the portable loop reads B).
 inline void row_outer_product(bool hardware, std::size_t M, std::size_t cols, std::size_t K, const float* a, std::size_t lda,
-                              const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate) {
+                              const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
+                              const std::uint16_t* b_panels = nullptr) {
   if (M == 0 || cols == 0) return;
   const std::size_t P = (K + 1) / 2, ld_words = (P + 15) / 16 * 16;
   thread_local std::vector<std::uint32_t> a_words;  // [M, ld_words]
   if (a_words.size() < M * ld_words) a_words.resize(M * ld_words);
   pair_columns(hardware, a, lda, M, K, ld_words, a_words.data());
   const std::uint32_t* aw = a_words.data();
+  const std::size_t Kp_b = (cols + panel_cols - 1) / panel_cols * panel_cols;  // b_panels' padded row length
   constexpr std::size_t task_cols = row_outer_task_tiles * outer_cols;  // the widest task
   const std::size_t tiles = (cols + outer_cols - 1) / outer_cols, tasks = row_outer_tasks(tiles);
   parallel_for(tasks, M * cols * K / 8, [&](std::size_t t) {
@@ -630,11 +648,22 @@ inline void row_outer_product(bool hardware, std::size_t M, std::size_t cols, st
     const std::size_t tile_calls = ((width + outer_cols - 1) / outer_cols) * ((M + outer_rows - 1) / outer_rows);
     for (std::size_t p0 = 0; p0 < P; p0 += row_outer_block_pairs) {
       const std::size_t pairs = std::min(row_outer_block_pairs, P - p0);
-      for (std::size_t p = 0; p < pairs; ++p)  // B's rows from 2·p0 on, columns [j0, j0 + width)
-        pair_row(hardware, b + 2 * p0 * ldb + j0, ldb, K - 2 * p0, width, task_cols, p, b_block.data());
       const std::size_t k_next = 2 * (p0 + pairs);  // the next block's rows of B, fetched meanwhile
-      Prefetcher next(b + k_next * ldb + j0, ldb, std::min(K, k_next + 2 * row_outer_block_pairs) - std::min(K, k_next), width,
-                      tile_calls);
+      const std::size_t next_rows = std::min(K, k_next + 2 * row_outer_block_pairs) - std::min(K, k_next);
+      Prefetcher next;
+#ifdef CAUSALQWEN_BF16_KERNEL
+      if (hardware && b_panels) {  // B's pairs from its copy; the next block's panels: 4 rows × width per group
+        for (std::size_t p = 0; p < pairs; ++p)
+          pair_panel_row_avx512(b_panels, Kp_b, 2 * p0, j0, width, task_cols, p, b_block.data());
+        next = Prefetcher(reinterpret_cast<const float*>(b_panels + panel_index(k_next, j0, Kp_b)), 2 * Kp_b,
+                          (next_rows + panel_rows - 1) / panel_rows, 2 * width, tile_calls);
+      } else
+#endif
+      {
+        for (std::size_t p = 0; p < pairs; ++p)  // B's rows from 2·p0 on, columns [j0, j0 + width)
+          pair_row(hardware, b + 2 * p0 * ldb + j0, ldb, K - 2 * p0, width, task_cols, p, b_block.data());
+        next = Prefetcher(b + k_next * ldb + j0, ldb, next_rows, width, tile_calls);
+      }
       outer_rows_of(hardware, aw + p0, {1, ld_words}, b_block.data(), task_cols, pairs, 0, M, width, sums.data(), task_cols,
                     p0 == 0 ? OuterStore::set : OuterStore::resume, &next);
     }
@@ -649,9 +678,12 @@ inline void row_outer_product(bool hardware, std::size_t M, std::size_t cols, st
 /// C [M,N] (+)= bf16(op(A))·bf16(op(B)): op(A) [M,K], op(B) [K,N], both rounded to bf16 once
 /// per call: op(A) into a per-thread buffer (grown once per shape), op(B) task by task inside
 /// `multiply`; then the sums of `multiply`. Aᵀ·B and A·B (B stored with K as its rows) run on
-/// the outer-product kernel instead, with its order of the sums.
+/// the outer-product kernel instead, with its order of the sums. `b_panels` (optional): a bf16 copy
+/// of B in panels, of op(B)ᵀ [N,K] for A·Bᵀ or of B [K,N] for A·B, read instead of rounding B
+/// (the same bits).
 inline void matmul(bool hardware, bool a_transposed, bool b_transposed, std::size_t M, std::size_t N, std::size_t K,
-                   const float* a, std::size_t lda, const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate) {
+                   const float* a, std::size_t lda, const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
+                   const std::uint16_t* b_panels = nullptr) {
   if (M == 0 || N == 0) return;
   if (K == 0) {  // an empty sum: C = 0, or C unchanged
     if (!accumulate)
@@ -659,13 +691,14 @@ inline void matmul(bool hardware, bool a_transposed, bool b_transposed, std::siz
     return;
   }
   if (a_transposed && !b_transposed) return outer_product(hardware, M, N, K, a, lda, b, ldb, c, ldc, accumulate);
-  if (!a_transposed && !b_transposed) return row_outer_product(hardware, M, N, K, a, lda, b, ldb, c, ldc, accumulate);
+  if (!a_transposed && !b_transposed) return row_outer_product(hardware, M, N, K, a, lda, b, ldb, c, ldc, accumulate, b_panels);
   const std::size_t Kp = (K + panel_cols - 1) / panel_cols * panel_cols;
   thread_local std::vector<std::uint16_t> a_rows;  // [M, Kp]
   if (a_rows.size() < M * Kp) a_rows.resize(M * Kp);
   pack(hardware, a, lda, a_transposed, M, K, Kp, PackLayout::rows, a_rows.data());
   // the panels' row j is column j of op(B): stored as row j when B is transposed
-  multiply(hardware, a_rows.data(), M, Kp, {nullptr, b, ldb, K, !b_transposed}, N, c, ldc, accumulate, nullptr);
+  multiply(hardware, a_rows.data(), M, Kp, {b_transposed ? b_panels : nullptr, b, ldb, K, !b_transposed}, N, c, ldc, accumulate,
+           nullptr);
 }
 
 }  // namespace detail_bf16
@@ -712,11 +745,23 @@ inline Precision parse_precision(std::string_view s) {
 /// dimensions lda, ldb, ldc, as linalg::matmul takes them: both operands rounded to bf16
 /// (nearest even) once per call, every product exact, each output summed in float in an order
 /// that depends on K alone (the file comment's; for Aᵀ·B, the outer-product kernel's). The
-/// products of mixed-precision training.
+/// products of mixed-precision training. `b_copy` (optional; ignored unless it is a bf16 copy):
+/// B's values in bf16 already, read instead of rounding B again, with the same results: the copy
+/// of W [N,K] for X·Wᵀ (op_b transposed), or of W [K,N] for dY·W (op_b plain), its first row at a
+/// multiple of 4 of its panels.
 inline void bf16_matmul(Op op_a, Op op_b, std::size_t M, std::size_t N, std::size_t K, const float* a, std::size_t lda,
-                        const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate) {
+                        const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
+                        const PackedRef& b_copy = {}) {
+  const std::uint16_t* b_panels = nullptr;
+  if (b_copy.type == WeightType::bf16 && op_a == Op::plain) {
+    const bool transposed = op_b == Op::transposed;
+    detail::require(b_copy.rows == (transposed ? N : K) && b_copy.cols == (transposed ? K : N) && b_copy.row0 % panel_rows == 0,
+                    "bf16_matmul", "the bf16 copy [{},{}] (first row {}) is not B {} starting at a multiple of 4", b_copy.rows,
+                    b_copy.cols, b_copy.row0, transposed ? shape_string(Shape<2>{N, K}) : shape_string(Shape<2>{K, N}));
+    b_panels = b_copy.bf16 + b_copy.row0 * b_copy.cols_padded;
+  }
   detail_bf16::matmul(bf16_kernel_is_hardware(), op_a == Op::transposed, op_b == Op::transposed, M, N, K, a, lda, b, ldb,
-                      c, ldc, accumulate);
+                      c, ldc, accumulate, b_panels);
 }
 
 }  // namespace causalqwen::linalg

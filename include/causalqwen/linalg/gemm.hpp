@@ -43,7 +43,9 @@ void add_bias_rows(TensorView<T, 2> y, TensorView<const T, 1> b) {
 /// (bf16_gemm.hpp: Y = bf16(X)·Wᵀ, a row's bits independent of M). Otherwise up to few_rows_max
 /// rows (a decoding step) W is read once by the few-rows kernel (gemv.hpp), from `packed` when
 /// it holds an int8 copy; more rows use the GEMM over the float W, which reuses W from cache.
-/// Precision::bf16 (float only): Y = bf16(X)·bf16(W)ᵀ (+ b), both rounded in this call.
+/// Precision::bf16 (float only): Y = bf16(X)·bf16(W)ᵀ (+ b), X rounded in this call, and W too
+/// unless `packed` holds its bf16 copy (mixed-precision training's, kept current by the
+/// optimiser: the same values, one pass over the weights fewer).
 template <class T>
 void linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, TensorView<const T, 2> w,
                     TensorView<const T, 1> b = {}, const PackedRef& packed = {}, Precision precision = Precision::f32) {
@@ -55,7 +57,7 @@ void linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, TensorView<con
   require_precision_fits<T>(precision, "linear_forward");
   if constexpr (std::is_same_v<T, float>) {
     if (precision == Precision::bf16) {
-      bf16_matmul(Op::plain, Op::transposed, m, n, k, x.data, k, w.data, k, y.data, n, false);
+      bf16_matmul(Op::plain, Op::transposed, m, n, k, x.data, k, w.data, k, y.data, n, false, packed);
       add_bias_rows(y, b);
       return;
     }
@@ -67,17 +69,19 @@ void linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, TensorView<con
   add_bias_rows(y, b);
 }
 
-/// dX += dY·W:  dY [M,N], W [N,K], dX [M,K]  (Precision::bf16: bf16(dY)·bf16(W)).
+/// dX += dY·W:  dY [M,N], W [N,K], dX [M,K]  (Precision::bf16: bf16(dY)·bf16(W), bf16(W) read
+/// from `packed` when it holds W's bf16 copy).
 template <class T>
 void linear_backward_input(TensorView<T, 2> dx, TensorView<const T, 2> dy,
-                           TensorView<const T, 2> w, Precision precision = Precision::f32) {
+                           TensorView<const T, 2> w, Precision precision = Precision::f32, const PackedRef& packed = {}) {
   const std::size_t m = dy.shape[0], n = dy.shape[1], k = w.shape[1];
   detail::require(w.shape[0] == n, "linear_backward_input", "W {} does not match dY {}",
                   shape_string(w.shape), shape_string(dy.shape));
   require_shape(dx, {m, k}, "linear_backward_input", "dX");
   require_precision_fits<T>(precision, "linear_backward_input");
   if constexpr (std::is_same_v<T, float>)
-    if (precision == Precision::bf16) return bf16_matmul(Op::plain, Op::plain, m, k, n, dy.data, n, w.data, k, dx.data, k, true);
+    if (precision == Precision::bf16)
+      return bf16_matmul(Op::plain, Op::plain, m, k, n, dy.data, n, w.data, k, dx.data, k, true, packed);
   matmul<T>(Op::plain, Op::plain, m, k, n, dy.data, n, w.data, k, dx.data, k, true);
 }
 

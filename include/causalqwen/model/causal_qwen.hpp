@@ -9,6 +9,8 @@
 ///                                             static_asserts with readable messages
 /// Both share one implementation (CausalQwen<T, RuntimeConfig>).
 #pragma once
+#include "causalqwen/core/update_follower.hpp"
+#include "causalqwen/linalg/bf16_copies.hpp"
 #include "causalqwen/model/causal_head.hpp"
 #include "causalqwen/model/config.hpp"
 #include "causalqwen/model/numeric_embedding.hpp"
@@ -16,6 +18,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <type_traits>
 #include <vector>
@@ -154,11 +157,35 @@ class CausalQwen<T, RuntimeConfig> {
   /// or bf16 (mixed precision: each product rounds its two operands to bf16 and sums in float;
   /// the weights, gradients and optimiser, attention, the norms, the embeddings, the abduction
   /// and regression heads and the losses stay float). Float models only.
-  void set_precision(linalg::Precision precision) {
+  /// With bf16 and WeightCopies::kept (the default), the model also keeps a bf16 copy of the
+  /// layers' matrices (2 bytes per weight), which an optimiser given update_follower() rewrites
+  /// as it updates them; the products then read the copy instead of rounding the float weights
+  /// at every use, with the same results (linalg/bf16_copies.hpp).
+  void set_precision(linalg::Precision precision, linalg::WeightCopies copies = linalg::WeightCopies::kept) {
     linalg::require_precision_fits<T>(precision, "CausalQwen::set_precision");
     precision_ = precision;
+    bf16_copies_.reset();
+    layer_copies_.clear();
+    if constexpr (std::is_same_v<T, float>) {
+      if (precision == linalg::Precision::bf16 && copies == linalg::WeightCopies::kept) {
+        bf16_copies_ = std::make_unique<linalg::Bf16Copies>();
+        layer_copies_ = backbone_.add_bf16_copies(params_, *bf16_copies_);
+      }
+    }
   }
   linalg::Precision precision() const { return precision_; }
+  /// What an optimiser step keeps current as it updates the parameters (AdamW::step's
+  /// `follower`): the bf16 copies of set_precision, or null when there are none.
+  UpdateFollower<T>* update_follower() {
+    if constexpr (std::is_same_v<T, float>) return bf16_copies_.get();
+    return nullptr;
+  }
+  /// Bytes of the bf16 copies of set_precision (0 without them).
+  std::size_t bf16_copy_bytes() const { return bf16_copies_ ? bf16_copies_->bytes() : 0; }
+  /// Whether the next forward's products read the bf16 copies (they hold the current weights).
+  bool bf16_copies_current() const {
+    return bf16_copies_ && precision_ == linalg::Precision::bf16 && bf16_copies_->current(params_.version());
+  }
 
   /// Stores the matrices that decoding reads once per token (every layer's q|k|v, o, gate, up
   /// and down projections, and W_cls) as `type` as well: bf16, or int8 with one scale per row
@@ -254,6 +281,8 @@ class CausalQwen<T, RuntimeConfig> {
     if (!b.target_values.empty()) require_shape(b.target_values, {B, S}, "CausalQwen", "target_values");
     const auto e = embed(b.input_ids, b.numeric_values, cache.embedding, cache.e);                         // [B,S,H]
     cache.backbone.precision = precision_;
+    cache.backbone.bf16_copies = {};
+    if (bf16_copies_current()) cache.backbone.bf16_copies = layer_copies_;
     cache.backbone.keep_for_backward = grads != nullptr;  // an evaluation keeps no attention weights
     const auto z = backbone_.forward(params_, e, b.attention_mask, b.position_ids, cache.backbone);      // [B,S,H]
     const HeadTargets<T> targets{b.labels.reshape(Shape<1>{M}),
@@ -285,6 +314,9 @@ class CausalQwen<T, RuntimeConfig> {
   std::size_t backbone_end_ = 0;  // arena offset where the stack's slots end and the heads' begin
   Arena<T> params_;
   linalg::Precision precision_ = linalg::Precision::f32;  // the layers' and W_cls's products (set_precision)
+  // bf16 copies of the layers' matrices for mixed precision (set_precision), kept by the optimiser
+  std::unique_ptr<linalg::Bf16Copies> bf16_copies_;
+  std::vector<typename nn::DecoderBlock<T>::PackedWeights> layer_copies_;
   // packed copies for decoding (use_weights)
   linalg::WeightType weight_type_ = linalg::WeightType::f32;
   std::uint64_t packed_version_ = 0;

@@ -14,7 +14,7 @@ struct Linear {
   struct Params {
     TensorView<T, 2> weight{};  // [out,in]
     TensorView<T, 1> bias{};    // [out], empty when the layer has no bias
-    linalg::PackedRef packed{};  // a bf16 / int8 copy of W for inference (type f32: none)
+    linalg::PackedRef packed{};  // a bf16 / int8 copy of W (inference's, or bf16 training's; f32: none)
     linalg::Precision precision = linalg::Precision::f32;  // bf16: mixed-precision products
   };
   struct Cache {
@@ -36,7 +36,7 @@ struct Linear {
                        TensorView<T, 2> dx, linalg::WeightGradSink<T>* sink = nullptr) {
     linalg::linear_backward_weight<T>(g.weight, dy, c.x, sink, p.precision);
     if (!g.bias.empty()) linalg::bias_backward<T>(g.bias, dy);
-    if (!dx.empty()) linalg::linear_backward_input<T>(dx, dy, p.weight, p.precision);
+    if (!dx.empty()) linalg::linear_backward_input<T>(dx, dy, p.weight, p.precision, p.packed);
   }
 };
 

@@ -50,7 +50,7 @@ struct SwiGLU {
     parallel_fill(w.da.data, w.da.size(), T(0));
     parallel_fill(w.dg.data, w.dg.size(), T(0));
     parallel_fill(w.du.data, w.du.size(), T(0));
-    linalg::linear_backward_input<T>(w.da, dy, p.down.weight, p.down.precision);
+    linalg::linear_backward_input<T>(w.da, dy, p.down.weight, p.down.precision, p.down.packed);
     linalg::linear_backward_weight<T>(grad.down.weight, dy, c.a, sink, p.down.precision);
     using namespace autodiff;
     if constexpr (std::is_same_v<T, float>)  // the same values, the exponentials on vectors
@@ -59,8 +59,8 @@ struct SwiGLU {
       });
     else
       backprop(silu(var(c.g, w.dg)) * var(c.u, w.du), w.da);
-    linalg::linear_backward_input<T>(dx, w.dg, p.gate.weight, p.gate.precision);
-    linalg::linear_backward_input<T>(dx, w.du, p.up.weight, p.up.precision);
+    linalg::linear_backward_input<T>(dx, w.dg, p.gate.weight, p.gate.precision, p.gate.packed);
+    linalg::linear_backward_input<T>(dx, w.du, p.up.weight, p.up.precision, p.up.packed);
     linalg::linear_backward_weight<T>(grad.gate.weight, w.dg, c.x, sink, p.gate.precision);
     linalg::linear_backward_weight<T>(grad.up.weight, w.du, c.x, sink, p.up.precision);
   }

@@ -12,6 +12,7 @@
 #include "causalqwen/core/arena.hpp"
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/tensor.hpp"
+#include "causalqwen/linalg/bf16_copies.hpp"
 #include "causalqwen/linalg/gemm.hpp"
 #include "causalqwen/linalg/packed_weight.hpp"
 #include "causalqwen/linalg/weight_grad_sink.hpp"
@@ -79,6 +80,11 @@ class Transformer {
     /// The products of the layers' linear maps in the next forward and its backward (bf16:
     /// mixed precision, float models only).
     linalg::Precision precision = linalg::Precision::f32;
+    /// bf16 copies of the layers' matrices that the bf16 products of the next forward and its
+    /// backward read instead of rounding the weights (one entry per layer, or empty: none; see
+    /// linalg/bf16_copies.hpp). Only bf16 copies, only under Precision::bf16, and only while
+    /// they hold the current weights: the caller's to check.
+    std::span<const typename DecoderBlock<T>::PackedWeights> bf16_copies;
     /// Whether the next forward keeps the attention weights P that backward reads ([B, nkv, S,
     /// G, S] per layer: 22 GB for a 4,096-token row of Qwen2.5-0.5B). An evaluation sets it to
     /// false: a cache laid out for it then holds no P, and attention keeps one 64-token block of
@@ -137,7 +143,13 @@ class Transformer {
     cache.input = e.flat2d();
     linalg::require_precision_fits<T>(cache.precision, "Transformer::forward");
     auto& p = bind(params, cache.bound_params);
-    for (auto& layer : p.layers) DecoderBlock<T>::use_precision(layer, cache.precision);
+    detail::require(cache.bf16_copies.empty() || cache.bf16_copies.size() == config_.num_layers, "Transformer::forward",
+                    "bf16 copies for {} layers, the stack has {}", cache.bf16_copies.size(), config_.num_layers);
+    for (std::size_t i = 0; i < config_.num_layers; ++i) {
+      DecoderBlock<T>::use_precision(p.layers[i], cache.precision);
+      DecoderBlock<T>::use_packed(p.layers[i], cache.bf16_copies.empty() ? typename DecoderBlock<T>::PackedWeights{}
+                                                                         : cache.bf16_copies[i]);
+    }
     const TensorView<const std::int64_t, 2> mask =
         cache.has_mask ? TensorView<const std::int64_t, 2>(cache.mask.data(), {B, S}) : TensorView<const std::int64_t, 2>{};
     TensorView<const T, 2> in = cache.input;
@@ -259,6 +271,22 @@ class Transformer {
       detail::require(false, "Transformer::pack_weights", "{} weights serve float models only", linalg::weight_type_name(type));
     }
     return packed;
+  }
+
+  /// Adds a bf16 copy of every layer's matrices to `copies` (which owns them and is kept current
+  /// by the optimiser's steps: linalg/bf16_copies.hpp) and returns them for Cache::bf16_copies.
+  std::vector<typename DecoderBlock<T>::PackedWeights> add_bf16_copies(Arena<T>& params, linalg::Bf16Copies& copies) const {
+    std::vector<typename DecoderBlock<T>::PackedWeights> refs(config_.num_layers);
+    if constexpr (std::is_same_v<T, float>) {
+      for (std::size_t i = 0; i < config_.num_layers; ++i) {
+        auto layer = block_.bind_params(params, layer_prefix(i));
+        const auto maps = DecoderBlock<T>::packable(layer);
+        for (std::size_t k = 0; k < maps.size(); ++k) refs[i][k] = copies.add(params, TensorView<const float, 2>(maps[k]->weight));
+      }
+    } else {
+      detail::require(false, "Transformer::add_bf16_copies", "bf16 copies serve float models only");
+    }
+    return refs;
   }
 
   /// Bytes of one activation cache for B×S tokens (activations + backward scratch).

@@ -16,6 +16,11 @@
 /// stored with stochastic rounding driven by a counter-based hash of (step, parameter index), so
 /// a run is bit-reproducible and does not depend on how the elements are split among threads
 /// or processes. Half the optimiser memory, with the moments' precision reduced to 8 bits.
+///
+/// A step may be given an UpdateFollower (core/update_follower.hpp): the slots it follows are
+/// then updated in blocks of follower_block_rows rows, each handed to the follower right after
+/// its update (mixed-precision training's bf16 copies of the weights are so rewritten while the
+/// rows are in cache). The arithmetic per element is the same, so the bits do not change.
 #pragma once
 #include "causalqwen/core/arena.hpp"
 #include "causalqwen/core/bfloat16.hpp"
@@ -23,7 +28,9 @@
 #include "causalqwen/core/param_rules.hpp"
 #include "causalqwen/core/random.hpp"
 #include "causalqwen/core/threading.hpp"
+#include "causalqwen/core/update_follower.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -113,6 +120,10 @@ void adamw_kernel_bf16(std::size_t n, float* __restrict p, const float* __restri
 /// as 1/N (ZeRO stage 1). Moment
 /// element i belongs to parameter element owned().begin + i; when the optimiser owns every
 /// element the moment arenas have the parameters' layout.
+/// Rows per block in which AdamW updates a followed slot (16 rows of a 4,864-wide matrix: 311 KB
+/// of parameters, gradients and moments, which stay in a core's L2 for the follower).
+inline constexpr std::size_t follower_block_rows = 16;
+
 template <class T>
 class AdamW {
  public:
@@ -165,46 +176,63 @@ class AdamW {
 
   /// One update of `params` from `grads`·`grad_scale` with learning rate `lr` (file comment);
   /// bumps the parameters' version (touch) so caches derived from them rebuild.
-  void step(Arena<T>& params, const Arena<T>& grads, double lr, double grad_scale = 1.0) {
+  /// `follower` (optional) is kept current (file comment).
+  void step(Arena<T>& params, const Arena<T>& grads, double lr, double grad_scale = 1.0,
+            UpdateFollower<T>* follower = nullptr) {
     detail::require(grads.size() == layout_->total(), "AdamW::step",
                     "the gradient arena must have the parameters' layout ({} elements, got {})", layout_->total(),
                     grads.size());
-    step(params, std::span<const T>(grads.data() + owned_.begin, owned_.size()), lr, grad_scale);
+    step(params, std::span<const T>(grads.data() + owned_.begin, owned_.size()), lr, grad_scale, follower);
   }
 
   /// The same update of the owned elements only, from their gradients `owned_grads` (element i
   /// is the gradient of parameter element owned().begin + i); the other elements of `params`
-  /// are left as they are.
-  void step(Arena<T>& params, std::span<const T> owned_grads, double lr, double grad_scale = 1.0) {
+  /// are left as they are. A `follower` is kept current only when this optimiser owns every
+  /// element (a shard's step leaves it stale, and it knows so by the arena's version).
+  void step(Arena<T>& params, std::span<const T> owned_grads, double lr, double grad_scale = 1.0,
+            UpdateFollower<T>* follower = nullptr) {
     detail::require(params.size() == layout_->total() && owned_grads.size() == owned_.size(), "AdamW::step",
                     "need the parameters' layout ({} elements, got {}) and the owned range's gradients ({}, got {})",
                     layout_->total(), params.size(), owned_.size(), owned_grads.size());
     detail::require(std::isfinite(grad_scale), "AdamW::step", "grad_scale must be finite, got {}", grad_scale);
     ++t_;
     auto k = AdamWCoefficients<T>::at(cfg_, t_, lr, grad_scale);
+    if (!owns_all()) follower = nullptr;
     for (const auto& s : layout_->slots()) {
       const ElementRange r = owned_.intersect(s.offset, s.size);
-      if (r.size() == 0 || !rules_.trained(s.name)) continue;
+      const std::ptrdiff_t followed = follower ? follower->follow(s) : UpdateFollower<T>::not_followed;
+      const std::size_t cols = s.shape.empty() ? 1 : s.size / std::max<std::size_t>(s.shape[0], 1);  // elements per row
+      if (r.size() == 0) continue;
+      if (!rules_.trained(s.name)) {  // frozen: its values, handed over as they are
+        if (followed != UpdateFollower<T>::not_followed) follower->rows_updated(followed, params.data() + s.offset, 0, s.shape[0]);
+        continue;
+      }
       k.keep = static_cast<T>(rules_.decays(s.name) ? 1.0 - lr * cfg_.weight_decay : 1.0);
       const std::size_t at = r.begin - owned_.begin;  // the first element's index in the owned range
       T* p = params.data() + r.begin;
       const T* g = owned_grads.data() + at;
-      if (storage_ == MomentStorage::full) {
-        T* m = m_.data() + at;
-        T* v = v_.data() + at;
-        parallel_chunks(r.size(), [&](std::size_t begin, std::size_t end) {
-          adamw_kernel<true>(end - begin, p + begin, g + begin, m + begin, v + begin, k);
-        });
-      } else if constexpr (std::is_same_v<T, float>) {
-        std::uint16_t* m = m16_.data() + at;
-        std::uint16_t* v = v16_.data() + at;
-        const std::uint64_t key = detail_adamw::rounding_key(t_);
-        parallel_chunks(r.size(), [&](std::size_t begin, std::size_t end) {
-          adamw_kernel_bf16<true>(end - begin, p + begin, g + begin, m + begin, v + begin, k, key, r.begin + begin);
-        });
+      // update(begin, end): the kernel over the slot's elements [begin, end)
+      const auto update = [&](std::size_t begin, std::size_t end) {
+        if (storage_ == MomentStorage::full) {
+          adamw_kernel<true>(end - begin, p + begin, g + begin, m_.data() + at + begin, v_.data() + at + begin, k);
+        } else if constexpr (std::is_same_v<T, float>) {
+          adamw_kernel_bf16<true>(end - begin, p + begin, g + begin, m16_.data() + at + begin, v16_.data() + at + begin, k,
+                                  detail_adamw::rounding_key(t_), r.begin + begin);
+        }
+      };
+      if (followed == UpdateFollower<T>::not_followed) {
+        parallel_chunks(r.size(), update);
+        continue;
       }
+      const std::size_t rows = s.shape[0];
+      parallel_for((rows + follower_block_rows - 1) / follower_block_rows, s.size, [&](std::size_t block) {
+        const std::size_t r0 = block * follower_block_rows, r1 = std::min(rows, r0 + follower_block_rows);
+        update(r0 * cols, r1 * cols);
+        follower->rows_updated(followed, p + r0 * cols, r0, r1);
+      });
     }
     params.touch();
+    if (follower) follower->step_done(params.version());
   }
 
  private:

@@ -219,19 +219,21 @@ class Trainer {
         adam_->step(learner_.params(), std::span<const T>(owned_grads), lr, optim::clip_factor(norm, o_.clip));
         const auto t_gather = clock::now();
         o_.comm.all_gather_ranges(learner_.params().data(), std::span<const ElementRange>(ranges_));
+        learner_.params().touch();  // the other processes' ranges changed too
         mean = combined(mean, tokens);
         comm_seconds += seconds_between(t_gather, clock::now());
       } else if (adam_) {
         if (A > 1) optim::scale_gradients(grads, 1.0 / static_cast<double>(A), rules_);
         norm = optim::global_grad_norm(grads, rules_);
-        adam_->step(learner_.params(), grads, lr, optim::clip_factor(norm, o_.clip));  // clipping applied in the update
+        // clipping applied in the update; the learner's follower (bf16 copies) rewritten with it
+        adam_->step(learner_.params(), grads, lr, optim::clip_factor(norm, o_.clip), learner_.update_follower());
       } else {
         const double mean_factor = 1.0 / static_cast<double>(A);  // the mean over micro-batches
         norm = streaming_->grad_norm(learner_.params()) * mean_factor;
         streaming_->step(learner_.params(), lr, mean_factor * optim::clip_factor(norm, o_.clip));
       }
-      o_.scale_clamp.apply(learner_.params(), rules_);
-      learner_.params().touch();
+      // the optimisers bump the version; a clamp that moves a value bumps it again
+      if (o_.scale_clamp.apply(learner_.params(), rules_) > 0) learner_.params().touch();
       ++step;
       const double dt = std::chrono::duration<double>(clock::now() - t0).count();
       last_tps = dt > 0 ? static_cast<double>(tokens) / dt : 0;
