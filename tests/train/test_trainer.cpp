@@ -178,11 +178,36 @@ TEST_CASE("StreamingAdamW in the trainer: resume is bit-exact (bfloat16 moments)
   for (const auto& d : {a, b, c}) fs::remove_all(d);
 }
 
-TEST_CASE("mixed precision: the bf16 weight copies that AdamW keeps give the bits of rounding W in every product") {
-  const auto seed = cqtest::test_seed(13, "bf16 copies");
+namespace {
+/// A model whose decoder products dominate: H 32, F 64, 2 layers, 4 heads, 2 KV heads.
+auto decoder_heavy_config() {
   auto cfg = cqtest::tiny_config(10.0);
   cfg.backbone = {12, 32, 64, 2, 4, 2, 1e-6, 1e6};
   cfg.causal_size = 32;
+  return cfg;
+}
+/// Trains `model` `steps` steps through the Trainer on counting tokens (lr 0.003 after `warmup`
+/// steps, cosine to a tenth), validating every `eval_every` steps on `eval_batches` batches;
+/// the metrics go to out/metrics.jsonl.
+void train_counting(cq::model::CausalQwen<float>& model, const fs::path& out, std::size_t steps, std::size_t warmup,
+                    std::size_t eval_every, std::size_t eval_batches, std::uint64_t seed) {
+  cqtest::CountingTokenSource<float> train(4, 12, 11, 12), val(4, 12, 11, 12, 1000);
+  ct::ModelLearner<float> learner(model, train, &val);
+  ct::TrainerOptions o;
+  o.steps = steps;
+  o.lr = {cq::optim::LrShape::warmup_cosine, 0.003, warmup, steps, 0.1};
+  o.eval_every = eval_every;
+  o.eval_batches = eval_batches;
+  o.out_dir = out;
+  o.seed = seed;
+  ct::Trainer<float> trainer(learner, o);
+  trainer.run();
+}
+}  // namespace
+
+TEST_CASE("mixed precision: the bf16 weight copies that AdamW keeps give the bits of rounding W in every product") {
+  const auto seed = cqtest::test_seed(13, "bf16 copies");
+  const auto cfg = decoder_heavy_config();
   for (const auto kernel : {cq::linalg::Bf16Kernel::automatic, cq::linalg::Bf16Kernel::portable}) {
     cq::linalg::set_bf16_kernel(kernel);
     CAPTURE(cq::linalg::bf16_kernel_name());
@@ -192,17 +217,7 @@ TEST_CASE("mixed precision: the bf16 weight copies that AdamW keeps give the bit
       model.set_precision(cq::linalg::Precision::bf16, copies);
       CHECK((model.bf16_copy_bytes() > 0) == (copies == cq::linalg::WeightCopies::kept));
       CHECK((model.update_follower() != nullptr) == (copies == cq::linalg::WeightCopies::kept));
-      cqtest::CountingTokenSource<float> train(4, 12, 11, 12), val(4, 12, 11, 12, 1000);
-      ct::ModelLearner<float> learner(model, train, &val);
-      ct::TrainerOptions o;
-      o.steps = 12;
-      o.lr = {cq::optim::LrShape::warmup_cosine, 0.003, 2, 12, 0.1};
-      o.eval_every = 6;
-      o.eval_batches = 1;
-      o.out_dir = out;
-      o.seed = seed;
-      ct::Trainer<float> trainer(learner, o);
-      trainer.run();
+      train_counting(model, out, 12, 2, 6, 1, seed);
       // after a step the copies hold the weights (the next forward reads them), until anything else changes them
       CHECK(model.bf16_copies_current() == (copies == cq::linalg::WeightCopies::kept));
       model.params().touch();
@@ -224,25 +239,12 @@ TEST_CASE("mixed precision: the bf16 weight copies that AdamW keeps give the bit
 
 TEST_CASE("mixed precision: 200 steps with bf16 products follow the float run's loss curve") {
   const auto seed = cqtest::test_seed(12, "mixed precision");
-  // a model whose decoder products dominate: H 32, F 64, 2 layers, 4 heads, 2 KV heads
-  auto cfg = cqtest::tiny_config(10.0);
-  cfg.backbone = {12, 32, 64, 2, 4, 2, 1e-6, 1e6};
-  cfg.causal_size = 32;
+  const auto cfg = decoder_heavy_config();
   auto run = [&](const fs::path& out, cq::linalg::Precision precision) {
     cq::model::CausalQwen<float> model(cfg);
     model.init_random(seed);
     model.set_precision(precision);
-    cqtest::CountingTokenSource<float> train(4, 12, 11, 12), val(4, 12, 11, 12, 1000);
-    ct::ModelLearner<float> learner(model, train, &val);
-    ct::TrainerOptions o;
-    o.steps = 200;
-    o.lr = {cq::optim::LrShape::warmup_cosine, 0.003, 10, 200, 0.1};
-    o.eval_every = 50;
-    o.eval_batches = 2;
-    o.out_dir = out;
-    o.seed = seed;
-    ct::Trainer<float> trainer(learner, o);
-    trainer.run();
+    train_counting(model, out, 200, 10, 50, 2, seed);
     std::vector<double> train_loss, val_loss, first_grad_norm;
     for (const auto& r : ct::read_metrics(out / "metrics.jsonl")) {
       (r["split"] == "train" ? train_loss : val_loss).push_back(r["L_total"].get<double>());
