@@ -114,16 +114,16 @@ void adamw_kernel_bf16(std::size_t n, float* __restrict p, const float* __restri
   }
 }
 
+/// Rows per block in which AdamW updates a followed slot (16 rows of a 4,864-wide matrix: 311 KB
+/// of parameters, gradients and moments, which stay in a core's L2 for the follower).
+inline constexpr std::size_t follower_block_rows = 16;
+
 /// The optimiser of the parameter elements in `owned()` (all of them by default). With data
 /// parallelism (train::Trainer over a dist::Communicator) each process owns one range
 /// (shard_ranges) and keeps only that range's moments, so the optimiser state per process falls
 /// as 1/N (ZeRO stage 1). Moment
 /// element i belongs to parameter element owned().begin + i; when the optimiser owns every
 /// element the moment arenas have the parameters' layout.
-/// Rows per block in which AdamW updates a followed slot (16 rows of a 4,864-wide matrix: 311 KB
-/// of parameters, gradients and moments, which stay in a core's L2 for the follower).
-inline constexpr std::size_t follower_block_rows = 16;
-
 template <class T>
 class AdamW {
  public:
@@ -200,9 +200,8 @@ class AdamW {
     if (!owns_all()) follower = nullptr;
     for (const auto& s : layout_->slots()) {
       const ElementRange r = owned_.intersect(s.offset, s.size);
-      const std::ptrdiff_t followed = follower ? follower->follow(s) : UpdateFollower<T>::not_followed;
-      const std::size_t cols = s.shape.empty() ? 1 : s.size / std::max<std::size_t>(s.shape[0], 1);  // elements per row
       if (r.size() == 0) continue;
+      const std::ptrdiff_t followed = follower ? follower->follow(s) : UpdateFollower<T>::not_followed;
       if (!rules_.trained(s.name)) {  // frozen: its values, handed over as they are
         if (followed != UpdateFollower<T>::not_followed) follower->rows_updated(followed, params.data() + s.offset, 0, s.shape[0]);
         continue;
@@ -224,7 +223,7 @@ class AdamW {
         parallel_chunks(r.size(), update);
         continue;
       }
-      const std::size_t rows = s.shape[0];
+      const std::size_t rows = s.shape[0], cols = s.size / rows;  // a followed slot has rows of its first dimension
       parallel_for((rows + follower_block_rows - 1) / follower_block_rows, s.size, [&](std::size_t block) {
         const std::size_t r0 = block * follower_block_rows, r1 = std::min(rows, r0 + follower_block_rows);
         update(r0 * cols, r1 * cols);
