@@ -13,6 +13,7 @@
 // Each figure is the median of 9 timed calls after 2 untimed ones.
 //
 //   OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 build/bin/bench_bf16_gemm [THREADS=2]
+#include "thread_settings.hpp"
 #include "peak.hpp"
 
 #include <causalqwen/linalg/bf16_gemm.hpp>
@@ -94,6 +95,7 @@ struct OneDnnBf16 {
 }  // namespace
 
 int main(int argc, char** argv) {
+  cqbench::use_library_thread_settings(argv);
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   cq::set_threads(static_cast<std::size_t>(threads));
   const double bf16_peak = cqbench::bf16_dot_peak(), f32_peak = cqbench::float_fma_peak();

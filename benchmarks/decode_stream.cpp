@@ -18,8 +18,10 @@
 //   build/bin/bench_decode_stream --probe [THREADS=2]   the probe alone (best of 3 reads), in GB/s:
 //                                                       benchmarks/llama_cpp_peer.sh brackets a
 //                                                       peer's runs with it
+#include "thread_settings.hpp"
 #include <causalqwen/core/arena.hpp>
 #include <causalqwen/core/page_buffer.hpp>
+#include <causalqwen/core/process_usage.hpp>
 #include <causalqwen/core/threading.hpp>
 #include <causalqwen/linalg/bf16_gemm.hpp>
 #include <causalqwen/linalg/gemv.hpp>
@@ -49,6 +51,7 @@ struct Shape {
 }  // namespace
 
 int main(int argc, char** argv) {
+  cqbench::use_library_thread_settings(argv);
   if (argc > 1 && std::string(argv[1]) == "--probe") {
     const int threads = argc > 2 ? std::atoi(argv[2]) : 2;
     if (threads < 1 || argc > 3) {
@@ -139,6 +142,7 @@ int main(int argc, char** argv) {
   std::map<std::string, std::vector<double>> fraction;
   fmt::print("\nround   probe GB/s | {:>18} {:>18} {:>18} {:>18} {:>18}   (GB/s, of the probe)\n", names[0], names[1], names[2],
              names[3], names[4]);
+  const auto usage_start = cq::ProcessUsage::now();
   for (int r = 0; r < rounds; ++r) {
     const double bw = double(probe.size() * sizeof(float)) / cqbench::read_pass_seconds(probe.data(), probe.size());
     const double seconds[] = {pass(nullptr), pass(&bf16_pages), pass(&bf16_heap), pass(&int8_pages), pass(&int8_heap)};
@@ -156,5 +160,8 @@ int main(int argc, char** argv) {
     std::sort(v.begin(), v.end());
     fmt::print("  {} {:.2f}", name, v[v.size() / 2]);
   }
-  fmt::print("\n");
+  const auto usage = cq::ProcessUsage::now() - usage_start;
+  fmt::print("\nthe timed rounds: {} minor page faults, system time {:.1f} % of wall (not counted: the set-up,\n"
+             "which fills the weights, their copies and the probe)\n",
+             usage.minor_faults, 100.0 * usage.system_share());
 }

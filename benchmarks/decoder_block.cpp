@@ -5,7 +5,9 @@
 // growth of PyTorch's peak RSS over its run (both after parameters and inputs exist).
 //
 //   OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE build-nn/bin/bench_decoder_block
+#include "thread_settings.hpp"
 #include "bench_ratio.hpp"
+#include "usage_counters.hpp"
 
 #include <causalqwen/nn.hpp>
 
@@ -98,6 +100,7 @@ nlohmann::json run_torch(std::size_t seq) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  cqbench::use_library_thread_settings(argv);
   benchmark::Initialize(&argc, argv);
   omp_set_num_threads(kThreads);
   Eigen::setNbThreads(kThreads);
@@ -116,10 +119,12 @@ int main(int argc, char** argv) {
       const double torch_s = torch[with_backward ? "fwdbwd_s" : "fwd_s"].get<double>();
       const double torch_mb = torch["peak_rss_growth_bytes"].get<double>() / 1e6;
       benchmark::RegisterBenchmark(("causalqwen " + what + s).c_str(), [b, with_backward](benchmark::State& st) {
+        const auto usage_start = causalqwen::ProcessUsage::now();
         for (auto _ : st) {
           b->forward();
           if (with_backward) b->backward();
         }
+        cqbench::report_usage(st, usage_start);
         st.counters["memory_MB"] = b->memory_bytes() / 1e6;
       })->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
       benchmark::RegisterBenchmark(("pytorch " + what + s).c_str(), [torch_s, torch_mb](benchmark::State& st) {

@@ -7,6 +7,7 @@
 // tokens, one training batch of 16×64 (`demo`); no argument runs both.
 //
 //   OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 build/bin/bench_gemm [qwen0.5b|demo]
+#include "thread_settings.hpp"
 #include "bench_ratio.hpp"
 
 #include <causalqwen/core/eigen_map.hpp>
@@ -109,6 +110,7 @@ void run_openblas(benchmark::State& state, LinearShape s, Product p, int threads
 }  // namespace
 
 int main(int argc, char** argv) {
+  cqbench::use_library_thread_settings(argv);
   benchmark::Initialize(&argc, argv);
   const std::string only = argc > 1 ? argv[1] : "";
   if (!only.empty() && only != "qwen0.5b" && only != "demo") {

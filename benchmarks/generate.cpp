@@ -23,6 +23,7 @@
 //                   to 8192: e.g. 4096 for a long prompt, where attention weighs most)
 //   --decode-only   skip the prefill phases and the peaks (decode after the 128-token prompt only):
 //                   a short run, for alternating with a peer's decode in the same minutes
+#include "thread_settings.hpp"
 #include <causalqwen/core/page_buffer.hpp>
 #include <causalqwen/core/process_usage.hpp>
 #include <causalqwen/model/causal_qwen.hpp>
@@ -79,6 +80,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  cqbench::use_library_thread_settings(argv);
   const auto usage = [] {
     std::fprintf(stderr, "usage: bench_generate [THREADS >= 1] [DECODE_STEPS >= 3: the first two are warm-up] [--no-torch] "
                          "[--only f32|bf16|int8] [--decode-only] [--prefill S,S,... (1 to 8192)]\n");
@@ -130,9 +132,7 @@ int main(int argc, char** argv) {
   }
   if (threads < 1 || decode_steps < 3) return usage();
   omp_set_num_threads(threads);
-  fmt::print("threads {}, OMP_WAIT_POLICY={}, OPENBLAS_CORETYPE={}\n", threads,
-             std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "(unset)",
-             std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "(unset)");
+  fmt::print("threads {}\n", threads);
   const auto probe = probe_array();
   const double bw = stream_read_bandwidth(probe, 5);
   fmt::print("STREAM-like read bandwidth: {:.2f} GB/s (each decode phase is bracketed by probes of its own)\n", bw / 1e9);

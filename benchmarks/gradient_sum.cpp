@@ -11,6 +11,7 @@
 // processes, summed over repetitions) and ours / baseline. Both sums are checked against the
 // exact answer (small integers). Run:
 //   mpirun -np 2 build/bin/bench_gradient_sum [ELEMENTS (default 2^28: 1 GiB)] [REPETITIONS (3)]
+#include "thread_settings.hpp"
 #include <causalqwen/dist/communicator.hpp>
 #include <causalqwen/dist/gradient_buckets.hpp>
 
@@ -61,6 +62,7 @@ Measured measure(const cq::dist::Communicator& comm, int reps, const std::functi
 }  // namespace
 
 int main(int argc, char** argv) {
+  cqbench::use_library_thread_settings(argv);
   cq::dist::Session mpi(&argc, &argv);
   const auto comm = cq::dist::Communicator::world();
   const std::size_t elements = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : std::size_t{1} << 28;

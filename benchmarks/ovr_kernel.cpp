@@ -3,6 +3,7 @@
 // and against the scalar stable formulas (to show what the vectorisation alone buys).
 //
 //   build/bin/bench_ovr_kernel            (prints elements/s and the ratios at the end)
+#include "thread_settings.hpp"
 #include "bench_ratio.hpp"
 
 #include <causalqwen/cauchy.hpp>
@@ -87,6 +88,7 @@ void bench(benchmark::State& state) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  cqbench::use_library_thread_settings(argv);
   benchmark::RegisterBenchmark("ovr_bce_row/float/naive_std_atan", bench<float, naive_row<float>>);
   benchmark::RegisterBenchmark("ovr_bce_row/float/scalar_stable", bench<float, scalar_stable_row<float>>);
   benchmark::RegisterBenchmark("ovr_bce_row/float/xsimd_kernel", bench<float, kernel_row<float>>);

