@@ -15,7 +15,7 @@
 //            scratch, 1e-4 from a checkpoint and 1e-3 from a checkpoint with --freeze backbone
 //   compute  --precision bf16: mixed precision (the decoder layers' and W_cls's products on bf16
 //            operands with float sums; weights, gradients, optimiser, attention and losses stay float);
-//            --bf16-copies kept|none: whether the layers' weights also live as a bf16 copy that
+//            --bf16-copies kept|none: whether the layers' weights and W_cls also live as a bf16 copy that
 //            AdamW rewrites as it updates them (kept, the default: faster, 2 bytes per weight)
 #include "command.hpp"
 #include "model_loading.hpp"
@@ -273,7 +273,7 @@ void run_tokens(const TrainArgs& a) {
   model->set_precision(cq::linalg::parse_precision(a.precision),
                        keep_copies ? cq::linalg::WeightCopies::kept : cq::linalg::WeightCopies::none);
   if (speaks() && model->bf16_copy_bytes() > 0)
-    fmt::print("mixed precision: bf16 copies of the layers' weights, {:.1f} MiB (rewritten by each AdamW step)\n",
+    fmt::print("mixed precision: bf16 copies of the layers' weights and W_cls, {:.1f} MiB (rewritten by each AdamW step)\n",
                static_cast<double>(model->bf16_copy_bytes()) / 1048576.0);
   const double alpha0 = model->config().alpha_gate;
   ct::ModelLearner<float> learner(*model, *train, val.get(), config_base, lm_head);
@@ -332,7 +332,7 @@ const cqcli::Registration reg{"train", [](CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "bf16"}));
   sub->add_option("--bf16-copies", a->bf16_copies,
-                  "with --precision bf16: kept (a bf16 copy of the layers' weights, rewritten by AdamW as it updates "
+                  "with --precision bf16: kept (a bf16 copy of the layers' weights and W_cls, rewritten by AdamW as it updates "
                   "them, read by the products instead of rounding the float weights each time: faster, 2 bytes per "
                   "weight more; with --optimizer adamw in one process) or none")
       ->capture_default_str()

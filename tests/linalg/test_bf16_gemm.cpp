@@ -393,7 +393,8 @@ TEST_CASE("bf16 products of the Cauchy linear map (the class head in mixed preci
 }
 
 TEST_CASE("bf16_matmul reading a bf16 copy of W (mixed-precision training's kept copies) gives the bits of rounding W "
-          "itself: X·Wᵀ and dY·W, both kernels, a copy starting past the first panel group; a copy of another shape is refused") {
+          "itself: X·Wᵀ and dY·W, both kernels, a copy starting past the first panel group and ending before the store does, the "
+          "copy read as |W|; a copy of another shape is refused") {
   const std::uint64_t seed = cqtest::test_seed(20261126, "bf16_matmul copies");
   std::mt19937_64 rng(seed);
   // rows of W odd, a single group, tails of 16 columns, wider than one task of the pairing (256 columns)
@@ -402,9 +403,13 @@ TEST_CASE("bf16_matmul reading a bf16 copy of W (mixed-precision training's kept
     CAPTURE(M);
     CAPTURE(K);
     CAPTURE(N);
-    const auto x = normal_vector(M * K, rng), dy = normal_vector(M * N, rng), w_rows = normal_vector((N + 4) * K, rng, 0.05);
-    // the store holds 4 more rows before W: W's copy starts at row 4 of its panels
-    const la::PackedMatrix store(la::WeightType::bf16, c2(w_rows, N + 4, K));
+    const auto x = normal_vector(M * K, rng), dy = normal_vector(M * N, rng);
+    auto w_rows = normal_vector((N + 8) * K, rng, 0.05);
+    // the store holds 4 more rows before W and 4 after: W's copy starts at row 4 of its panels,
+    // and for odd N the pair of its last row lies beside a row of the store that is not W's,
+    // which holds an infinity (0·∞ would make the sums NaN)
+    w_rows[(N + 4) * K] = std::numeric_limits<float>::infinity();
+    const la::PackedMatrix store(la::WeightType::bf16, c2(w_rows, N + 8, K));
     const la::PackedRef copy = store.ref().rows_from(4, N);
     const float* w = w_rows.data() + 4 * K;
     for (const auto kernel : {la::Bf16Kernel::portable, la::Bf16Kernel::automatic}) {
@@ -419,6 +424,25 @@ TEST_CASE("bf16_matmul reading a bf16 copy of W (mixed-precision training's kept
       for (std::size_t i = 0; i < y.size(); ++i) differ += !same_bits(y[i], y_copy[i]);
       for (std::size_t i = 0; i < dx.size(); ++i) differ += !same_bits(dx[i], dx_copy[i]);
       CHECK(differ == 0);
+      // the copy read as |W| (the Cauchy scale products of W_cls): the bits of the products with |W|'s floats
+      std::vector<float> abs_w(N * K);
+      for (std::size_t i = 0; i < abs_w.size(); ++i) abs_w[i] = std::fabs(w[i]);
+      std::vector<float> ya(M * N), ya_copy(M * N), ya_decode(M * N), dxa(M * K, 1.0f), dxa_copy(M * K, 1.0f);
+      la::bf16_matmul(la::Op::plain, la::Op::transposed, M, N, K, x.data(), K, abs_w.data(), K, ya.data(), N, false);
+      la::bf16_matmul(la::Op::plain, la::Op::transposed, M, N, K, x.data(), K, abs_w.data(), K, ya_copy.data(), N, false,
+                      copy.abs_values());
+      la::bf16_linear_forward(cq::TensorView<float, 2>(ya_decode.data(), {M, N}), c2(x, M, K), copy.abs_values());
+      la::bf16_matmul(la::Op::plain, la::Op::plain, M, K, N, dy.data(), N, abs_w.data(), K, dxa.data(), K, true);
+      la::bf16_matmul(la::Op::plain, la::Op::plain, M, K, N, dy.data(), N, abs_w.data(), K, dxa_copy.data(), K, true,
+                      copy.abs_values());
+      std::size_t differ_abs = 0, differ_from_w = 0;
+      for (std::size_t i = 0; i < ya.size(); ++i) {
+        differ_abs += !same_bits(ya[i], ya_copy[i]) + !same_bits(ya[i], ya_decode[i]);
+        differ_from_w += !same_bits(ya[i], y_copy[i]);
+      }
+      for (std::size_t i = 0; i < dxa.size(); ++i) differ_abs += !same_bits(dxa[i], dxa_copy[i]);
+      CHECK(differ_abs == 0);
+      CHECK(differ_from_w > 0);  // the products with |W| are not those with W
     }
     la::set_bf16_kernel(la::Bf16Kernel::automatic);
     std::vector<float> y(M * N);

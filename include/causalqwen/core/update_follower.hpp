@@ -1,5 +1,5 @@
 /// Something derived from parameter matrices, row by row, that an optimiser keeps current while
-/// it updates them: mixed-precision training's bf16 copies of the layers' weights
+/// it updates them: mixed-precision training's bf16 copies of the weights
 /// (linalg/bf16_copies.hpp). The optimiser walks each slot the follower follows in blocks of
 /// rows and hands over every block right after updating it, while the block is in the core's
 /// cache, so the copy costs no second pass over the weights through memory.

@@ -49,18 +49,21 @@ class AbsWeightCache {
   bool valid_ = false;
 };
 
-/// scale' = scale·|W|ᵀ:  scale [M,K], |W| [N,K], scale' [M,N]  (Precision::bf16: both rounded to bf16).
+/// scale' = scale·|W|ᵀ:  scale [M,K], |W| [N,K], scale' [M,N]  (Precision::bf16: both rounded to bf16,
+/// |W|'s bf16 values read from `abs_bf16` when it holds them: a bf16 copy of W read as |W|,
+/// PackedRef::abs_values(); abs_w's floats are then not read).
 template <class T>
 void abs_linear_forward(TensorView<T, 2> scale_out, TensorView<const T, 2> scale,
-                        TensorView<const T, 2> abs_w, Precision precision = Precision::f32) {
-  linear_forward<T>(scale_out, scale, abs_w, {}, {}, precision);
+                        TensorView<const T, 2> abs_w, Precision precision = Precision::f32, const PackedRef& abs_bf16 = {}) {
+  linear_forward<T>(scale_out, scale, abs_w, {}, precision == Precision::bf16 ? abs_bf16 : PackedRef{}, precision);
 }
 
 /// dscale += dscale'·|W|:  dscale' [M,N], |W| [N,K], dscale [M,K]  (Precision::bf16 likewise).
 template <class T>
 void abs_linear_backward_input(TensorView<T, 2> dscale, TensorView<const T, 2> dscale_out,
-                               TensorView<const T, 2> abs_w, Precision precision = Precision::f32) {
-  linear_backward_input<T>(dscale, dscale_out, abs_w, precision);
+                               TensorView<const T, 2> abs_w, Precision precision = Precision::f32,
+                               const PackedRef& abs_bf16 = {}) {
+  linear_backward_input<T>(dscale, dscale_out, abs_w, precision, abs_bf16);
 }
 
 /// dW += sign(W) ⊙ (dscale'ᵀ·scale):  dscale' [M,N], scale [M,K], W and dW [N,K];

@@ -24,7 +24,7 @@
 
 namespace causalqwen::linalg {
 
-/// Whether mixed-precision training keeps bf16 copies of the layers' weights (`kept`: 2 bytes
+/// Whether mixed-precision training keeps bf16 copies of the layers' weights and W_cls (`kept`: 2 bytes
 /// per weight, one pass over the weights fewer per product) or rounds W in every product (`none`).
 enum class WeightCopies { kept, none };
 

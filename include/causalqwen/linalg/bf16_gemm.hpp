@@ -301,12 +301,20 @@ inline void pack(bool hardware, const float* src, std::size_t ld, bool transpose
 /// The W side of a product: N rows of bf16 panels, packed already (`panels`: the first group),
 /// or the float matrix R [N, K] that pack() reads (src, ld, transposed), which each task then
 /// packs for its own rows just before it multiplies them (in its cache, not through memory).
+/// `abs`: the product is with |W|, the packed panels' values with their sign bits cleared, which
+/// each task copies so into its cache before it multiplies them.
 struct PanelSource {
   const std::uint16_t* panels = nullptr;
   const float* src = nullptr;
   std::size_t ld = 0, K = 0;
   bool transposed = false;
+  bool abs = false;
 };
+
+/// dst[i] = |src[i]| for bf16 values: the sign bits cleared (vectorised by the compiler).
+inline void copy_abs(const std::uint16_t* __restrict src, std::size_t n, std::uint16_t* __restrict dst) {
+  for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<std::uint16_t>(src[i] & 0x7FFFu);
+}
 
 /// c [M,N] (=|+=) the products of the bf16 rows xb [M,Kp] with the N rows of `w`, each output
 /// in the order of the file comment; written as out + bias (bias may be null: out + 0), or
@@ -326,7 +334,12 @@ inline void multiply(bool hardware, const std::uint16_t* xb, std::size_t M, std:
     thread_local std::vector<std::uint16_t> task_panels;  // [per_task, Kp], grown once per shape
     const std::uint16_t* first_group = w.panels + (n0 / panel_rows) * panel_rows * Kp;
     Prefetcher next;  // the float rows the next task packs, read into L2 while this one multiplies
-    if (!w.panels) {
+    if (w.panels && w.abs) {  // |W| of this task's groups, in its cache
+      const std::size_t stored = ((n1 - n0 + panel_rows - 1) / panel_rows) * panel_rows * Kp;
+      if (task_panels.size() < stored) task_panels.resize(stored);
+      copy_abs(first_group, stored, task_panels.data());
+      first_group = task_panels.data();
+    } else if (!w.panels) {
       if (task_panels.size() < per_task * Kp) task_panels.resize(per_task * Kp);
       pack(hardware, w.transposed ? w.src + n0 : w.src + n0 * w.ld, w.ld, w.transposed, n1 - n0, w.K, Kp, PackLayout::panels,
            task_panels.data());
@@ -368,7 +381,8 @@ inline void forward(bool hardware, TensorView<float, 2> y, TensorView<const floa
   if (xb.size() < M * Kp) xb.resize(M * Kp);
   pack(hardware, x.data, K, false, M, K, Kp, PackLayout::rows, xb.data());
   const std::uint16_t* first_group = w.bf16 + (w.row0 / panel_rows) * panel_rows * Kp;
-  multiply(hardware, xb.data(), M, Kp, {first_group}, N, y.data, N, false, b.empty() ? nullptr : b.data);
+  multiply(hardware, xb.data(), M, Kp, {first_group, nullptr, 0, 0, false, w.abs}, N, y.data, N, false,
+           b.empty() ? nullptr : b.data);
 }
 
 // ---- products whose two operands both hold the sum's index in their rows: C = Aᵀ·B (dW = dYᵀ·X)
@@ -395,6 +409,19 @@ inline void pair_row_portable(const float* src, std::size_t ld, std::size_t K, s
 inline void pair_rows_portable(const float* src, std::size_t ld, std::size_t K, std::size_t cols, std::size_t ld_pairs,
                                std::uint32_t* pairs) {
   parallel_for((K + 1) / 2, K * cols, [&](std::size_t p) { pair_row_portable(src, ld, K, cols, ld_pairs, p, pairs); });
+}
+/// pair_row_portable's pair p from a bf16 copy of src [K, ·] in panels (panel_index, Kp columns):
+/// rows k0 + 2p and k0 + 2p + 1 (0 past K), columns [j0, j0 + cols) (0 past cols, up to
+/// ld_pairs); `abs`: the values with their sign bits cleared (|src|).
+inline void pair_panel_row_portable(const std::uint16_t* panels, std::size_t Kp, std::size_t K, std::size_t k0, std::size_t j0,
+                                    std::size_t cols, std::size_t ld_pairs, std::size_t p, std::uint32_t* pairs, bool abs) {
+  const std::uint32_t value_bits = abs ? 0x7FFFu : 0xFFFFu;
+  for (std::size_t c = 0; c < ld_pairs; ++c) {
+    const std::size_t lo_row = k0 + 2 * p, hi_row = lo_row + 1;
+    const std::uint32_t lo = c < cols ? panels[panel_index(lo_row, j0 + c, Kp)] & value_bits : 0;
+    const std::uint32_t hi = c < cols && hi_row < K ? panels[panel_index(hi_row, j0 + c, Kp)] & value_bits : 0;
+    pairs[p * ld_pairs + c] = lo | hi << 16;
+  }
 }
 
 /// words [M, ld_words] ← the pairs of A's columns: word p of row m is bf16(A_m,2p) (low half) and
@@ -462,14 +489,19 @@ CAUSALQWEN_TARGET_BF16 inline void pair_row_avx512(const float* src, std::size_t
 /// pair_row_avx512's pair p from a bf16 copy of src in panels (panel_index, Kp columns) instead of
 /// the floats: rows k0 + 2p and k0 + 2p + 1 (k0 even), columns [j0, j0 + cols) (j0 a multiple of
 /// 16). The copy holds the same bf16 values, so the pairs have the same bits; the two rows of a
-/// pair lie side by side in their panel (16 values each), and vpermw interleaves them.
+/// pair lie side by side in their panel (16 values each), and vpermw interleaves them. `abs`:
+/// the pairs of |src|, the copy's values with their sign bits cleared; `second` false: row
+/// k0 + 2p + 1 lies past B (odd K) and counts as 0, whatever the panels hold there.
 CAUSALQWEN_TARGET_BF16 inline void pair_panel_row_avx512(const std::uint16_t* panels, std::size_t Kp, std::size_t k0, std::size_t j0,
                                                          std::size_t cols, std::size_t ld_pairs, std::size_t p,
-                                                         std::uint32_t* pairs) {
+                                                         std::uint32_t* pairs, bool abs, bool second) {
   const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5,
                                               20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const short value_bits = static_cast<short>(abs ? 0x7FFF : 0xFFFF);
+  const __m512i keep = _mm512_inserti64x4(_mm512_set1_epi16(value_bits), _mm256_set1_epi16(second ? value_bits : short{0}), 1);
   for (std::size_t c = 0; c < ld_pairs; c += 16) {
-    const __m512i two_rows = c < cols ? _mm512_loadu_si512(panels + panel_index(k0 + 2 * p, j0 + c, Kp)) : _mm512_setzero_si512();
+    const __m512i two_rows =
+        c < cols ? _mm512_and_si512(keep, _mm512_loadu_si512(panels + panel_index(k0 + 2 * p, j0 + c, Kp))) : _mm512_setzero_si512();
     _mm512_storeu_si512(pairs + p * ld_pairs + c, _mm512_permutexvar_epi16(interleave, two_rows));
   }
 }
@@ -625,11 +657,12 @@ inline std::size_t row_outer_tasks(std::size_t tiles) {
 /// (a task: some columns of C and every row), so B is read once, row by row, with no transposing.
 /// The blocks' sums run in a per-task buffer, each block resuming the last one's (OuterStore::resume:
 /// the bits of one pass), and are then stored in C or added to it. `b_panels` (optional): a bf16
-/// copy of B in panels (panel_index, cols rounded up to 16), which AVX512-BF16 then pairs
-/// instead of rounding B's floats again (the same bits; the portable loop reads B).
+/// copy of B in panels (panel_index, cols rounded up to 16), which is then paired instead of
+/// rounding B's floats again (the same bits; B's floats are not read); `b_abs`: B is |the copy's
+/// values|.
 inline void row_outer_product(bool hardware, std::size_t M, std::size_t cols, std::size_t K, const float* a, std::size_t lda,
                               const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
-                              const std::uint16_t* b_panels = nullptr) {
+                              const std::uint16_t* b_panels = nullptr, bool b_abs = false) {
   if (M == 0 || cols == 0) return;
   const std::size_t P = (K + 1) / 2, ld_words = (P + 15) / 16 * 16;
   thread_local std::vector<std::uint32_t> a_words;  // [M, ld_words]
@@ -651,15 +684,19 @@ inline void row_outer_product(bool hardware, std::size_t M, std::size_t cols, st
       const std::size_t k_next = 2 * (p0 + pairs);  // the next block's rows of B, fetched meanwhile
       const std::size_t next_rows = std::min(K, k_next + 2 * row_outer_block_pairs) - std::min(K, k_next);
       Prefetcher next;
+      if (b_panels) {  // B's pairs from its copy; the next block's panels: 4 rows × width per group
+        for (std::size_t p = 0; p < pairs; ++p) {
 #ifdef CAUSALQWEN_BF16_KERNEL
-      if (hardware && b_panels) {  // B's pairs from its copy; the next block's panels: 4 rows × width per group
-        for (std::size_t p = 0; p < pairs; ++p)
-          pair_panel_row_avx512(b_panels, Kp_b, 2 * p0, j0, width, task_cols, p, b_block.data());
+          if (hardware) {
+            pair_panel_row_avx512(b_panels, Kp_b, 2 * p0, j0, width, task_cols, p, b_block.data(), b_abs, 2 * (p0 + p) + 1 < K);
+            continue;
+          }
+#endif
+          pair_panel_row_portable(b_panels, Kp_b, K, 2 * p0, j0, width, task_cols, p, b_block.data(), b_abs);
+        }
         next = Prefetcher(reinterpret_cast<const float*>(b_panels + panel_index(k_next, j0, Kp_b)), 2 * Kp_b,
                           (next_rows + panel_rows - 1) / panel_rows, 2 * width, tile_calls);
-      } else
-#endif
-      {
+      } else {
         for (std::size_t p = 0; p < pairs; ++p)  // B's rows from 2·p0 on, columns [j0, j0 + width)
           pair_row(hardware, b + 2 * p0 * ldb + j0, ldb, K - 2 * p0, width, task_cols, p, b_block.data());
         next = Prefetcher(b + k_next * ldb + j0, ldb, next_rows, width, tile_calls);
@@ -680,10 +717,10 @@ inline void row_outer_product(bool hardware, std::size_t M, std::size_t cols, st
 /// `multiply`; then the sums of `multiply`. Aᵀ·B and A·B (B stored with K as its rows) run on
 /// the outer-product kernel instead, with its order of the sums. `b_panels` (optional): a bf16 copy
 /// of B in panels, of op(B)ᵀ [N,K] for A·Bᵀ or of B [K,N] for A·B, read instead of rounding B
-/// (the same bits).
+/// (the same bits); `b_abs`: B holds |the copy's values| (the sign bits cleared).
 inline void matmul(bool hardware, bool a_transposed, bool b_transposed, std::size_t M, std::size_t N, std::size_t K,
                    const float* a, std::size_t lda, const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
-                   const std::uint16_t* b_panels = nullptr) {
+                   const std::uint16_t* b_panels = nullptr, bool b_abs = false) {
   if (M == 0 || N == 0) return;
   if (K == 0) {  // an empty sum: C = 0, or C unchanged
     if (!accumulate)
@@ -691,14 +728,15 @@ inline void matmul(bool hardware, bool a_transposed, bool b_transposed, std::siz
     return;
   }
   if (a_transposed && !b_transposed) return outer_product(hardware, M, N, K, a, lda, b, ldb, c, ldc, accumulate);
-  if (!a_transposed && !b_transposed) return row_outer_product(hardware, M, N, K, a, lda, b, ldb, c, ldc, accumulate, b_panels);
+  if (!a_transposed && !b_transposed)
+    return row_outer_product(hardware, M, N, K, a, lda, b, ldb, c, ldc, accumulate, b_panels, b_abs);
   const std::size_t Kp = (K + panel_cols - 1) / panel_cols * panel_cols;
   thread_local std::vector<std::uint16_t> a_rows;  // [M, Kp]
   if (a_rows.size() < M * Kp) a_rows.resize(M * Kp);
   pack(hardware, a, lda, a_transposed, M, K, Kp, PackLayout::rows, a_rows.data());
   // the panels' row j is column j of op(B): stored as row j when B is transposed
-  multiply(hardware, a_rows.data(), M, Kp, {b_transposed ? b_panels : nullptr, b, ldb, K, !b_transposed}, N, c, ldc, accumulate,
-           nullptr);
+  multiply(hardware, a_rows.data(), M, Kp, {b_transposed ? b_panels : nullptr, b, ldb, K, !b_transposed, b_transposed && b_abs}, N, c,
+           ldc, accumulate, nullptr);
 }
 
 }  // namespace detail_bf16
@@ -748,7 +786,8 @@ inline Precision parse_precision(std::string_view s) {
 /// products of mixed-precision training. `b_copy` (optional; ignored unless it is a bf16 copy):
 /// B's values in bf16 already, read instead of rounding B again, with the same results: the copy
 /// of W [N,K] for X·Wᵀ (op_b transposed), or of W [K,N] for dY·W (op_b plain), its first row at a
-/// multiple of 4 of its panels.
+/// multiple of 4 of its panels; B's floats are then not read. A copy read as |W| (PackedRef::abs)
+/// gives the products with |W|.
 inline void bf16_matmul(Op op_a, Op op_b, std::size_t M, std::size_t N, std::size_t K, const float* a, std::size_t lda,
                         const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
                         const PackedRef& b_copy = {}) {
@@ -761,7 +800,7 @@ inline void bf16_matmul(Op op_a, Op op_b, std::size_t M, std::size_t N, std::siz
     b_panels = b_copy.bf16 + b_copy.row0 * b_copy.cols_padded;
   }
   detail_bf16::matmul(bf16_kernel_is_hardware(), op_a == Op::transposed, op_b == Op::transposed, M, N, K, a, lda, b, ldb,
-                      c, ldc, accumulate, b_panels);
+                      c, ldc, accumulate, b_panels, b_copy.abs);
 }
 
 }  // namespace causalqwen::linalg

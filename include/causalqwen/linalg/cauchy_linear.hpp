@@ -23,11 +23,12 @@ inline constexpr std::size_t fused_rows_max = 16;
 /// out = linear(W, b, A) (see the file comment). W [N,C], |W| [N,C] (needed only beyond
 /// fused_rows_max rows; may be empty otherwise), b [N] (may be empty), A [R,C], out [R,N].
 /// `out.scale` may be empty: then only the locations are formed. `packed`: a bf16 / int8 copy of
-/// W read by the fused kernel instead of w.
+/// W read by the fused kernel instead of w. `w_bf16`: with Precision::bf16, a current bf16 copy
+/// of W that the products of more rows read for W and for |W| (abs_w is then not read).
 template <class T, Kind K>
 void cauchy_linear(CauchyView<T, 2, Kind::marginal> out, TensorView<const T, 2> w, TensorView<const T, 2> abs_w,
                    TensorView<const T, 1> b, CauchyView<const T, 2, K> a, const PackedRef& packed = {},
-                   Precision precision = Precision::f32) {
+                   Precision precision = Precision::f32, const PackedRef& w_bf16 = {}) {
   static_assert(K == Kind::independent, CAUSALQWEN_LINEAR_OF_MARGINAL);
   const std::size_t N = w.shape[0], C = w.shape[1], R = a.loc.shape[0];
   if (packed.packed())
@@ -38,8 +39,8 @@ void cauchy_linear(CauchyView<T, 2, Kind::marginal> out, TensorView<const T, 2> 
   require_shape(out.loc, {R, N}, "cauchy_linear", "loc of the output");
   if (with_scale) require_shape(out.scale, {R, N}, "cauchy_linear", "scale of the output");
   if (R > fused_rows_max || !detail_gemv::simd_type<T>) {
-    linear_forward<T>(out.loc, a.loc, w, b, {}, precision);
-    if (with_scale) abs_linear_forward<T>(out.scale, a.scale, abs_w, precision);
+    linear_forward<T>(out.loc, a.loc, w, b, precision == Precision::bf16 ? w_bf16 : PackedRef{}, precision);
+    if (with_scale) abs_linear_forward<T>(out.scale, a.scale, abs_w, precision, w_bf16.abs_values());
     return;
   }
   if constexpr (std::is_same_v<T, float>)
@@ -76,14 +77,15 @@ void cauchy_linear(CauchyView<T, 2, Kind::marginal> out, TensorView<const T, 2> 
 ///   dA.d_loc += dS.d_loc·W,  dA.d_scale += dS.d_scale·|W|,
 ///   dW += dS.d_locᵀ·loc_A + sign(W) ⊙ (dS.d_scaleᵀ·scale_A)   (offered first to `sink`)
 /// (the bias gradient, colsum(dS.d_loc), is left to the caller, which may share it). Precision::bf16:
-/// the four products on bf16 operands with float sums.
+/// the four products on bf16 operands with float sums; `w_bf16` (optional): a current bf16 copy of
+/// W, which dS·W and dS·|W| then read (|W| with the sign bits cleared; abs_w is then not read).
 template <class T>
 void cauchy_linear_backward(CauchyViewGrad<T, 2> da, TensorView<T, 2> dw, CauchyViewGrad<const T, 2> ds,
                             TensorView<const T, 2> w, TensorView<const T, 2> abs_w,
                             CauchyView<const T, 2, Kind::independent> a, WeightGradSink<T>* sink = nullptr,
-                            Precision precision = Precision::f32) {
-  linear_backward_input<T>(da.d_loc, ds.d_loc, w, precision);
-  abs_linear_backward_input<T>(da.d_scale, ds.d_scale, abs_w, precision);
+                            Precision precision = Precision::f32, const PackedRef& w_bf16 = {}) {
+  linear_backward_input<T>(da.d_loc, ds.d_loc, w, precision, w_bf16);
+  abs_linear_backward_input<T>(da.d_scale, ds.d_scale, abs_w, precision, w_bf16.abs_values());
   linear_backward_weight<T>(dw, ds.d_loc, a.loc, sink, precision);
   abs_linear_backward_weight<T>(dw, ds.d_scale, a.scale, w, sink, precision);
 }

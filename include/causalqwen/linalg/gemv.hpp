@@ -87,6 +87,7 @@ struct Bf16Rows {
 template <class T, class F>
 void with_weight_rows(TensorView<const T, 2> w, const PackedRef& packed, F&& f) {
   if constexpr (std::is_same_v<T, float>) {
+    detail::require(!packed.abs, "with_weight_rows", "a copy read as |W| serves the bf16 products only (bf16_gemm.hpp)");
     if (packed.type == WeightType::bf16) return f(detail_gemv::Bf16Rows{packed.bf16, packed.cols_padded, packed.row0});
     detail::require(packed.type != WeightType::int8, "with_weight_rows", "int8 copies are read by int8_dot.hpp's kernels");
   } else {

@@ -80,8 +80,15 @@ struct PackedRef {
   const std::uint16_t* bf16 = nullptr;  // panels (see panel_index)
   const std::int8_t* q = nullptr;       // panels
   const float* row_scale = nullptr;     // [rows of the store], int8 only
+  bool abs = false;                     // bf16: the products read |W|, the values with their sign bits cleared
 
   bool packed() const { return type != WeightType::f32; }
+  /// The same copy read as |W| (bf16(|w|) = |bf16(w)|: the sign bit cleared); none stays none.
+  PackedRef abs_values() const {
+    PackedRef r = *this;
+    r.abs = type == WeightType::bf16;
+    return r;
+  }
   /// Rows [r0, r0 + n) of the matrix.
   PackedRef rows_from(std::size_t r0, std::size_t n) const {
     PackedRef r = *this;

@@ -60,6 +60,9 @@ struct Action {
     TensorView<V, 1> threshold;   // [K]
     linalg::PackedRef cls_packed{};  // a bf16 / int8 copy of cls_weight for decoding (f32: none)
     linalg::Precision precision = linalg::Precision::f32;  // the class products of > 16 rows (bf16: mixed precision)
+    // mixed precision: a current bf16 copy of cls_weight (linalg/bf16_copies.hpp; none otherwise),
+    // which the |cls_weight| products read with the sign bits cleared
+    linalg::PackedRef cls_bf16{};
     template <class A>
     static ParamsOf bind(A& arena) {
       return {arena.template view<2>(names::cls_w), arena.template view<1>(names::cls_b),
@@ -166,7 +169,13 @@ struct Action {
     const std::size_t C = p.cls_weight.shape[1];
     linalg::cauchy_linear<T, K>(out, TensorView<const T, 2>(p.cls_weight.data + k0 * C, {n, C}), abs_w,
                              TensorView<const T, 1>(p.cls_bias.data + k0, {n}), A,
-                             p.cls_packed.packed() ? p.cls_packed.rows_from(k0, n) : linalg::PackedRef{}, p.precision);
+                             p.cls_packed.packed() ? p.cls_packed.rows_from(k0, n) : linalg::PackedRef{}, p.precision,
+                             copy_rows(p.cls_bf16, k0, n));
+  }
+  /// Rows [k0, k0 + n) of a bf16 copy, which the products read from a multiple of 4 rows on
+  /// (none stays none, and so does a copy from any other row).
+  static linalg::PackedRef copy_rows(const linalg::PackedRef& copy, std::size_t k0, std::size_t n) {
+    return copy.packed() && k0 % linalg::panel_rows == 0 ? copy.rows_from(k0, n) : linalg::PackedRef{};
   }
 
   static T sign(T x) { return T((x > T(0)) - (x < T(0))); }

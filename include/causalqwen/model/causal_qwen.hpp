@@ -158,7 +158,7 @@ class CausalQwen<T, RuntimeConfig> {
   /// the weights, gradients and optimiser, attention, the norms, the embeddings, the abduction
   /// and regression heads and the losses stay float). Float models only.
   /// With bf16 and WeightCopies::kept (the default), the model also keeps a bf16 copy of the
-  /// layers' matrices (2 bytes per weight), which an optimiser given update_follower() rewrites
+  /// layers' matrices and of W_cls (2 bytes per weight), which an optimiser given update_follower() rewrites
   /// as it updates them; the products then read the copy instead of rounding the float weights
   /// at every use, with the same results (linalg/bf16_copies.hpp).
   void set_precision(linalg::Precision precision, linalg::WeightCopies copies = linalg::WeightCopies::kept) {
@@ -166,10 +166,12 @@ class CausalQwen<T, RuntimeConfig> {
     precision_ = precision;
     bf16_copies_.reset();
     layer_copies_.clear();
+    cls_copy_ = {};
     if constexpr (std::is_same_v<T, float>) {
       if (precision == linalg::Precision::bf16 && copies == linalg::WeightCopies::kept) {
         bf16_copies_ = std::make_unique<linalg::Bf16Copies>();
         layer_copies_ = backbone_.add_bf16_copies(params_, *bf16_copies_);
+        cls_copy_ = bf16_copies_->add(params_, params_.template view<2>(names::cls_w));
       }
     }
   }
@@ -291,6 +293,7 @@ class CausalQwen<T, RuntimeConfig> {
                                                           : b.attention_mask.reshape(Shape<1>{M})};
     auto hp = HeadParams<const T>::bind(params_);
     hp.action.precision = precision_;  // the class products (W_cls) in the layers' precision
+    if (bf16_copies_current()) hp.action.cls_bf16 = cls_copy_;
     if (!grads) return head_.run(hp, params_.version(), z.flat2d(), targets, mode, noise, cache.head);
     cache.dz.assign(M * H, T(0));
     const auto g = HeadParams<T>::bind(grads->arena);
@@ -314,9 +317,10 @@ class CausalQwen<T, RuntimeConfig> {
   std::size_t backbone_end_ = 0;  // arena offset where the stack's slots end and the heads' begin
   Arena<T> params_;
   linalg::Precision precision_ = linalg::Precision::f32;  // the layers' and W_cls's products (set_precision)
-  // bf16 copies of the layers' matrices for mixed precision (set_precision), kept by the optimiser
+  // bf16 copies of the layers' matrices and W_cls for mixed precision (set_precision), kept by the optimiser
   std::unique_ptr<linalg::Bf16Copies> bf16_copies_;
   std::vector<typename nn::DecoderBlock<T>::PackedWeights> layer_copies_;
+  linalg::PackedRef cls_copy_;  // W_cls's (|W_cls| is read from it with the sign bits cleared)
   // packed copies for decoding (use_weights)
   linalg::WeightType weight_type_ = linalg::WeightType::f32;
   std::uint64_t packed_version_ = 0;

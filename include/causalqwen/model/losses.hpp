@@ -153,7 +153,11 @@ class OvrLoss {
     loc_s_.resize(R * Kc);
     scale_s_.resize(R * Kc);
     col_.resize(Kc);
-    abs_chunk_.resize(g ? Kc * C : 0);
+    // training with a bf16 copy of W_cls (read from chunks starting at a multiple of 4 rows):
+    // its products read |W| from the copy, so no chunk of |W| in float is formed (the view keeps
+    // its shape, with no data behind it)
+    const bool abs_from_copy = g && p.cls_bf16.packed() && chunk_ % linalg::panel_rows == 0;
+    abs_chunk_.resize(g && !abs_from_copy ? Kc * C : 0);
     if (g) {
       d_loc_s_.resize(R * Kc);
       d_scale_s_.resize(R * Kc);
@@ -161,8 +165,8 @@ class OvrLoss {
     for (std::size_t k0 = 0; k0 < K; k0 += Kc) {
       const std::size_t n = std::min(Kc, K - k0);
       const TensorView<const T, 2> w_chunk(p.cls_weight.data + k0 * C, {n, C});
-      if (g) parallel_for(n * C, n * C, [&](std::size_t i) { abs_chunk_[i] = std::fabs(w_chunk.data[i]); });
-      const TensorView<const T, 2> abs_chunk(g ? abs_chunk_.data() : abs_w + k0 * C, {n, C});
+      if (g && !abs_from_copy) parallel_for(n * C, n * C, [&](std::size_t i) { abs_chunk_[i] = std::fabs(w_chunk.data[i]); });
+      const TensorView<const T, 2> abs_chunk(abs_from_copy ? nullptr : g ? abs_chunk_.data() : abs_w + k0 * C, {n, C});
       const ClassScores<T> S(TensorView<T, 2>(loc_s_.data(), {R, n}), TensorView<T, 2>(scale_s_.data(), {R, n}));
       Action<T>::classes(p, A_r, k0, n, abs_chunk, S);
       const T* thr = p.threshold.data + k0;
@@ -184,7 +188,8 @@ class OvrLoss {
       const CauchyViewGrad<const T, 2> dS{TensorView<const T, 2>(d_loc_s_.data(), {R, n}),
                                       TensorView<const T, 2>(d_scale_s_.data(), {R, n})};
       linalg::cauchy_linear_backward<T>({TensorView<T, 2>(d_loc_r_.data(), {R, C}), TensorView<T, 2>(d_scale_r_.data(), {R, C})},
-                                        {g->cls_weight.data + k0 * C, {n, C}}, dS, w_chunk, abs_chunk, A_r, sink, p.precision);
+                                        {g->cls_weight.data + k0 * C, {n, C}}, dS, w_chunk, abs_chunk, A_r, sink, p.precision,
+                                        Action<T>::copy_rows(p.cls_bf16, k0, n));
       // ∂/∂b_cls = colsum(∂/∂loc_S); every term depends on (loc_S − C_k), so ∂/∂C_k = −colsum
       std::fill_n(col_.begin(), n, T(0));
       linalg::bias_backward<T>({col_.data(), {n}}, dS.d_loc);
