@@ -99,8 +99,7 @@ int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   cq::set_threads(static_cast<std::size_t>(threads));
   const double bf16_peak = cqbench::bf16_dot_peak(), f32_peak = cqbench::float_fma_peak();
-  fmt::print("threads {}, OPENBLAS_CORETYPE={}; bf16 products run on: {}\n", threads,
-             std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "(unset)", la::bf16_kernel_name());
+  fmt::print("threads {}; bf16 products run on: {}\n", threads, la::bf16_kernel_name());
   fmt::print("multiply-add peak: float FMA {:.0f} GFLOP/s, bf16 vdpbf16ps {:.0f} GFLOP/s (0: not on this CPU)\n\n",
              f32_peak / 1e9, bf16_peak / 1e9);
   fmt::print("{:<22} {:>4} {:>11} {:>11} {:>11} {:>10} {:>11} {:>12}\n", "shape", "M", "float GF/s", "ours GF/s",
