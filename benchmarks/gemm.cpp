@@ -109,6 +109,9 @@ void run_openblas(benchmark::State& state, LinearShape s, Product p, int threads
 }
 }  // namespace
 
+/// "causalqwen-avx512" or "causalqwen-avx2": the library's float kernel on this CPU.
+std::string kernel_label() { return cq::linalg::f32_kernel_name() == std::string("AVX-512") ? "causalqwen-avx512" : "causalqwen-avx2"; }
+
 int main(int argc, char** argv) {
   cqbench::use_library_thread_settings(argv);
   benchmark::Initialize(&argc, argv);
@@ -119,9 +122,9 @@ int main(int argc, char** argv) {
   }
   cqbench::RatioReporter reporter;
 #ifdef EIGEN_USE_BLAS
-  const std::string ours = cq::linalg::f32_kernel_is_hardware() ? "causalqwen-avx512" : "eigen+openblas";
+  const std::string ours = cq::linalg::f32_kernel_is_hardware() ? kernel_label() : "eigen+openblas";
 #else
-  const std::string ours = cq::linalg::f32_kernel_is_hardware() ? "causalqwen-avx512" : "eigen";
+  const std::string ours = cq::linalg::f32_kernel_is_hardware() ? kernel_label() : "eigen";
 #endif
   for (int threads : {1, 2})
     for (const auto& s : kShapes)

@@ -1,5 +1,6 @@
 // e^x and log(1 + x) of float arrays (core/exp_float.hpp, core/log1p_float.hpp): on a CPU with
-// AVX-512 the vector paths run. exp_float gives std::exp's bits for every float of a dense sweep
+// AVX-512 the vector paths run (exp_float's also on AVX2 with FMA, and its AVX2 path is swept
+// wherever the CPU has AVX2, AVX-512 CPUs included). exp_float gives std::exp's bits for every float of a dense sweep
 // (all floats in [−128, 128] whose low 4 mantissa bits are 0, every 97th float overall, and the
 // branch thresholds with their neighbours); log1p_unit_float gives std::log1p's bits for every
 // float of [0, 1] (1,065,353,217 of them, about 2 s on 2 threads here) and for blocks holding
@@ -22,6 +23,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <string>
 #include <vector>
 
 namespace cq = causalqwen;
@@ -69,12 +71,38 @@ bool cpu_has_avx512() {
 #endif
 }
 
+bool cpu_has_avx2_fma() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
+
 }  // namespace
 
-TEST_CASE("exp_float runs on vectors where the CPU has AVX-512") {
-  std::printf("exp_float path: %s\n", cq::exp_float_is_vectorised() ? "AVX-512, 16 at a time" : "scalar std::exp");
-  CHECK(cq::exp_float_is_vectorised() == cpu_has_avx512());
+TEST_CASE("exp_float runs on vectors where the CPU has AVX-512, or AVX2 with FMA") {
+  std::printf("exp_float path: %s\n", cq::exp_float_path());
+  CHECK(cq::exp_float_is_vectorised() == (cpu_has_avx512() || cpu_has_avx2_fma()));
+  CHECK(std::string(cq::exp_float_path()) == (cpu_has_avx512() ? "AVX-512" : cpu_has_avx2_fma() ? "AVX2" : "scalar"));
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+TEST_CASE("exp_float's AVX2 path equals std::exp bit for bit (swept on any CPU with AVX2, AVX-512 ones included)") {
+  if (!cpu_has_avx2_fma()) {
+    MESSAGE("this CPU has no AVX2 with FMA: nothing to sweep");
+    return;
+  }
+  const auto avx2 = [](const float* x, float* y, std::size_t n) { cq::detail_exp::exp_avx2(x, y, n); };
+  const auto scalar = [](float v) { return std::exp(v); };
+  const std::uint32_t pos_end = std::bit_cast<std::uint32_t>(128.0f);
+  CHECK(mismatches("exp_avx2", avx2, scalar, 0, 64, pos_end / 64 + 1) == 0);
+  CHECK(mismatches("exp_avx2", avx2, scalar, 0x80000000u, 64, pos_end / 64 + 1) == 0);
+  CHECK(mismatches("exp_avx2", avx2, scalar, 0, 397, (std::uint64_t(1) << 32) / 397) == 0);  // NaNs, infinities, subnormals
+  CHECK(cq::detail_exp::vector_path_agrees(cq::detail_exp::ExpPath::avx2));
+}
+#endif
 
 TEST_CASE("exp_float equals std::exp bit for bit over a dense sweep of floats") {
   const std::uint32_t pos_end = std::bit_cast<std::uint32_t>(128.0f);

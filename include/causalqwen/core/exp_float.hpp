@@ -1,5 +1,5 @@
 #pragma once
-/// e^x of a float array, 16 values at a time on AVX-512, with the very bits of the C library's
+/// e^x of a float array, 16 values at a time on AVX-512 (8 on AVX2 with FMA), with the very bits of the C library's
 /// scalar `std::exp(float)`, so a loop that switches to it gives the same results as before.
 ///
 /// The scalar expf of glibc (2.27 and later, which runs its FMA build on a CPU with FMA) computes
@@ -15,7 +15,7 @@
 ///
 /// The vector path is used only where it is proven on the spot: the first call compares it
 /// with `std::exp` on 4,096 inputs spread over every binade and the special values, and keeps
-/// to the scalar loop if any bit differs (another C library, a CPU without AVX-512).
+/// to the scalar loop if any bit differs (another C library, a CPU without AVX2 and FMA).
 /// `exp_float_is_vectorised()` says which path runs; the test compares 184 M floats, and all
 /// 2^32 when run with `--no-skip`.
 
@@ -29,6 +29,7 @@
 #include <immintrin.h>
 #define CAUSALQWEN_EXP_KERNEL 1
 #define CAUSALQWEN_TARGET_AVX512F __attribute__((target("avx512f,avx512dq,fma")))
+#define CAUSALQWEN_TARGET_AVX2_FMA __attribute__((target("avx2,fma")))
 #endif
 
 namespace causalqwen {
@@ -109,11 +110,62 @@ CAUSALQWEN_TARGET_AVX512F inline void exp_avx512(const float* x, float* y, std::
     _mm512_mask_storeu_ps(y + i, live, e);
   }
 }
+
+/// Four lanes of the scalar expf's main path ([4] floats widened to double), on AVX2: exp8's
+/// operations, the table entry by a gather.
+CAUSALQWEN_TARGET_AVX2_FMA inline __m128 exp4(__m128 x, const std::uint64_t* t) {
+  const __m256d xd = _mm256_cvtps_pd(x);
+  const __m256d inv_ln2_n = _mm256_castsi256_pd(_mm256_set1_epi64x(std::int64_t(inv_ln2_n_bits)));
+  const __m256d shift = _mm256_castsi256_pd(_mm256_set1_epi64x(std::int64_t(shift_bits)));
+  const __m256d k_shifted = _mm256_fmadd_pd(inv_ln2_n, xd, shift);  // k + 1.5·2^52
+  const __m256i k_bits = _mm256_castpd_si256(k_shifted);
+  const __m256d k = _mm256_sub_pd(k_shifted, shift);
+  const __m256d r = _mm256_fmsub_pd(inv_ln2_n, xd, k);  // x·N/ln 2 − k, one rounding
+  const __m256i index = _mm256_and_si256(k_bits, _mm256_set1_epi64x(31));  // k mod 32
+  const __m256i entry = _mm256_i64gather_epi64(reinterpret_cast<const long long*>(t), index, 8);
+  const __m256d s = _mm256_castsi256_pd(_mm256_add_epi64(entry, _mm256_slli_epi64(k_bits, 47)));
+  const __m256d c0 = _mm256_castsi256_pd(_mm256_set1_epi64x(std::int64_t(c0_bits)));
+  const __m256d c1 = _mm256_castsi256_pd(_mm256_set1_epi64x(std::int64_t(c1_bits)));
+  const __m256d c2 = _mm256_castsi256_pd(_mm256_set1_epi64x(std::int64_t(c2_bits)));
+  const __m256d z = _mm256_fmadd_pd(c0, r, c1);
+  const __m256d r2 = _mm256_mul_pd(r, r);
+  __m256d y = _mm256_fmadd_pd(c2, r, _mm256_set1_pd(1.0));
+  y = _mm256_fmadd_pd(z, r2, y);
+  return _mm256_cvtpd_ps(_mm256_mul_pd(y, s));
+}
+
+/// e^v of 8 floats on AVX2: the main path on inputs clamped into its range (a NaN gives
+/// `overflow_above`), then the branches' lanes replaced.
+CAUSALQWEN_TARGET_AVX2_FMA inline __m256 exp8_avx2(__m256 v, const std::uint64_t* t) {
+  const __m256 above = _mm256_set1_ps(overflow_above), zero_under = _mm256_set1_ps(zero_below);
+  const __m256 clamped = _mm256_max_ps(_mm256_min_ps(v, above), zero_under);
+  __m256 e = _mm256_set_m128(exp4(_mm256_extractf128_ps(clamped, 1), t), exp4(_mm256_castps256_ps128(clamped), t));
+  e = _mm256_blendv_ps(e, _mm256_set1_ps(std::numeric_limits<float>::denorm_min()),
+                       _mm256_cmp_ps(v, _mm256_set1_ps(denorm_min_below), _CMP_LT_OQ));
+  e = _mm256_blendv_ps(e, _mm256_setzero_ps(), _mm256_cmp_ps(v, zero_under, _CMP_LT_OQ));
+  e = _mm256_blendv_ps(e, _mm256_set1_ps(std::numeric_limits<float>::infinity()), _mm256_cmp_ps(v, above, _CMP_GT_OQ));
+  return _mm256_blendv_ps(e, _mm256_add_ps(v, v), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));  // NaN: x + x
+}
+
+/// y[i] = e^{x[i]} for n values, 8 at a time on AVX2 (the last n mod 8 through a buffer of 8).
+CAUSALQWEN_TARGET_AVX2_FMA inline void exp_avx2(const float* x, float* y, std::size_t n) {
+  const std::uint64_t* t = table();
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp8_avx2(_mm256_loadu_ps(x + i), t));
+  if (i == n) return;
+  alignas(32) float tail[8] = {};
+  for (std::size_t j = 0; j < n - i; ++j) tail[j] = x[i + j];
+  _mm256_store_ps(tail, exp8_avx2(_mm256_load_ps(tail), t));
+  for (std::size_t j = 0; j < n - i; ++j) y[i + j] = tail[j];
+}
 #endif
 
+/// The vector paths: 16 lanes on AVX-512, 8 on AVX2, or none (the scalar loop).
+enum class ExpPath { avx512, avx2, scalar };
+
 /// 4,096 inputs over every binade of both signs, with ±0, ±inf, NaN and the branch thresholds
-/// and their neighbours: the check the vector path must pass before it is used.
-inline bool vector_path_agrees() {
+/// and their neighbours: the check a vector path must pass before it is used.
+inline bool vector_path_agrees(ExpPath path) {
 #ifdef CAUSALQWEN_EXP_KERNEL
   float x[4096];
   std::size_t n = 0;
@@ -134,7 +186,10 @@ inline bool vector_path_agrees() {
     x[n++] = v;
   }
   float y[4096];
-  exp_avx512(x, y, n);
+  if (path == ExpPath::avx512)
+    exp_avx512(x, y, n);
+  else
+    exp_avx2(x, y, n);
   for (std::size_t i = 0; i < n; ++i) {
     const float ref = std::exp(x[i]);
     if (std::bit_cast<std::uint32_t>(ref) != std::bit_cast<std::uint32_t>(y[i]) && !(std::isnan(ref) && std::isnan(y[i])))
@@ -146,32 +201,49 @@ inline bool vector_path_agrees() {
 #endif
 }
 
-/// Whether the vector path runs here (asked once: CPU features, then the agreement check).
-inline bool use_vector_path() {
+/// The path that runs here (asked once: CPU features, then the agreement check).
+inline ExpPath vector_path() {
 #ifdef CAUSALQWEN_EXP_KERNEL
-  static const bool use = [] {
+  static const ExpPath path = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("fma") && vector_path_agrees();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma") &&
+        vector_path_agrees(ExpPath::avx512))
+      return ExpPath::avx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && vector_path_agrees(ExpPath::avx2))
+      return ExpPath::avx2;
+    return ExpPath::scalar;
   }();
-  return use;
+  return path;
 #else
-  return false;
+  return ExpPath::scalar;
 #endif
 }
 
+/// Whether a vector path runs here.
+inline bool use_vector_path() { return vector_path() != ExpPath::scalar; }
+
 }  // namespace detail_exp
 
-/// Whether `exp_float` runs 16 values at a time here (AVX-512 and a C library whose expf it
-/// matches), or the scalar loop.
+/// Whether `exp_float` runs 16 (AVX-512) or 8 (AVX2 with FMA) values at a time here, with a C
+/// library whose expf it matches, or the scalar loop.
 inline bool exp_float_is_vectorised() { return detail_exp::use_vector_path(); }
+
+/// "AVX-512", "AVX2" or "scalar": the path `exp_float` runs on here.
+inline const char* exp_float_path() {
+  switch (detail_exp::vector_path()) {
+    case detail_exp::ExpPath::avx512: return "AVX-512";
+    case detail_exp::ExpPath::avx2: return "AVX2";
+    default: return "scalar";
+  }
+}
 
 /// y[i] = e^{x[i]} for i < n, each equal to `std::exp(x[i])` bit for bit (x and y may alias).
 inline void exp_float(const float* x, float* y, std::size_t n) {
 #ifdef CAUSALQWEN_EXP_KERNEL
-  if (detail_exp::use_vector_path()) {
-    detail_exp::exp_avx512(x, y, n);
-    return;
+  switch (detail_exp::vector_path()) {
+    case detail_exp::ExpPath::avx512: return detail_exp::exp_avx512(x, y, n);
+    case detail_exp::ExpPath::avx2: return detail_exp::exp_avx2(x, y, n);
+    case detail_exp::ExpPath::scalar: break;
   }
 #endif
   for (std::size_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);

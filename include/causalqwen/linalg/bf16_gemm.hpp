@@ -65,6 +65,7 @@ inline bool cpu_has_avx512_bf16() {
   static const bool has = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx512bf16");
   }();
   return has;
@@ -124,7 +125,7 @@ CAUSALQWEN_NO_LOOP_VECTORIZE inline void tile_portable(const std::uint16_t* xb, 
 }
 
 #ifdef CAUSALQWEN_BF16_KERNEL
-#define CAUSALQWEN_TARGET_BF16 __attribute__((target("avx512f,avx512bw,avx512dq,avx512bf16")))
+#define CAUSALQWEN_TARGET_BF16 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
 
 /// bf16 (nearest even; NaN stays a quiet NaN) of 16 floats: float_to_bf16, 16 at a time, in
 /// integer arithmetic.

@@ -1,6 +1,6 @@
 /// The process-wide choice between a product's instruction-set kernel and its portable loop
 /// (which gives the same bits, for tests and comparisons). Each product names its own choice
-/// type, an `enum class { automatic, portable }` (F32Kernel, Bf16Kernel, Int8Kernel), so that
+/// type, an `enum class { automatic, …, portable }` (F32Kernel, Bf16Kernel, Int8Kernel), so that
 /// one product's choice cannot be handed to another's setter; the storage and the rule live here.
 #pragma once
 #include <atomic>

@@ -1,8 +1,9 @@
 /// The library's one general matrix product, C [M,N] = op(A)·op(B) (+ C), row-major, and the
-/// back ends it runs on. Float products run on the library's own AVX-512 kernel (f32_gemm.hpp)
-/// when the CPU has AVX-512F (unless the program is built with oneDNN): each output one chain of
-/// fused multiply-adds over k, the same bits for any M, blocking or thread count. Double
-/// products, and float ones on other CPUs, run on a back end chosen when the program is built:
+/// back ends it runs on. Float products run on the library's own kernel (f32_gemm.hpp) when the
+/// CPU has AVX-512F, or AVX2 with FMA (unless the program is built with oneDNN): each output one
+/// chain of fused multiply-adds over k, the same bits for any M, blocking, thread count or
+/// instruction set. Double products, and float ones on CPUs with neither, run on a back end
+/// chosen when the program is built:
 /// - oneDNN's matmul primitive (float, built with CAUSALQWEN_ONEDNN): brgemm kernels picked at
 ///   run time by CPUID (AVX-512, AVX512-BF16, AMX), threaded by the same OpenMP pool as the
 ///   rest of the library, so no second thread pool spins beside ours. Each shape's primitive is
