@@ -1,5 +1,6 @@
 /// The library's own float product, C [M,N] = op(A)·op(B) (+ C), row-major, on AVX-512 or, on
-/// CPUs without it, on AVX2 with FMA: every output is one chain of fused multiply-adds over k in increasing order,
+/// CPUs without it, on AVX2 with FMA: every output is one chain of fused multiply-adds over k
+/// in increasing order,
 ///   c ← C (when accumulating; else 0),  c ← fma(op(A)_mk, op(B)_kn, c)  for k = 0, 1, …, K−1,
 /// so its bits depend on K and the operands alone: never on M, N, the output's place in C, the
 /// blocking or the thread count (a row computed alone equals the same row of a whole product,
@@ -10,8 +11,8 @@
 /// its columns, and then no thread waits for another), op(A) in blocks of mc rows (panels of mr
 /// rows, per thread), and the micro-kernel keeps an mr × nr tile of C in registers (AVX-512: 12 ×
 /// 32 in 24 of its 32; AVX2: 6 × 16 in 12 of its 16) while a panel of B stays in L1 and A's block
-/// in L2. Both kernels run the same chains, so they give the same bits. A portable loop with the same chains gives the
-/// same bits on any CPU (std::fma is exactly rounded); it is what tests compare the kernel with.
+/// in L2. Both kernels run the same chains, so they give the same bits; so does a portable loop
+/// on any CPU (std::fma is exactly rounded), which is what tests compare the kernels with.
 /// Call outside your own `omp parallel` regions (inside one, the product runs on the calling
 /// thread).
 #pragma once
