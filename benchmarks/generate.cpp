@@ -285,7 +285,7 @@ int main(int argc, char** argv) {
     for (std::size_t S : prefill_lengths) {
       const double tps = double(S) / ours["prefill"][type_name][std::to_string(S)].get<double>();
       const double gflops = tps * prefill_flops_per_token(S) / 1e9;
-      const double peak = type_name == "bf16" && cq::linalg::bf16_kernel_is_hardware() ? bf16_peak : f32_peak;
+      const double peak = type_name == "bf16" && cq::linalg::bf16_kernel_isa() == cq::linalg::Bf16Isa::avx512_bf16 ? bf16_peak : f32_peak;
       fmt::print("{:<8} {:>4} {:>10.1f} {:>10.0f} {:>22.2f}\n", type_name, S, tps, gflops, peak > 0 ? gflops * 1e9 / peak : 0.0);
     }
   fmt::print("(GFLOP/s counts the linear layers and attention; f32 and int8 prefill run float GEMMs: the float FMA peak)\n");

@@ -272,8 +272,9 @@ void run_tokens(const TrainArgs& a) {
   const bool keep_copies = a.bf16_copies == "kept" && a.optimizer == "adamw" && cq::dist::Communicator::world().size() == 1;
   model->set_precision(cq::linalg::parse_precision(a.precision),
                        keep_copies ? cq::linalg::WeightCopies::kept : cq::linalg::WeightCopies::none);
-  if (speaks() && a.precision == "bf16" && !cq::linalg::bf16_kernel_is_hardware())
-    fmt::print(stderr, "note: this CPU has no AVX512-BF16, so --precision bf16 runs a portable loop, slower here than f32\n");
+  if (speaks() && a.precision == "bf16" && cq::linalg::bf16_kernel_isa() != cq::linalg::Bf16Isa::avx512_bf16)
+    fmt::print(stderr, "note: this CPU has no AVX512-BF16, so --precision bf16 runs {}, slower here than f32\n",
+               cq::linalg::bf16_kernel_is_hardware() ? "AVX2 for X·Wᵀ and a portable loop for the gradients' products" : "a portable loop");
   if (speaks() && model->bf16_copy_bytes() > 0)
     fmt::print("mixed precision: bf16 copies of the layers' weights and W_cls, {:.1f} MiB (rewritten by each AdamW step)\n",
                static_cast<double>(model->bf16_copy_bytes()) / 1048576.0);

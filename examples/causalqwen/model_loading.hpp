@@ -75,12 +75,12 @@ struct WeightsOption {
       throw causalqwen::DomainError(fmt::format("--weights {} needs --dtype f32 (packed weights serve float models)", weights));
     else {
       model.use_weights(type);
-      // the packed types pay only with their instructions: without them a portable loop runs,
-      // slower than the float kernels (measured on a Zen 3 CPU, decoding: f32 3.2× bf16, 5× int8)
+      // the packed types pay only with their instructions (AVX-512's, or AVX2's): without them a
+      // portable loop runs, slower than the float kernels
       const bool fast = type == causalqwen::linalg::WeightType::bf16 ? causalqwen::linalg::bf16_kernel_is_hardware()
                                                                       : causalqwen::linalg::int8_kernel_is_hardware();
       if (!fast)
-        fmt::print(stderr, "note: this CPU has no {}, so --weights {} runs a portable loop, slower here than --weights f32\n",
+        fmt::print(stderr, "note: this CPU has neither {} nor AVX2, so --weights {} runs a portable loop, slower here than --weights f32\n",
                    type == causalqwen::linalg::WeightType::bf16 ? "AVX512-BF16" : "AVX512-VNNI", weights);
     }
   }

@@ -1,5 +1,5 @@
 // The bf16 product of a linear layer, Y = bf16(X)·Wᵀ (+ b) over a bf16 panel copy of W
-// (linalg/bf16_gemm.hpp): the AVX512-BF16 kernel gives the portable loop's bits; a row's result
+// (linalg/bf16_gemm.hpp): the AVX512-BF16 and AVX2 kernels give the portable loop's bits; a row's result
 // does not depend on how many rows X has, where the row sits or the thread count; the sums agree
 // with a double loop over the bf16 values; X's rounding is float_to_bf16's (ties, overflow, NaN);
 // infinities and NaN propagate; wrong input is refused with a sentence.
@@ -30,11 +30,22 @@ using cqtest::c2, cqtest::normal_vector, cqtest::v2;
 namespace {
 float bf16_round(float v) { return cq::bf16_to_float(cq::float_to_bf16(v)); }
 
-/// Y on the portable loop or the hardware kernel.
-std::vector<float> product(bool hardware, const std::vector<float>& x, std::size_t M, std::size_t K, const la::PackedRef& w,
+/// The instruction sets this CPU runs, the portable loop first.
+std::vector<la::Bf16Isa> cpu_isas() {
+  std::vector<la::Bf16Isa> isas{la::Bf16Isa::portable};
+  if (la::cpu_has_avx2_fma()) isas.push_back(la::Bf16Isa::avx2);
+  if (la::detail_bf16::cpu_has_avx512_bf16()) isas.push_back(la::Bf16Isa::avx512_bf16);
+  return isas;
+}
+const char* isa_name(la::Bf16Isa isa) {
+  return isa == la::Bf16Isa::avx512_bf16 ? "AVX512-BF16" : isa == la::Bf16Isa::avx2 ? "AVX2" : "portable";
+}
+
+/// Y on the instruction set `isa`.
+std::vector<float> product(la::Bf16Isa isa, const std::vector<float>& x, std::size_t M, std::size_t K, const la::PackedRef& w,
                            const std::vector<float>& b) {
   std::vector<float> y(M * w.rows);
-  la::detail_bf16::forward(hardware, v2(y, M, w.rows), c2(x, M, K), w,
+  la::detail_bf16::forward(isa, v2(y, M, w.rows), c2(x, M, K), w,
                            b.empty() ? TensorView<const float, 1>{} : TensorView<const float, 1>(b.data(), {w.rows}));
   return y;
 }
@@ -46,21 +57,21 @@ bool same_bits(float a, float b) { return std::bit_cast<std::uint32_t>(a) == std
 constexpr std::array<std::array<std::size_t, 3>, 6> shapes{{{1, 7, 5}, {2, 16, 9}, {7, 33, 13}, {13, 100, 64}, {6, 48, 36}, {40, 896, 130}}};
 }  // namespace
 
-TEST_CASE("bf16 product: AVX512-BF16 gives the portable loop's bits, both agree with a double loop") {
+TEST_CASE("bf16 product: AVX512-BF16 and AVX2 give the portable loop's bits, all agree with a double loop") {
   const std::uint64_t seed = cqtest::test_seed(20261130, "bf16 product kernels");
   std::mt19937_64 rng(seed);
-  const bool hardware = la::detail_bf16::cpu_has_avx512_bf16();
-  MESSAGE(std::string(hardware ? "this CPU runs AVX512-BF16: the kernel is compared with the portable loop"
-                               : "this CPU has no AVX512-BF16: the portable loop only"));
+  for (const auto isa : cpu_isas())
+    if (isa != la::Bf16Isa::portable) MESSAGE("this CPU runs " << std::string(isa_name(isa)) << ": its kernel is compared with the portable loop");
   for (const auto [M, K, N] : shapes) {
     CAPTURE(M);
     CAPTURE(K);
     CAPTURE(N);
     const auto x = normal_vector(M * K, rng), w = normal_vector(N * K, rng, 0.05), b = normal_vector(N, rng);
     const la::PackedMatrix p(la::WeightType::bf16, c2(w, N, K));
-    const auto portable = product(false, x, M, K, p.ref(), b);
-    if (hardware) {
-      const auto fast = product(true, x, M, K, p.ref(), b);
+    const auto portable = product(la::Bf16Isa::portable, x, M, K, p.ref(), b);
+    for (const auto isa : cpu_isas()) {
+      CAPTURE(isa_name(isa));
+      const auto fast = product(isa, x, M, K, p.ref(), b);
       std::size_t differ = 0;
       for (std::size_t i = 0; i < M * N; ++i) differ += !same_bits(fast[i], portable[i]);
       CHECK(differ == 0);
@@ -85,18 +96,17 @@ TEST_CASE("bf16 product: a row's bits do not depend on the rows beside it, its p
   const std::size_t M = 19, K = 400, N = 44;  // large enough to run on the threads
   const auto x = normal_vector(M * K, rng), w = normal_vector(N * K, rng, 0.05);
   const la::PackedMatrix p(la::WeightType::bf16, c2(w, N, K));
-  for (const bool hardware : {false, true}) {
-    if (hardware && !la::detail_bf16::cpu_has_avx512_bf16()) continue;
-    CAPTURE(hardware);
-    const auto all = product(hardware, x, M, K, p.ref(), {});
+  for (const auto isa : cpu_isas()) {
+    CAPTURE(isa_name(isa));
+    const auto all = product(isa, x, M, K, p.ref(), {});
     for (std::size_t m = 0; m < M; ++m) {
       const std::vector<float> row(x.begin() + std::ptrdiff_t(m * K), x.begin() + std::ptrdiff_t((m + 1) * K));
-      const auto alone = product(hardware, row, 1, K, p.ref(), {});
+      const auto alone = product(isa, row, 1, K, p.ref(), {});
       for (std::size_t n = 0; n < N; ++n) CHECK(same_bits(alone[n], all[m * N + n]));
     }
     const int threads = omp_get_max_threads();
     omp_set_num_threads(1);
-    const auto one_thread = product(hardware, x, M, K, p.ref(), {});
+    const auto one_thread = product(isa, x, M, K, p.ref(), {});
     omp_set_num_threads(threads);
     for (std::size_t i = 0; i < M * N; ++i) CHECK(same_bits(one_thread[i], all[i]));
   }
@@ -108,7 +118,7 @@ TEST_CASE("bf16 product: rows of a copy from a panel group onwards, as linear_fo
   const std::size_t M = 9, K = 70, N = 30;
   const auto x = normal_vector(M * K, rng), w = normal_vector(N * K, rng, 0.05);
   const la::PackedMatrix p(la::WeightType::bf16, c2(w, N, K));
-  const auto whole = product(la::detail_bf16::cpu_has_avx512_bf16(), x, M, K, p.ref(), {});
+  const auto whole = product(la::bf16_kernel_isa(), x, M, K, p.ref(), {});
   const auto part = p.ref().rows_from(8, 13);  // rows [8, 21): groups 2..5, the last one partly
   std::vector<float> y(M * 13);
   la::linear_forward<float>(v2(y, M, 13), c2(x, M, K), TensorView<const float, 2>(w.data() + 8 * K, {13, K}), {}, part);
@@ -145,11 +155,10 @@ TEST_CASE("bf16 product: X rounds as float_to_bf16 does (ties to even, overflow 
   // one weight row of ones: y = Σ bf16(x); a row with an infinity gives ±∞, one with NaN gives NaN
   const std::vector<float> ones(4 * 3, 1.0f);
   const la::PackedMatrix p(la::WeightType::bf16, c2(ones, 4, 3));
-  for (const bool hardware : {false, true}) {
-    if (hardware && !la::detail_bf16::cpu_has_avx512_bf16()) continue;
-    CAPTURE(hardware);
+  for (const auto isa : cpu_isas()) {
+    CAPTURE(isa_name(isa));
     const std::vector<float> x = {1.0f, inf, 2.0f, 1.0f, nan, 2.0f, max, max, 0.0f, 0.25f, 0.5f, -1.0f};
-    const auto y = product(hardware, x, 4, 3, p.ref(), {});
+    const auto y = product(isa, x, 4, 3, p.ref(), {});
     CHECK(y[0] == inf);
     CHECK(std::isnan(y[4]));
     CHECK(y[8] == inf);  // bf16(max) rounds up to +∞
@@ -193,12 +202,16 @@ TEST_CASE("bf16 pairing of W's rows (dY·W in training): AVX-512 gives the porta
 #endif
 }
 
-TEST_CASE("bf16 product: set_bf16_kernel chooses the portable loop; the name says which runs") {
+TEST_CASE("bf16 product: set_bf16_kernel chooses AVX2 or the portable loop; the name says which runs") {
   la::set_bf16_kernel(la::Bf16Kernel::portable);
   CHECK(!la::bf16_kernel_is_hardware());
   CHECK(std::string(la::bf16_kernel_name()) == "portable");
+  la::set_bf16_kernel(la::Bf16Kernel::avx2);
+  CHECK(la::bf16_kernel_isa() == (la::cpu_has_avx2_fma() ? la::Bf16Isa::avx2 : la::Bf16Isa::portable));
+  CHECK(std::string(la::bf16_kernel_name()) == (la::cpu_has_avx2_fma() ? "AVX2" : "portable"));
   la::set_bf16_kernel(la::Bf16Kernel::automatic);
-  CHECK(la::bf16_kernel_is_hardware() == la::detail_bf16::cpu_has_avx512_bf16());
+  CHECK(la::bf16_kernel_isa() == cpu_isas().back());
+  CHECK(std::string(la::bf16_kernel_name()) == isa_name(cpu_isas().back()));
 }
 
 namespace {
@@ -213,7 +226,8 @@ std::vector<float> stored(const std::vector<float>& src, std::size_t rows, std::
 }  // namespace
 
 TEST_CASE("bf16_matmul (mixed-precision training): every operand layout gives the bits of the bf16 linear product "
-          "(Aᵀ·B and A·B: of the portable outer product); AVX-512 packing and kernels give the portable bits; accumulation adds") {
+          "(Aᵀ·B and A·B: of the portable outer product); AVX-512 packing and the AVX512-BF16 and AVX2 kernels give the portable "
+          "bits; accumulation adds") {
   const std::uint64_t seed = cqtest::test_seed(20261125, "bf16_matmul layouts");
   std::mt19937_64 rng(seed);
   for (const auto [M, K, N] : shapes) {
@@ -223,12 +237,11 @@ TEST_CASE("bf16_matmul (mixed-precision training): every operand layout gives th
     const auto x = normal_vector(M * K, rng), w = normal_vector(N * K, rng, 0.05), c0 = normal_vector(M * N, rng);
     // the reference: Y = bf16(X)·Wᵀ over a bf16 panel copy of W (the tests above)
     const la::PackedMatrix p(la::WeightType::bf16, c2(w, N, K));
-    const auto reference = product(false, x, M, K, p.ref(), {});
-    for (const bool hardware : {false, true}) {
-      if (hardware && !la::detail_bf16::cpu_has_avx512_bf16()) continue;
+    const auto reference = product(la::Bf16Isa::portable, x, M, K, p.ref(), {});
+    for (const auto isa : cpu_isas()) {
       for (const bool ta : {false, true})
         for (const bool tb : {false, true}) {
-          CAPTURE(hardware);
+          CAPTURE(isa_name(isa));
           CAPTURE(ta);
           CAPTURE(tb);
           // op(A) = X [M,K]; op(B) = Wᵀ [K,N]: B is stored as W [N,K] when op_b is transposed
@@ -236,7 +249,7 @@ TEST_CASE("bf16_matmul (mixed-precision training): every operand layout gives th
           const auto a = stored(x, M, K, ta, lda);
           const auto b = tb ? stored(w, N, K, false, ldb) : stored(w, N, K, true, ldb);
           std::vector<float> c(M * ldc, 7.0f);
-          la::detail_bf16::matmul(hardware, ta, tb, M, N, K, a.data(), lda, b.data(), ldb, c.data(), ldc, false);
+          la::detail_bf16::matmul(isa, ta, tb, M, N, K, a.data(), lda, b.data(), ldb, c.data(), ldc, false);
           // Aᵀ·B and A·B (B stored with K as rows) run on the outer-product kernel, whose order of
           // the sums differs: their reference is the portable Aᵀ·B outer product (the two paths,
           // A·B's in blocks of pairs, sum in the same order), and it stays within the float
@@ -245,7 +258,7 @@ TEST_CASE("bf16_matmul (mixed-precision training): every operand layout gives th
           if (!tb) {
             std::vector<float> outer(M * ldc, 7.0f);
             const auto a_t = stored(x, M, K, true, M + 3);
-            la::detail_bf16::matmul(false, true, false, M, N, K, a_t.data(), M + 3, b.data(), ldb, outer.data(), ldc, false);
+            la::detail_bf16::matmul(la::Bf16Isa::portable, true, false, M, N, K, a_t.data(), M + 3, b.data(), ldb, outer.data(), ldc, false);
             for (std::size_t m = 0; m < M; ++m)
               for (std::size_t n = 0; n < N; ++n) {
                 expected[m * N + n] = outer[m * ldc + n];
@@ -262,7 +275,7 @@ TEST_CASE("bf16_matmul (mixed-precision training): every operand layout gives th
             for (std::size_t n = N; n < ldc; ++n) CHECK(c[m * ldc + n] == 7.0f);
           for (std::size_t m = 0; m < M; ++m)
             for (std::size_t n = 0; n < N; ++n) c[m * ldc + n] = c0[m * N + n];
-          la::detail_bf16::matmul(hardware, ta, tb, M, N, K, a.data(), lda, b.data(), ldb, c.data(), ldc, true);
+          la::detail_bf16::matmul(isa, ta, tb, M, N, K, a.data(), lda, b.data(), ldb, c.data(), ldc, true);
           differ = 0;
           for (std::size_t m = 0; m < M; ++m)
             for (std::size_t n = 0; n < N; ++n) differ += !same_bits(c[m * ldc + n], c0[m * N + n] + expected[m * N + n]);
@@ -303,18 +316,17 @@ void check_sums(la::Precision precision, const std::vector<float>& out, std::siz
 
 TEST_CASE("bf16_matmul over an empty sum (K = 0): every layout writes 0, or leaves C as it was when accumulating") {
   const std::size_t M = 5, N = 70;
-  for (const bool hardware : {false, true}) {
-    if (hardware && !la::detail_bf16::cpu_has_avx512_bf16()) continue;
+  for (const auto isa : cpu_isas()) {
     for (const bool ta : {false, true})
       for (const bool tb : {false, true})
         for (const bool accumulate : {false, true}) {
-          CAPTURE(hardware);
+          CAPTURE(isa_name(isa));
           CAPTURE(ta);
           CAPTURE(tb);
           CAPTURE(accumulate);
           const std::vector<float> a(M * N + 1, 1.0f), b(M * N + 1, 1.0f);  // never read
           std::vector<float> c(M * N, 7.0f);
-          la::detail_bf16::matmul(hardware, ta, tb, M, N, 0, a.data(), ta ? M : 1, b.data(), tb ? 1 : N, c.data(), N,
+          la::detail_bf16::matmul(isa, ta, tb, M, N, 0, a.data(), ta ? M : 1, b.data(), tb ? 1 : N, c.data(), N,
                                   accumulate);
           std::size_t wrong = 0;
           for (const float v : c) wrong += v != (accumulate ? 7.0f : 0.0f);
@@ -412,7 +424,7 @@ TEST_CASE("bf16_matmul reading a bf16 copy of W (mixed-precision training's kept
     const la::PackedMatrix store(la::WeightType::bf16, c2(w_rows, N + 8, K));
     const la::PackedRef copy = store.ref().rows_from(4, N);
     const float* w = w_rows.data() + 4 * K;
-    for (const auto kernel : {la::Bf16Kernel::portable, la::Bf16Kernel::automatic}) {
+    for (const auto kernel : {la::Bf16Kernel::portable, la::Bf16Kernel::avx2, la::Bf16Kernel::automatic}) {
       la::set_bf16_kernel(kernel);
       CAPTURE(la::bf16_kernel_name());
       std::vector<float> y(M * N, 3.0f), y_copy(M * N, 3.0f), dx(M * K, 1.0f), dx_copy(M * K, 1.0f);

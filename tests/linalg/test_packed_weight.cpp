@@ -215,7 +215,8 @@ TEST_CASE("fused Cauchy kernel reads the packed W_cls: loc and scale as from the
   }
 }
 
-TEST_CASE("int8 products: AVX512-VNNI gives the portable loop's bits; rows independent of the batch; zero and non-finite inputs") {
+TEST_CASE("int8 products: AVX512-VNNI and AVX2 give the portable loop's bits; rows independent of the batch; zero and non-finite "
+          "inputs") {
   const std::uint64_t seed = cqtest::test_seed(20261127, "int8 kernels");
   std::mt19937_64 rng(seed);
   MESSAGE("int8 kernel on this CPU: ", std::string(la::int8_kernel_name()));
@@ -236,6 +237,11 @@ TEST_CASE("int8 products: AVX512-VNNI gives the portable loop's bits; rows indep
   const auto hw = product(la::Int8Kernel::automatic, x.data(), M, p.ref());
   const auto portable = product(la::Int8Kernel::portable, x.data(), M, p.ref());
   CHECK(std::memcmp(hw.data(), portable.data(), hw.size() * sizeof(float)) == 0);
+  la::set_int8_kernel(la::Int8Kernel::avx2);
+  MESSAGE("int8 kernel chosen as avx2 on this CPU: ", std::string(la::int8_kernel_name()));
+  CHECK(std::string(la::int8_kernel_name()) == (la::cpu_has_avx2_fma() ? "AVX2" : "portable"));
+  const auto avx2 = product(la::Int8Kernel::avx2, x.data(), M, p.ref());
+  CHECK(std::memcmp(avx2.data(), portable.data(), avx2.size() * sizeof(float)) == 0);
   for (std::size_t m = 0; m < M; ++m) {  // a row alone gives its bits in the batch
     const auto alone = product(la::Int8Kernel::automatic, x.data() + m * K, 1, p.ref());
     CHECK(std::memcmp(alone.data(), hw.data() + m * N, N * sizeof(float)) == 0);
@@ -248,14 +254,43 @@ TEST_CASE("int8 products: AVX512-VNNI gives the portable loop's bits; rows indep
   // the fused head: both kernels, the same bits
   auto scale = normal_vector(M * K, rng);
   for (auto& s : scale) s = std::abs(s) + 0.1f;
-  std::vector<float> l1(M * N), s1(M * N), l2(M * N), s2(M * N);
-  for (const bool hardware : {true, false}) {
-    la::set_int8_kernel(hardware ? la::Int8Kernel::automatic : la::Int8Kernel::portable);
-    la::int8_cauchy_rows(p.ref(), x.data(), scale.data(), M, K, b.data(), (hardware ? l1 : l2).data(), (hardware ? s1 : s2).data());
+  std::vector<float> l2(M * N), s2(M * N);
+  la::set_int8_kernel(la::Int8Kernel::portable);
+  la::int8_cauchy_rows(p.ref(), x.data(), scale.data(), M, K, b.data(), l2.data(), s2.data());
+  for (const auto kernel : {la::Int8Kernel::automatic, la::Int8Kernel::avx2}) {
+    la::set_int8_kernel(kernel);
+    CAPTURE(la::int8_kernel_name());
+    std::vector<float> l1(M * N), s1(M * N);
+    la::int8_cauchy_rows(p.ref(), x.data(), scale.data(), M, K, b.data(), l1.data(), s1.data());
+    CHECK(std::memcmp(l1.data(), l2.data(), l1.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(s1.data(), s2.data(), s1.size() * sizeof(float)) == 0);
   }
   la::set_int8_kernel(la::Int8Kernel::automatic);
-  CHECK(std::memcmp(l1.data(), l2.data(), l1.size() * sizeof(float)) == 0);
-  CHECK(std::memcmp(s1.data(), s2.data(), s1.size() * sizeof(float)) == 0);
+  // the largest products, ±127·±127, every sign pattern: no kernel saturates its 16-bit pair sums
+  {
+    const std::size_t Ks = 64, Ns = 8;
+    std::vector<float> xs(Ks), ws(Ns * Ks);
+    for (std::size_t k = 0; k < Ks; ++k) xs[k] = (k / 3) % 2 ? -1.0f : 1.0f;
+    for (std::size_t n = 0; n < Ns; ++n)
+      for (std::size_t k = 0; k < Ks; ++k) ws[n * Ks + k] = n % 2 ? -xs[k] : (n % 4 == 2 ? 1.0f : xs[k]);
+    const la::PackedMatrix ps(la::WeightType::int8, c2(ws, Ns, Ks));
+    std::vector<float> y_portable(Ns);
+    for (const auto kernel : {la::Int8Kernel::portable, la::Int8Kernel::avx2, la::Int8Kernel::automatic}) {
+      la::set_int8_kernel(kernel);
+      CAPTURE(la::int8_kernel_name());
+      std::vector<float> ys(Ns);
+      la::int8_linear_forward({ys.data(), {1, Ns}}, {xs.data(), {1, Ks}}, ps.ref());
+      double sum_x = 0;
+      for (const float v : xs) sum_x += v;
+      for (std::size_t n = 0; n < Ns; ++n) {
+        const double expected = n % 2 ? -double(Ks) : (n % 4 == 2 ? sum_x : double(Ks));
+        CHECK(std::abs(ys[n] - expected) <= 1e-4 * Ks);
+      }
+      if (kernel == la::Int8Kernel::portable) y_portable = ys;
+      CHECK(std::memcmp(ys.data(), y_portable.data(), Ns * sizeof(float)) == 0);
+    }
+    la::set_int8_kernel(la::Int8Kernel::automatic);
+  }
   // a zero input gives the bias; ∞ or NaN in a chunk gives NaN
   std::vector<float> special(3 * K, 0.0f);
   special[K + 20] = std::numeric_limits<float>::infinity();
@@ -281,12 +316,15 @@ TEST_CASE("int8 input quantisation: AVX-512 and the portable loop give the same 
   x[K + 50] = -std::numeric_limits<float>::infinity();                   // row 1, chunk 3
   x[2 * K + K - 1] = std::numeric_limits<float>::quiet_NaN();           // row 2, the tail
   la::detail_int8::Quantised hw, portable;
-  hw.assign(x.data(), K, 3, K, la::int8_kernel_is_hardware());
+  hw.assign(x.data(), K, 3, K, la::int8_kernel_isa() == la::Int8Isa::avx512_vnni);
   portable.assign(x.data(), K, 3, K, false);
   const std::size_t chunks = (K + 15) / 16;
   CHECK(hw.chunks == chunks);
   CHECK(std::memcmp(hw.mag.data(), portable.mag.data(), 3 * chunks * 16) == 0);
   CHECK(std::memcmp(hw.sign.data(), portable.sign.data(), 3 * chunks * sizeof(std::uint16_t)) == 0);
+  CHECK(std::memcmp(hw.value.data(), portable.value.data(), 3 * chunks * 16) == 0);
+  for (std::size_t i = 0; i < 3 * chunks * 16; ++i)  // x̂ = ±|x̂| with its sign bit
+    CHECK(int(portable.value[i]) == ((portable.sign[i / 16] >> (i % 16)) & 1u ? -1 : 1) * int(portable.mag[i]));
   for (std::size_t i = 0; i < 3 * chunks; ++i) {
     CAPTURE(i);
     CHECK((hw.scale[i] == portable.scale[i] || (std::isnan(hw.scale[i]) && std::isnan(portable.scale[i]))));

@@ -9,13 +9,19 @@
 ///   l_j ← (l_j + x_{2j+1}·w_{2j+1}) + x_{2j}·w_{2j}
 /// then  y = ((l₀+l₄)+(l₂+l₆)) + ((l₁+l₅)+(l₃+l₇)) (+ b).
 /// On a CPU with AVX512-BF16 (checked at run time) each chunk of four W rows costs two
-/// vdpbf16ps per row of X (32 multiply-adds each: twice the float FMA rate); elsewhere a
-/// portable loop computes the same sums in the same order (the same bits, except that the
-/// instruction flushes subnormal inputs and results to zero).
-/// The same kernel serves mixed-precision training (bf16_matmul: both operands rounded per call)
+/// vdpbf16ps per row of X (32 multiply-adds each: twice the float FMA rate). On a CPU with AVX2
+/// and FMA instead, X's rows are widened to float once per call with each chunk's odd values
+/// first, and a W row's chunk is split in registers into its odd and even values as floats (a
+/// mask and a shift), so that lane j takes the same two steps as two FMAs. Elsewhere a portable
+/// loop computes the same sums in the same order. All give the same bits, except that
+/// vdpbf16ps flushes subnormal inputs and results to zero and an FMA rounds a product below
+/// float's normal range (|x·w| < 2⁻¹²⁶, where bf16 products stop being exact) together with the
+/// sum.
+/// The same kernels serve mixed-precision training (bf16_matmul: both operands rounded per call)
 /// for X·Wᵀ; dYᵀ·X (whose sums run over the tokens) and dY·W (whose W holds the sum's index in
-/// its rows) run on an outer-product kernel with its own fixed order, described below. Call
-/// outside your own `omp parallel` regions (it then runs serially).
+/// its rows) run on an outer-product kernel with its own fixed order, described below (on
+/// AVX512-BF16 or the portable loop). Call outside your own `omp parallel` regions (it then
+/// runs serially).
 #pragma once
 #include "causalqwen/core/bfloat16.hpp"
 #include "causalqwen/core/error.hpp"
@@ -32,6 +38,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -41,6 +48,11 @@
 
 namespace causalqwen::linalg {
 
+/// The instruction set the bf16 products run on: AVX512-BF16's vdpbf16ps, AVX2 with FMA (the
+/// products of linear layers; mixed-precision training's other two products then run on the
+/// portable loop), or the portable loop.
+enum class Bf16Isa { avx512_bf16, avx2, portable };
+
 namespace detail_bf16 {
 
 /// Rows of X per micro-tile; panel groups of 4 W rows per micro-tile: 2 (6 × 8 outputs, 24
@@ -48,6 +60,11 @@ namespace detail_bf16 {
 /// group at a time reads the panels as one sequential stream, which measured 1.2× faster than
 /// two streams and 1.5× faster than four on a 140 MB matrix here).
 inline constexpr std::size_t tile_rows = 6, tile_groups = 2, few_rows_tile_groups = 1;
+/// The AVX2 kernel's micro-tile: 3 rows of X × 1 panel group.
+inline constexpr std::size_t avx2_tile_rows = 3, avx2_tile_groups = 1;
+/// Panel groups per AVX2 tile of a single row of X (a decoding step): 2, eight independent FMA
+/// chains (1.2× one group's four on a 8.7 MB matrix read from L3 here, one thread).
+inline constexpr std::size_t avx2_row_groups = 2;
 /// W rows handed to one task of the thread split (a multiple of 8): 64, or fewer when K is
 /// long, so that a task's bf16 panels (rows × Kp × 2 bytes) stay within task_panel_bytes, in
 /// the core's L2 beside the block of X, while every block of X rows streams over them.
@@ -215,14 +232,134 @@ void tile_avx512_rows(const std::uint16_t* xb, std::size_t Kp, std::size_t mr, c
 }
 #endif
 
-/// The kernel: the portable loop, or AVX512-BF16's when `hardware`.
-inline void tile(bool hardware, const std::uint16_t* xb, std::size_t Kp, std::size_t mr, const std::uint16_t* w_group,
+/// X's rows for the AVX2 kernel, xs [M, Kp]: chunk c of row m holds the bf16 values of
+/// x_{16c}, …, x_{16c+15} widened to float (exact), the odd ones first,
+///   [x₁, x₃, …, x₁₅, x₀, x₂, …, x₁₄]   (0 past K),
+/// so that its two halves meet the odd and even weights of a W row's chunk lane by lane.
+inline void pack_split_rows(const float* x, std::size_t ld, std::size_t M, std::size_t K, std::size_t Kp, float* xs) {
+  const auto rounded = [&](std::size_t m, std::size_t k) { return k < K ? bf16_to_float(float_to_bf16(x[m * ld + k])) : 0.0f; };
+  parallel_for(M, M * Kp, [&](std::size_t m) {
+    for (std::size_t c = 0; c < Kp / panel_cols; ++c)
+      for (std::size_t j = 0; j < panel_cols / 2; ++j) {
+        xs[m * Kp + c * panel_cols + j] = rounded(m, c * panel_cols + 2 * j + 1);
+        xs[m * Kp + c * panel_cols + panel_cols / 2 + j] = rounded(m, c * panel_cols + 2 * j);
+      }
+  });
+}
+
+#ifdef CAUSALQWEN_BF16_KERNEL
+#define CAUSALQWEN_TARGET_AVX2 __attribute__((target("avx2,fma")))
+
+/// [h₀+h₂, h₁+h₃, ·, ·] of an accumulator's 8 lanes, where h_j = l_j + l_{j+4}; a row's sum
+/// (lane_sum) is then (h₀ + h₂) + (h₁ + h₃), the two lanes added by vhaddps.
+CAUSALQWEN_TARGET_AVX2 inline __m128 half_sums(__m256 a) {
+  const __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  return _mm_add_ps(h, _mm_movehl_ps(h, h));
+}
+
+/// [y₀, y₁, y₂, y₃]: the sums of four accumulators (four W rows), each as lane_sum adds them.
+CAUSALQWEN_TARGET_AVX2 inline __m128 four_sums_avx2(const __m256* acc) {
+  return _mm_hadd_ps(_mm_movelh_ps(half_sums(acc[0]), half_sums(acc[1])), _mm_movelh_ps(half_sums(acc[2]), half_sums(acc[3])));
+}
+
+/// Writes the four sums of a tile's row for its W rows from `col` on that exist (o.cols): at
+/// out + col, as sum + bias, or out + sum when accumulating.
+CAUSALQWEN_TARGET_AVX2 inline void store_four(__m128 sums, const TileOut& o, float* out, std::size_t col) {
+  const std::size_t valid = std::min(o.cols - col, panel_rows);
+  out += col;
+  if (valid == panel_rows) {
+    const __m128 bias = o.bias ? _mm_loadu_ps(o.bias + col) : _mm_setzero_ps();
+    _mm_storeu_ps(out, o.accumulate ? _mm_add_ps(_mm_loadu_ps(out), sums) : _mm_add_ps(sums, bias));
+    return;
+  }
+  alignas(16) float y[panel_rows];
+  _mm_store_ps(y, sums);
+  for (std::size_t r = 0; r < valid; ++r) out[r] = o.accumulate ? out[r] + y[r] : y[r] + (o.bias ? o.bias[col + r] : 0.0f);
+}
+
+/// The AVX2 kernel: MR rows of xs (pack_split_rows) × the 4 W rows of one panel group (12
+/// accumulators of 8 lanes for MR = 3; the split W row and the mask in 3 of the other 4
+/// registers). Per chunk, each W row's 16 bf16 values (8 words of an odd value over an even one)
+/// become the floats of its odd values (the words masked to their high half) and of its even
+/// ones (the words shifted up 16 bits), and lane j of each output takes
+///   l_j ← fma(x_{2j+1}, w_{2j+1}, l_j),  then  l_j ← fma(x_{2j}, w_{2j}, l_j).
+/// (Measured here against a tile of 4 rows × 2 W rows, whose loads of X each serve four FMAs:
+/// as fast for a prefill, slower for a decoding step.)
+template <std::size_t MR>
+CAUSALQWEN_TARGET_AVX2 void tile_avx2(const float* xs, std::size_t Kp, const std::uint16_t* w_group, const TileOut& o) {
+  const std::size_t chunks = Kp / panel_cols;
+  const __m256i high_half = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  __m256 acc[MR][panel_rows];
+  for (std::size_t m = 0; m < MR; ++m)
+    for (std::size_t r = 0; r < panel_rows; ++r) acc[m][r] = _mm256_setzero_ps();
+  for (std::size_t c = 0; c < chunks; ++c) {
+    const std::uint16_t* w_chunk = w_group + c * panel_rows * panel_cols;
+#pragma GCC unroll 4
+    for (std::size_t r = 0; r < panel_rows; ++r) {
+      const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w_chunk + r * panel_cols));
+      const __m256 w_odd = _mm256_castsi256_ps(_mm256_and_si256(words, high_half));
+      const __m256 w_even = _mm256_castsi256_ps(_mm256_slli_epi32(words, 16));
+#pragma GCC unroll 3
+      for (std::size_t m = 0; m < MR; ++m) {
+        const float* x = xs + m * Kp + c * panel_cols;
+        acc[m][r] = _mm256_fmadd_ps(_mm256_loadu_ps(x), w_odd, acc[m][r]);
+        acc[m][r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + panel_cols / 2), w_even, acc[m][r]);
+      }
+    }
+  }
+#pragma GCC unroll 3
+  for (std::size_t m = 0; m < MR; ++m) store_four(four_sums_avx2(acc[m]), o, o.c + m * o.ldc, 0);
+}
+
+/// tile_avx2 for one row of X (a decoding step) × G panel groups: X's chunk is loaded once for
+/// all 4·G W rows, and the 4·G accumulators are as many independent chains of FMAs (one group
+/// alone gives four, each two FMAs deep per chunk, and then waits on their latency).
+template <std::size_t G>
+CAUSALQWEN_TARGET_AVX2 void tile_avx2_row(const float* xs, std::size_t Kp, const std::uint16_t* w_group, const TileOut& o) {
+  constexpr std::size_t R = panel_rows * G;
+  const std::size_t chunks = Kp / panel_cols, group_stride = panel_rows * Kp;
+  const __m256i high_half = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  __m256 acc[R];
+  for (std::size_t r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (std::size_t c = 0; c < chunks; ++c) {
+    const __m256 x_odd = _mm256_loadu_ps(xs + c * panel_cols), x_even = _mm256_loadu_ps(xs + c * panel_cols + panel_cols / 2);
+#pragma GCC unroll 8
+    for (std::size_t r = 0; r < R; ++r) {
+      const std::uint16_t* w = w_group + (r / panel_rows) * group_stride + c * panel_rows * panel_cols + (r % panel_rows) * panel_cols;
+      const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+      const __m256 w_odd = _mm256_castsi256_ps(_mm256_and_si256(words, high_half));
+      const __m256 w_even = _mm256_castsi256_ps(_mm256_slli_epi32(words, 16));
+      acc[r] = _mm256_fmadd_ps(x_even, w_even, _mm256_fmadd_ps(x_odd, w_odd, acc[r]));
+    }
+  }
+  for (std::size_t g = 0; g < G && g * panel_rows < o.cols; ++g) store_four(four_sums_avx2(acc + g * panel_rows), o, o.c, g * panel_rows);
+}
+#endif
+
+/// The kernel for bf16 rows of X: the portable loop, or AVX512-BF16's when `isa` says so.
+inline void tile(Bf16Isa isa, const std::uint16_t* xb, std::size_t Kp, std::size_t mr, const std::uint16_t* w_group,
                  std::size_t G, const TileOut& o) {
 #ifdef CAUSALQWEN_BF16_KERNEL
-  if (hardware) return G == 1 ? tile_avx512_rows<1>(xb, Kp, mr, w_group, o) : tile_avx512_rows<2>(xb, Kp, mr, w_group, o);
+  if (isa == Bf16Isa::avx512_bf16)
+    return G == 1 ? tile_avx512_rows<1>(xb, Kp, mr, w_group, o) : tile_avx512_rows<2>(xb, Kp, mr, w_group, o);
 #endif
-  (void)hardware;
+  (void)isa;
   tile_portable(xb, Kp, mr, w_group, G, o);
+}
+
+/// The kernel for rows of X split by pack_split_rows: AVX2's, mr ∈ [1, 3] rows × one panel group,
+/// or one row × G ∈ {1, 2} groups.
+inline void tile([[maybe_unused]] Bf16Isa isa, [[maybe_unused]] const float* xs, [[maybe_unused]] std::size_t Kp,
+                 [[maybe_unused]] std::size_t mr, [[maybe_unused]] const std::uint16_t* w_group, [[maybe_unused]] std::size_t G,
+                 [[maybe_unused]] const TileOut& o) {
+#ifdef CAUSALQWEN_BF16_KERNEL
+  if (mr == 1) return G == 1 ? tile_avx2_row<1>(xs, Kp, w_group, o) : tile_avx2_row<2>(xs, Kp, w_group, o);
+  switch (mr) {
+    case 1: return tile_avx2<1>(xs, Kp, w_group, o);
+    case 2: return tile_avx2<2>(xs, Kp, w_group, o);
+    default: return tile_avx2<3>(xs, Kp, w_group, o);
+  }
+#endif
 }
 
 /// Where a packer puts the 16 bf16 values of chunk c (contraction indices [16c, 16c+16)) of
@@ -317,17 +454,21 @@ inline void copy_abs(const std::uint16_t* __restrict src, std::size_t n, std::ui
   for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<std::uint16_t>(src[i] & 0x7FFFu);
 }
 
-/// c [M,N] (=|+=) the products of the bf16 rows xb [M,Kp] with the N rows of `w`, each output
-/// in the order of the file comment; written as out + bias (bias may be null: out + 0), or
-/// added to c when `accumulate`.
-inline void multiply(bool hardware, const std::uint16_t* xb, std::size_t M, std::size_t Kp, const PanelSource& w,
-                     std::size_t N, float* c, std::size_t ldc, bool accumulate, const float* bias) {
-  const std::size_t block_rows = std::max(tile_rows, x_block_bytes / (2 * Kp) / tile_rows * tile_rows);
+/// c [M,N] (=|+=) the products of X's rows [M,Kp] with the N rows of `w`, each output in the
+/// order of the file comment; written as out + bias (bias may be null: out + 0), or added to c
+/// when `accumulate`. X's rows are bf16 (XRow = std::uint16_t: AVX512-BF16 or the portable loop,
+/// as `isa` says) or floats split by pack_split_rows (XRow = float: AVX2).
+template <class XRow>
+void multiply(Bf16Isa isa, const XRow* xb, std::size_t M, std::size_t Kp, const PanelSource& w, std::size_t N, float* c,
+              std::size_t ldc, bool accumulate, const float* bias) {
+  constexpr bool split = std::is_same_v<XRow, float>;
+  constexpr std::size_t mr = split ? avx2_tile_rows : tile_rows;
+  const std::size_t block_rows = std::max(mr, x_block_bytes / (sizeof(XRow) * Kp) / mr * mr);
   const std::size_t per_task = M <= 2 ? rows_per_task : task_rows(Kp);
   const std::size_t tasks = (N + per_task - 1) / per_task;
-  const std::size_t groups = M <= 2 ? few_rows_tile_groups : tile_groups;
+  const std::size_t groups = split ? (M == 1 ? avx2_row_groups : avx2_tile_groups) : M <= 2 ? few_rows_tile_groups : tile_groups;
   // tile calls per task: the float rows of the next task are prefetched across them
-  const std::size_t tile_calls = ((M + block_rows - 1) / block_rows) * ((block_rows + tile_rows - 1) / tile_rows) *
+  const std::size_t tile_calls = ((M + block_rows - 1) / block_rows) * ((block_rows + mr - 1) / mr) *
                                  ((per_task + panel_rows * groups - 1) / (panel_rows * groups));
   parallel_for(tasks, M * N * Kp / 8 + N * Kp, [&](std::size_t t) {
     const std::size_t n0 = t * per_task, n1 = std::min(N, n0 + per_task);
@@ -342,8 +483,8 @@ inline void multiply(bool hardware, const std::uint16_t* xb, std::size_t M, std:
       first_group = task_panels.data();
     } else if (!w.panels) {
       if (task_panels.size() < per_task * Kp) task_panels.resize(per_task * Kp);
-      pack(hardware, w.transposed ? w.src + n0 : w.src + n0 * w.ld, w.ld, w.transposed, n1 - n0, w.K, Kp, PackLayout::panels,
-           task_panels.data());
+      pack(isa == Bf16Isa::avx512_bf16, w.transposed ? w.src + n0 : w.src + n0 * w.ld, w.ld, w.transposed, n1 - n0, w.K, Kp,
+           PackLayout::panels, task_panels.data());
       first_group = task_panels.data();
       if (n1 < N) {  // R's rows [n1, n2): rows of src, or its columns when transposed
         const std::size_t n2 = std::min(N, n1 + per_task);
@@ -356,19 +497,18 @@ inline void multiply(bool hardware, const std::uint16_t* xb, std::size_t M, std:
       for (std::size_t n = n0; n < n1; n += panel_rows * groups) {
         const std::size_t rows = std::min(panel_rows * groups, n1 - n);
         const std::size_t G = (rows + panel_rows - 1) / panel_rows;
-        for (std::size_t m = m0; m < m_end; m += tile_rows) {
+        for (std::size_t m = m0; m < m_end; m += mr) {
           next.prefetch_some();
-          tile(hardware, xb + m * Kp, Kp, std::min(tile_rows, m_end - m), first_group + ((n - n0) / panel_rows) * panel_rows * Kp,
-               G, {c + m * ldc + n, ldc, rows, bias ? bias + n : nullptr, accumulate});
+          tile(isa, xb + m * Kp, Kp, std::min(mr, m_end - m), first_group + ((n - n0) / panel_rows) * panel_rows * Kp, G,
+               {c + m * ldc + n, ldc, rows, bias ? bias + n : nullptr, accumulate});
         }
       }
     }
   });
 }
 
-/// Y = bf16(X)·Wᵀ (+ b) on the portable loop or (when `hardware`, which needs
-/// cpu_has_avx512_bf16()) on AVX512-BF16: the same sums.
-inline void forward(bool hardware, TensorView<float, 2> y, TensorView<const float, 2> x, const PackedRef& w,
+/// Y = bf16(X)·Wᵀ (+ b) on the instruction set `isa` (which the CPU must have): the same sums.
+inline void forward(Bf16Isa isa, TensorView<float, 2> y, TensorView<const float, 2> x, const PackedRef& w,
                     TensorView<const float, 1> b) {
   const std::size_t M = x.shape[0], K = x.shape[1], N = w.rows, Kp = w.cols_padded;
   detail::require(w.type == WeightType::bf16, "bf16_linear_forward", "W is {}, not a bf16 copy", weight_type_name(w.type));
@@ -378,12 +518,18 @@ inline void forward(bool hardware, TensorView<float, 2> y, TensorView<const floa
   require_shape(y, {M, N}, "bf16_linear_forward", "Y");
   if (!b.empty()) require_shape(b, {N}, "bf16_linear_forward", "b");
   if (M == 0 || N == 0) return;
+  const std::uint16_t* first_group = w.bf16 + (w.row0 / panel_rows) * panel_rows * Kp;
+  const PanelSource panels{first_group, nullptr, 0, 0, false, w.abs};
+  if (isa == Bf16Isa::avx2) {
+    thread_local std::vector<float> xs;  // [M, Kp], grown once per shape
+    if (xs.size() < M * Kp) xs.resize(M * Kp);
+    pack_split_rows(x.data, K, M, K, Kp, xs.data());
+    return multiply(isa, xs.data(), M, Kp, panels, N, y.data, N, false, b.empty() ? nullptr : b.data);
+  }
   thread_local std::vector<std::uint16_t> xb;  // [M, Kp], grown once per shape
   if (xb.size() < M * Kp) xb.resize(M * Kp);
-  pack(hardware, x.data, K, false, M, K, Kp, PackLayout::rows, xb.data());
-  const std::uint16_t* first_group = w.bf16 + (w.row0 / panel_rows) * panel_rows * Kp;
-  multiply(hardware, xb.data(), M, Kp, {first_group, nullptr, 0, 0, false, w.abs}, N, y.data, N, false,
-           b.empty() ? nullptr : b.data);
+  pack(isa == Bf16Isa::avx512_bf16, x.data, K, false, M, K, Kp, PackLayout::rows, xb.data());
+  multiply(isa, xb.data(), M, Kp, panels, N, y.data, N, false, b.empty() ? nullptr : b.data);
 }
 
 // ---- products whose two operands both hold the sum's index in their rows: C = Aᵀ·B (dW = dYᵀ·X)
@@ -718,8 +864,9 @@ inline void row_outer_product(bool hardware, std::size_t M, std::size_t cols, st
 /// `multiply`; then the sums of `multiply`. Aᵀ·B and A·B (B stored with K as its rows) run on
 /// the outer-product kernel instead, with its order of the sums. `b_panels` (optional): a bf16 copy
 /// of B in panels, of op(B)ᵀ [N,K] for A·Bᵀ or of B [K,N] for A·B, read instead of rounding B
-/// (the same bits); `b_abs`: B holds |the copy's values| (the sign bits cleared).
-inline void matmul(bool hardware, bool a_transposed, bool b_transposed, std::size_t M, std::size_t N, std::size_t K,
+/// (the same bits); `b_abs`: B holds |the copy's values| (the sign bits cleared). On AVX2, A·Bᵀ
+/// with A stored as rows runs the AVX2 kernel; the other layouts, the portable loop.
+inline void matmul(Bf16Isa isa, bool a_transposed, bool b_transposed, std::size_t M, std::size_t N, std::size_t K,
                    const float* a, std::size_t lda, const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
                    const std::uint16_t* b_panels = nullptr, bool b_abs = false) {
   if (M == 0 || N == 0) return;
@@ -728,42 +875,58 @@ inline void matmul(bool hardware, bool a_transposed, bool b_transposed, std::siz
       for (std::size_t m = 0; m < M; ++m) std::fill_n(c + m * ldc, N, 0.0f);
     return;
   }
+  const bool hardware = isa == Bf16Isa::avx512_bf16;  // the outer products and packers have no AVX2 kernels
   if (a_transposed && !b_transposed) return outer_product(hardware, M, N, K, a, lda, b, ldb, c, ldc, accumulate);
   if (!a_transposed && !b_transposed)
     return row_outer_product(hardware, M, N, K, a, lda, b, ldb, c, ldc, accumulate, b_panels, b_abs);
   const std::size_t Kp = (K + panel_cols - 1) / panel_cols * panel_cols;
+  // the panels' row j is column j of op(B): stored as row j when B is transposed
+  const PanelSource panels{b_transposed ? b_panels : nullptr, b, ldb, K, !b_transposed, b_transposed && b_abs};
+  if (isa == Bf16Isa::avx2 && !a_transposed) {
+    thread_local std::vector<float> a_split;  // [M, Kp]
+    if (a_split.size() < M * Kp) a_split.resize(M * Kp);
+    pack_split_rows(a, lda, M, K, Kp, a_split.data());
+    return multiply(isa, a_split.data(), M, Kp, panels, N, c, ldc, accumulate, nullptr);
+  }
   thread_local std::vector<std::uint16_t> a_rows;  // [M, Kp]
   if (a_rows.size() < M * Kp) a_rows.resize(M * Kp);
   pack(hardware, a, lda, a_transposed, M, K, Kp, PackLayout::rows, a_rows.data());
-  // the panels' row j is column j of op(B): stored as row j when B is transposed
-  multiply(hardware, a_rows.data(), M, Kp, {b_transposed ? b_panels : nullptr, b, ldb, K, !b_transposed, b_transposed && b_abs}, N, c,
-           ldc, accumulate, nullptr);
+  multiply(hardware ? isa : Bf16Isa::portable, a_rows.data(), M, Kp, panels, N, c, ldc, accumulate, nullptr);
 }
 
 }  // namespace detail_bf16
 
-/// Which kernel bf16_linear_forward runs: AVX512-BF16's when this CPU has it (`automatic`, the
-/// default), or the portable loop everywhere (`portable`: the same sums; for tests and
-/// comparisons).
-enum class Bf16Kernel { automatic, portable };
+/// Which kernels the bf16 products run: the fastest this CPU has (`automatic`, the default:
+/// AVX512-BF16, else AVX2 with FMA), the AVX2 ones even on a CPU with AVX512-BF16 (`avx2`, for
+/// tests and comparisons), or the portable loop everywhere (`portable`: the same sums).
+enum class Bf16Kernel { automatic, avx2, portable };
 
-/// Sets the kernel of every later bf16_linear_forward in this process.
+/// Sets the kernel of every later bf16 product in this process.
 inline void set_bf16_kernel(Bf16Kernel k) { kernel_choice<Bf16Kernel>() = k; }
 
-/// Whether bf16_linear_forward runs on AVX512-BF16 now.
-inline bool bf16_kernel_is_hardware() {
-  return kernel_runs_on_hardware<Bf16Kernel>(detail_bf16::cpu_has_avx512_bf16());
+/// The instruction set the bf16 products run on now.
+inline Bf16Isa bf16_kernel_isa() {
+  return kernel_isa<Bf16Kernel>(detail_bf16::cpu_has_avx512_bf16(), Bf16Isa::avx512_bf16);
 }
 
-/// "AVX512-BF16" or "portable": what bf16_linear_forward runs on now.
-inline const char* bf16_kernel_name() { return bf16_kernel_is_hardware() ? "AVX512-BF16" : "portable"; }
+/// Whether the bf16 products run one of their instruction-set kernels now (AVX512-BF16 or AVX2).
+inline bool bf16_kernel_is_hardware() { return bf16_kernel_isa() != Bf16Isa::portable; }
+
+/// "AVX512-BF16", "AVX2" or "portable": what bf16_linear_forward runs on now.
+inline const char* bf16_kernel_name() {
+  switch (bf16_kernel_isa()) {
+    case Bf16Isa::avx512_bf16: return "AVX512-BF16";
+    case Bf16Isa::avx2: return "AVX2";
+    default: return "portable";
+  }
+}
 
 /// Y = bf16(X)·Wᵀ (+ b):  X [M,K], W [N,K] a bf16 copy (its first row at a multiple of 4 in
-/// its panels), b [N] (optional), Y [M,N]. AVX512-BF16 when this CPU has it (checked at run
-/// time), else the portable loop with the same sums.
+/// its panels), b [N] (optional), Y [M,N]. AVX512-BF16 or AVX2 when this CPU has it (checked at
+/// run time), else the portable loop with the same sums.
 inline void bf16_linear_forward(TensorView<float, 2> y, TensorView<const float, 2> x, const PackedRef& w,
                                 TensorView<const float, 1> b = {}) {
-  detail_bf16::forward(bf16_kernel_is_hardware(), y, x, w, b);
+  detail_bf16::forward(bf16_kernel_isa(), y, x, w, b);
 }
 
 /// The arithmetic of a linear map's products in training: float throughout (`f32`), or bf16
@@ -800,7 +963,7 @@ inline void bf16_matmul(Op op_a, Op op_b, std::size_t M, std::size_t N, std::siz
                     b_copy.cols, b_copy.row0, transposed ? shape_string(Shape<2>{N, K}) : shape_string(Shape<2>{K, N}));
     b_panels = b_copy.bf16 + b_copy.row0 * b_copy.cols_padded;
   }
-  detail_bf16::matmul(bf16_kernel_is_hardware(), op_a == Op::transposed, op_b == Op::transposed, M, N, K, a, lda, b, ldb,
+  detail_bf16::matmul(bf16_kernel_isa(), op_a == Op::transposed, op_b == Op::transposed, M, N, K, a, lda, b, ldb,
                       c, ldc, accumulate, b_panels, b_copy.abs);
 }
 

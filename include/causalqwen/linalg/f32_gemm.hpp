@@ -54,18 +54,8 @@ inline constexpr double parallel_multiply_adds = 64.0 * 64.0 * 64.0;
 /// Whether this CPU runs AVX-512F (transpose16.hpp's, asked once).
 using linalg::cpu_has_avx512f;
 
-/// Whether this CPU runs AVX2 and FMA (asked once).
-inline bool cpu_has_avx2_fma() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return has;
-#else
-  return false;
-#endif
-}
+/// Whether this CPU runs AVX2 and FMA (kernel_choice.hpp's, asked once).
+using linalg::cpu_has_avx2_fma;
 
 /// An operand read as stored (element (i, j) at p[i·ld + j]) or transposed (p[j·ld + i]).
 struct Operand {
@@ -533,12 +523,7 @@ enum class F32Isa { avx512, avx2, portable };
 
 /// What the choice of `set_f32_kernel` gives on this CPU (a kernel the CPU lacks falls back to
 /// the next one down).
-inline F32Isa f32_kernel_isa() {
-  const F32Kernel choice = kernel_choice<F32Kernel>();
-  if (choice == F32Kernel::automatic && detail_f32::cpu_has_avx512f()) return F32Isa::avx512;
-  if (choice != F32Kernel::portable && detail_f32::cpu_has_avx2_fma()) return F32Isa::avx2;
-  return F32Isa::portable;
-}
+inline F32Isa f32_kernel_isa() { return kernel_isa<F32Kernel>(detail_f32::cpu_has_avx512f(), F32Isa::avx512); }
 
 /// Whether f32_matmul runs one of its instruction-set kernels now (AVX-512 or AVX2).
 inline bool f32_kernel_is_hardware() { return f32_kernel_isa() != F32Isa::portable; }

@@ -8,9 +8,12 @@
 /// Σ_j s_j·|w_ij|, is the same with |q_ij|. Each x̂_j is x_j to within t_c/2, so a product is the
 /// float one to within Σ_c (t_c/2)·Σ_{j∈c} |q_ij|·s_i (plus float rounding).
 /// On a CPU with AVX512-VNNI (checked at run time) one vpdpbusd multiplies 64 weights (four rows
-/// of a panel group × one chunk) by |x̂| with the signs of x̂ moved onto the weights; elsewhere a
-/// portable loop computes the same sums in the same order (the same bits); X is quantised 16
-/// values at a time with AVX-512 there, giving the loop's bytes. A row's result does
+/// of a panel group × one chunk) by |x̂| with the signs of x̂ moved onto the weights; X is then
+/// quantised 16 values at a time with AVX-512, giving the portable loop's bytes. On a CPU with
+/// AVX2 and FMA instead, two rows at a time: vpsignb moves x̂'s signs onto the weights, vpmaddubsw
+/// sums the products of |x̂| with them in pairs (at most 2·127·127, within int16: no saturation)
+/// and vpmaddwd sums the pairs into the four inner sums. Elsewhere a portable loop computes the
+/// same sums in the same order. All three give the same bits. A row's result does
 /// not depend on the other rows, the thread count or the CPU. A non-finite x_j makes its chunk's
 /// t_c non-finite and the outputs NaN.
 #pragma once
@@ -34,9 +37,13 @@
 
 namespace causalqwen::linalg {
 
-/// Which kernel the int8 products run: AVX512-VNNI's when this CPU has it (`automatic`, the
-/// default), or the portable loop everywhere (`portable`: the same bits; for tests).
-enum class Int8Kernel { automatic, portable };
+/// Which kernel the int8 products run: the fastest this CPU has (`automatic`, the default:
+/// AVX512-VNNI, else AVX2), the AVX2 one even on a CPU with AVX512-VNNI (`avx2`, for tests and
+/// comparisons), or the portable loop everywhere (`portable`: the same bits).
+enum class Int8Kernel { automatic, avx2, portable };
+
+/// The instruction set the int8 products run on.
+enum class Int8Isa { avx512_vnni, avx2, portable };
 
 namespace detail_int8 {
 
@@ -80,10 +87,11 @@ CAUSALQWEN_TARGET_VNNI inline std::uint16_t quantise_chunk_avx512(const float* i
 #endif
 
 /// Vectors quantised per chunk of 16 (the file comment): for vector v and chunk c, the 16 bytes
-/// |x̂| at mag[(v·chunks + c)·16], the signs (bit k: x̂_{16c+k} < 0) at sign[v·chunks + c], t_c at
-/// scale[v·chunks + c]. Past the vector's length: 0.
+/// |x̂| at mag[(v·chunks + c)·16] and x̂ itself at value[(v·chunks + c)·16], the signs (bit k:
+/// x̂_{16c+k} < 0) at sign[v·chunks + c], t_c at scale[v·chunks + c]. Past the vector's length: 0.
 struct Quantised {
   std::vector<std::uint8_t> mag;
+  std::vector<std::int8_t> value;
   std::vector<std::uint16_t> sign;
   std::vector<float> scale;
   std::size_t chunks = 0;
@@ -93,6 +101,7 @@ struct Quantised {
   void assign(const float* x, std::size_t ld, std::size_t count, std::size_t K, bool hardware) {
     chunks = (K + panel_cols - 1) / panel_cols;
     if (mag.size() < count * chunks * panel_cols) mag.resize(count * chunks * panel_cols);
+    if (value.size() < count * chunks * panel_cols) value.resize(count * chunks * panel_cols);
     if (sign.size() < count * chunks) sign.resize(count * chunks);
     if (scale.size() < count * chunks) scale.resize(count * chunks);
     for (std::size_t v = 0; v < count; ++v)
@@ -102,6 +111,7 @@ struct Quantised {
 #ifdef CAUSALQWEN_INT8_KERNEL
         if (hardware) {
           sign[at] = quantise_chunk_avx512(in, n, mag.data() + at * panel_cols, scale[at]);
+          set_values(at);
           continue;
         }
 #endif
@@ -122,9 +132,18 @@ struct Quantised {
           if (q < 0) bits = static_cast<std::uint16_t>(bits | (1u << k));
         }
         sign[at] = bits;
+        set_values(at);
       }
   }
+  /// value ← ±mag with the signs, for chunk `at`.
+  void set_values(std::size_t at) {
+    for (std::size_t k = 0; k < panel_cols; ++k) {
+      const auto m = static_cast<std::int8_t>(mag[at * panel_cols + k]);
+      value[at * panel_cols + k] = (sign[at] >> k) & 1u ? static_cast<std::int8_t>(-m) : m;
+    }
+  }
   const std::uint8_t* mag_of(std::size_t v) const { return mag.data() + v * chunks * panel_cols; }
+  const std::int8_t* value_of(std::size_t v) const { return value.data() + v * chunks * panel_cols; }
   const std::uint16_t* sign_of(std::size_t v) const { return sign.data() + v * chunks; }
   const float* scale_of(std::size_t v) const { return scale.data() + v * chunks; }
 };
@@ -132,10 +151,11 @@ struct Quantised {
 /// One quantised vector as the kernels read it.
 struct QuantisedRef {
   const std::uint8_t* mag;
+  const std::int8_t* value;
   const std::uint16_t* sign;
   const float* scale;
 };
-inline QuantisedRef ref(const Quantised& q, std::size_t v) { return {q.mag_of(v), q.sign_of(v), q.scale_of(v)}; }
+inline QuantisedRef ref(const Quantised& q, std::size_t v) { return {q.mag_of(v), q.value_of(v), q.sign_of(v), q.scale_of(v)}; }
 
 /// y = ((l₀ + l₁) + (l₂ + l₃)): a row's four lane sums, in the kernels' order.
 inline float lane_sum(const float* l) { return (l[0] + l[1]) + (l[2] + l[3]); }
@@ -187,20 +207,75 @@ CAUSALQWEN_TARGET_VNNI inline void group_lanes_avx512(const std::int8_t* group, 
   _mm512_storeu_ps(lanes_x, acc_x);
   if constexpr (WithScale) _mm512_storeu_ps(lanes_s, acc_s);
 }
+
+#define CAUSALQWEN_TARGET_INT8_AVX2 __attribute__((target("avx2,fma")))
+
+/// Bytes ahead of the AVX2 kernel's reads at which it asks for W's next lines (1.05× on a
+/// matrix read from L3 here, one thread).
+inline constexpr std::size_t avx2_prefetch_bytes = 1024;
+
+/// t_c·(the four inner sums of two rows × one chunk), added to acc (lane 4r + g: row r of the
+/// two, group g of four columns): w holds the two rows' 16 weights each (|q| when `absolute`),
+/// x the chunk's x̂ and |x̂| in both 128-bit halves.
+template <bool Absolute>
+CAUSALQWEN_TARGET_INT8_AVX2 inline __m256 two_rows_avx2(__m256i w, __m256i value, __m256i mag, float t, __m256 acc) {
+  const __m256i q = Absolute ? _mm256_abs_epi8(w) : w;
+  const __m256i pairs = _mm256_maddubs_epi16(mag, _mm256_sign_epi8(q, value));  // |x̂|·(±q), summed in pairs
+  const __m256i inner = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));            // and in fours
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(inner), _mm256_set1_ps(t), acc);
+}
+
+/// The 16 bytes at p in both 128-bit halves.
+CAUSALQWEN_TARGET_INT8_AVX2 inline __m256i both_halves(const void* p) {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(p)));
+}
+
+/// group_lanes_avx512 on AVX2: the same lanes, two rows per 256-bit vector.
+template <bool WithScale>
+CAUSALQWEN_TARGET_INT8_AVX2 inline void group_lanes_avx2(const std::int8_t* group, std::size_t chunks, const QuantisedRef& x,
+                                                         const QuantisedRef* s, float* lanes_x, float* lanes_s) {
+  __m256 acc_x01 = _mm256_setzero_ps(), acc_x23 = _mm256_setzero_ps(), acc_s01 = _mm256_setzero_ps(), acc_s23 = _mm256_setzero_ps();
+  for (std::size_t c = 0; c < chunks; ++c) {
+    const std::int8_t* w = group + c * panel_rows * panel_cols;
+    __builtin_prefetch(w + avx2_prefetch_bytes, 0, 0);
+    const __m256i w01 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));  // rows 0, 1 × 16 columns
+    const __m256i w23 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * panel_cols));
+    const __m256i xv = both_halves(x.value + c * panel_cols), xm = both_halves(x.mag + c * panel_cols);
+    acc_x01 = two_rows_avx2<false>(w01, xv, xm, x.scale[c], acc_x01);
+    acc_x23 = two_rows_avx2<false>(w23, xv, xm, x.scale[c], acc_x23);
+    if constexpr (WithScale) {
+      const __m256i sv = both_halves(s->value + c * panel_cols), sm = both_halves(s->mag + c * panel_cols);
+      acc_s01 = two_rows_avx2<true>(w01, sv, sm, s->scale[c], acc_s01);
+      acc_s23 = two_rows_avx2<true>(w23, sv, sm, s->scale[c], acc_s23);
+    }
+  }
+  _mm256_storeu_ps(lanes_x, acc_x01);
+  _mm256_storeu_ps(lanes_x + 8, acc_x23);
+  if constexpr (WithScale) {
+    _mm256_storeu_ps(lanes_s, acc_s01);
+    _mm256_storeu_ps(lanes_s + 8, acc_s23);
+  }
+}
 #endif
 
 /// For rows [n0, n0 + count) (count ≤ 4) of the packed W, against x and (when s is non-null) s:
-/// out_x[i] = s_i·Σ x̂·q, out_s[i] = s_i·Σ ŝ·|q|; on AVX512-VNNI when `hardware` and the rows are
+/// out_x[i] = s_i·Σ x̂·q, out_s[i] = s_i·Σ ŝ·|q|; on the instruction set `isa` when the rows are
 /// one whole panel group, else on the portable loop (the same bits).
-inline void rows4(bool hardware, const PackedRef& w, std::size_t n0, std::size_t count, const QuantisedRef& x,
+inline void rows4(Int8Isa isa, const PackedRef& w, std::size_t n0, std::size_t count, const QuantisedRef& x,
                   const QuantisedRef* s, float* out_x, float* out_s) {
   const std::size_t chunks = w.cols_padded / panel_cols, r0 = w.row0 + n0;
 #ifdef CAUSALQWEN_INT8_KERNEL
-  if (hardware && r0 % panel_rows == 0) {
+  if (isa != Int8Isa::portable && r0 % panel_rows == 0) {
     const std::int8_t* group = w.q + panel_index(r0, 0, w.cols_padded);
     alignas(64) float lanes_x[16], lanes_s[16];
-    if (s) group_lanes_avx512<true>(group, chunks, x, s, lanes_x, lanes_s);
-    else group_lanes_avx512<false>(group, chunks, x, nullptr, lanes_x, nullptr);
+    if (isa == Int8Isa::avx2) {
+      if (s) group_lanes_avx2<true>(group, chunks, x, s, lanes_x, lanes_s);
+      else group_lanes_avx2<false>(group, chunks, x, nullptr, lanes_x, nullptr);
+    } else if (s) {
+      group_lanes_avx512<true>(group, chunks, x, s, lanes_x, lanes_s);
+    } else {
+      group_lanes_avx512<false>(group, chunks, x, nullptr, lanes_x, nullptr);
+    }
     for (std::size_t i = 0; i < count; ++i) {
       out_x[i] = lane_sum(lanes_x + 4 * i) * w.row_scale[r0 + i];
       if (s) out_s[i] = lane_sum(lanes_s + 4 * i) * w.row_scale[r0 + i];
@@ -208,7 +283,6 @@ inline void rows4(bool hardware, const PackedRef& w, std::size_t n0, std::size_t
     return;
   }
 #endif
-  (void)hardware;
   for (std::size_t i = 0; i < count; ++i) {
     out_x[i] = row_sum_portable(w.q, w.cols_padded, r0 + i, chunks, x, false) * w.row_scale[r0 + i];
     if (s) out_s[i] = row_sum_portable(w.q, w.cols_padded, r0 + i, chunks, *s, true) * w.row_scale[r0 + i];
@@ -220,13 +294,20 @@ inline void rows4(bool hardware, const PackedRef& w, std::size_t n0, std::size_t
 /// Sets the kernel of every later int8 product in this process.
 inline void set_int8_kernel(Int8Kernel k) { kernel_choice<Int8Kernel>() = k; }
 
-/// Whether the int8 products run on AVX512-VNNI now.
-inline bool int8_kernel_is_hardware() {
-  return kernel_runs_on_hardware<Int8Kernel>(detail_int8::cpu_has_avx512_vnni());
-}
+/// The instruction set the int8 products run on now.
+inline Int8Isa int8_kernel_isa() { return kernel_isa<Int8Kernel>(detail_int8::cpu_has_avx512_vnni(), Int8Isa::avx512_vnni); }
 
-/// "AVX512-VNNI" or "portable": what the int8 products run on now.
-inline const char* int8_kernel_name() { return int8_kernel_is_hardware() ? "AVX512-VNNI" : "portable"; }
+/// Whether the int8 products run one of their instruction-set kernels now (AVX512-VNNI or AVX2).
+inline bool int8_kernel_is_hardware() { return int8_kernel_isa() != Int8Isa::portable; }
+
+/// "AVX512-VNNI", "AVX2" or "portable": what the int8 products run on now.
+inline const char* int8_kernel_name() {
+  switch (int8_kernel_isa()) {
+    case Int8Isa::avx512_vnni: return "AVX512-VNNI";
+    case Int8Isa::avx2: return "AVX2";
+    default: return "portable";
+  }
+}
 
 /// Y = x̂·Wᵀ (+ b) with W an int8 copy, X [M,K] quantised per row and chunk (the file comment),
 /// Y [M,N]; rows of W split over the threads in blocks of 64.
@@ -239,8 +320,8 @@ inline void int8_linear_forward(TensorView<float, 2> y, TensorView<const float, 
   if (!b.empty()) require_shape(b, {N}, "int8_linear_forward", "b");
   thread_local detail_int8::Quantised quantised;  // grown once per shape
   const detail_int8::Quantised& xq = quantised;  // the caller's: the workers' thread_local would be their own
-  const bool hardware = int8_kernel_is_hardware();
-  quantised.assign(x.data, K, M, K, hardware);
+  const Int8Isa isa = int8_kernel_isa();
+  quantised.assign(x.data, K, M, K, isa == Int8Isa::avx512_vnni);
   constexpr std::size_t rows_per_task = 64;
   parallel_for((N + rows_per_task - 1) / rows_per_task, M * N * K / 4 + N * K, [&](std::size_t t) {
     const std::size_t n1 = std::min(N, (t + 1) * rows_per_task);
@@ -249,7 +330,7 @@ inline void int8_linear_forward(TensorView<float, 2> y, TensorView<const float, 
       const std::size_t count = std::min(panel_rows, n1 - n);
       for (std::size_t m = 0; m < M; ++m) {
         const auto xr = detail_int8::ref(xq, m);
-        detail_int8::rows4(hardware, w, n, count, xr, nullptr, out, nullptr);
+        detail_int8::rows4(isa, w, n, count, xr, nullptr, out, nullptr);
         for (std::size_t i = 0; i < count; ++i) y.data[m * N + n + i] = out[i] + (b.empty() ? 0.0f : b.data[n + i]);
       }
     }
@@ -265,9 +346,9 @@ inline void int8_cauchy_rows(const PackedRef& w, const float* loc_a, const float
   const std::size_t N = w.rows;
   thread_local detail_int8::Quantised quantised_loc, quantised_scale;
   const detail_int8::Quantised &aq = quantised_loc, &sq = quantised_scale;  // the caller's, for the workers
-  const bool hardware = int8_kernel_is_hardware();
-  quantised_loc.assign(loc_a, C, R, C, hardware);
-  if (scale_a) quantised_scale.assign(scale_a, C, R, C, hardware);
+  const Int8Isa isa = int8_kernel_isa();
+  quantised_loc.assign(loc_a, C, R, C, isa == Int8Isa::avx512_vnni);
+  if (scale_a) quantised_scale.assign(scale_a, C, R, C, isa == Int8Isa::avx512_vnni);
   constexpr std::size_t rows_per_task = 256;
   parallel_for((N + rows_per_task - 1) / rows_per_task, N * C, [&](std::size_t t) {
     const std::size_t n1 = std::min(N, (t + 1) * rows_per_task);
@@ -277,7 +358,7 @@ inline void int8_cauchy_rows(const PackedRef& w, const float* loc_a, const float
       for (std::size_t r = 0; r < R; ++r) {
         const auto ar = detail_int8::ref(aq, r);
         const auto sr = scale_a ? detail_int8::ref(sq, r) : detail_int8::QuantisedRef{};
-        detail_int8::rows4(hardware, w, n, count, ar, scale_a ? &sr : nullptr, l, s);
+        detail_int8::rows4(isa, w, n, count, ar, scale_a ? &sr : nullptr, l, s);
         for (std::size_t i = 0; i < count; ++i) {
           loc[r * N + n + i] = l[i] + (bias ? bias[n + i] : 0.0f);
           if (scale) scale[r * N + n + i] = s[i];

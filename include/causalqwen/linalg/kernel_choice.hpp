@@ -1,7 +1,9 @@
-/// The process-wide choice between a product's instruction-set kernel and its portable loop
+/// The process-wide choice between a product's instruction-set kernels and its portable loop
 /// (which gives the same bits, for tests and comparisons). Each product names its own choice
-/// type, an `enum class { automatic, …, portable }` (F32Kernel, Bf16Kernel, Int8Kernel), so that
-/// one product's choice cannot be handed to another's setter; the storage and the rule live here.
+/// type, an `enum class { automatic, avx2, portable }` (F32Kernel, Bf16Kernel, Int8Kernel), and
+/// its own instruction-set type, an `enum class { <its AVX-512 kernel>, avx2, portable }`, so
+/// that one product's choice cannot be handed to another's setter; the storage and the rule
+/// live here.
 #pragma once
 #include <atomic>
 
@@ -14,11 +16,29 @@ std::atomic<Choice>& kernel_choice() {
   return choice;
 }
 
-/// Whether the instruction-set kernel runs: the choice is automatic and the CPU has the
-/// instructions (`cpu_has`).
-template <class Choice>
-bool kernel_runs_on_hardware(bool cpu_has) {
-  return kernel_choice<Choice>() == Choice::automatic && cpu_has;
+/// Whether this CPU runs AVX2 and FMA (asked once).
+inline bool cpu_has_avx2_fma() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
+/// The instruction set that the current choice of type `Choice` gives on this CPU: `wide` (the
+/// product's AVX-512 kernel) when the choice is automatic and the CPU has its instructions
+/// (`cpu_has_wide`), else AVX2 with FMA unless the choice is portable and when the CPU has them,
+/// else the portable loop (a kernel the CPU lacks falls back to the next one down).
+template <class Choice, class Isa>
+Isa kernel_isa(bool cpu_has_wide, Isa wide) {
+  const Choice choice = kernel_choice<Choice>();
+  if (choice == Choice::automatic && cpu_has_wide) return wide;
+  if (choice != Choice::portable && cpu_has_avx2_fma()) return Isa::avx2;
+  return Isa::portable;
 }
 
 }  // namespace causalqwen::linalg
