@@ -87,8 +87,9 @@ CAUSALQWEN_TARGET_VNNI inline std::uint16_t quantise_chunk_avx512(const float* i
 #endif
 
 /// Vectors quantised per chunk of 16 (the file comment): for vector v and chunk c, the 16 bytes
-/// |x̂| at mag[(v·chunks + c)·16] and x̂ itself at value[(v·chunks + c)·16], the signs (bit k:
-/// x̂_{16c+k} < 0) at sign[v·chunks + c], t_c at scale[v·chunks + c]. Past the vector's length: 0.
+/// |x̂| at mag[(v·chunks + c)·16], the signs (bit k: x̂_{16c+k} < 0) at sign[v·chunks + c], t_c
+/// at scale[v·chunks + c], and (for the AVX2 kernel and the portable loop, not for AVX-512's,
+/// which reads mag and sign) x̂ itself at value[(v·chunks + c)·16]. Past the vector's length: 0.
 struct Quantised {
   std::vector<std::uint8_t> mag;
   std::vector<std::int8_t> value;
@@ -97,11 +98,11 @@ struct Quantised {
   std::size_t chunks = 0;
 
   /// Quantises `count` vectors of length K (vector v at x + v·ld) into chunks = ⌈K/16⌉; with AVX-512
-  /// when `hardware` (the same bits).
+  /// when `hardware` (the same bits; `value` is then left as it was).
   void assign(const float* x, std::size_t ld, std::size_t count, std::size_t K, bool hardware) {
     chunks = (K + panel_cols - 1) / panel_cols;
     if (mag.size() < count * chunks * panel_cols) mag.resize(count * chunks * panel_cols);
-    if (value.size() < count * chunks * panel_cols) value.resize(count * chunks * panel_cols);
+    if (!hardware && value.size() < count * chunks * panel_cols) value.resize(count * chunks * panel_cols);
     if (sign.size() < count * chunks) sign.resize(count * chunks);
     if (scale.size() < count * chunks) scale.resize(count * chunks);
     for (std::size_t v = 0; v < count; ++v)
@@ -111,7 +112,6 @@ struct Quantised {
 #ifdef CAUSALQWEN_INT8_KERNEL
         if (hardware) {
           sign[at] = quantise_chunk_avx512(in, n, mag.data() + at * panel_cols, scale[at]);
-          set_values(at);
           continue;
         }
 #endif
@@ -143,7 +143,11 @@ struct Quantised {
     }
   }
   const std::uint8_t* mag_of(std::size_t v) const { return mag.data() + v * chunks * panel_cols; }
-  const std::int8_t* value_of(std::size_t v) const { return value.data() + v * chunks * panel_cols; }
+  /// x̂ of vector v (meaningful after a quantisation off AVX-512 only), or null when `value` is
+  /// shorter (AVX-512's quantisation stores none).
+  const std::int8_t* value_of(std::size_t v) const {
+    return value.size() >= (v + 1) * chunks * panel_cols ? value.data() + v * chunks * panel_cols : nullptr;
+  }
   const std::uint16_t* sign_of(std::size_t v) const { return sign.data() + v * chunks; }
   const float* scale_of(std::size_t v) const { return scale.data() + v * chunks; }
 };
