@@ -274,7 +274,8 @@ void run_tokens(const TrainArgs& a) {
                        keep_copies ? cq::linalg::WeightCopies::kept : cq::linalg::WeightCopies::none);
   if (speaks() && a.precision == "bf16" && cq::linalg::bf16_kernel_isa() != cq::linalg::Bf16Isa::avx512_bf16)
     fmt::print(stderr, "note: this CPU has no AVX512-BF16, so --precision bf16 runs {}, slower here than f32\n",
-               cq::linalg::bf16_kernel_is_hardware() ? "AVX2 for X·Wᵀ and a portable loop for the gradients' products" : "a portable loop");
+               cq::linalg::bf16_kernel_is_hardware() ? "AVX2 kernels (bf16 widened to float: the float FMAs and more)"
+                                                     : "a portable loop");
   if (speaks() && model->bf16_copy_bytes() > 0)
     fmt::print("mixed precision: bf16 copies of the layers' weights and W_cls, {:.1f} MiB (rewritten by each AdamW step)\n",
                static_cast<double>(model->bf16_copy_bytes()) / 1048576.0);

@@ -12,6 +12,7 @@
 #include <doctest/doctest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
@@ -151,6 +152,20 @@ TEST_CASE("bf16 product: X rounds as float_to_bf16 does (ties to even, overflow 
     la::detail_bf16::pack_avx512(special.data(), K, false, 1, K, 32, la::detail_bf16::PackLayout::rows, fast.data());
     for (std::size_t k = 0; k < 32; ++k) CHECK(fast[k] == portable[k]);
   }
+  if (la::cpu_has_avx2_fma()) {  // AVX2: rows and panels (a padded group of 4), the tail masked
+    std::vector<float> rows3(3 * K);
+    for (std::size_t r = 0; r < 3; ++r) std::rotate_copy(special.begin(), special.begin() + long(r), special.end(), rows3.begin() + long(r * K));
+    for (const auto layout : {la::detail_bf16::PackLayout::rows, la::detail_bf16::PackLayout::panels}) {
+      std::vector<std::uint16_t> loop(4 * 32, 9), avx2(4 * 32, 9);
+      la::detail_bf16::pack_portable(rows3.data(), K, false, 3, K, 32, layout, loop.data());
+      la::detail_bf16::pack_avx2(rows3.data(), K, false, 3, K, 32, layout, avx2.data());
+      const std::size_t n = layout == la::detail_bf16::PackLayout::rows ? 3 * 32 : 4 * 32;
+      for (std::size_t i = 0; i < n; ++i) {
+        CAPTURE(i);
+        CHECK(avx2[i] == loop[i]);
+      }
+    }
+  }
 #endif
   // one weight row of ones: y = Σ bf16(x); a row with an infinity gives ±∞, one with NaN gives NaN
   const std::vector<float> ones(4 * 3, 1.0f);
@@ -166,7 +181,8 @@ TEST_CASE("bf16 product: X rounds as float_to_bf16 does (ties to even, overflow 
   }
 }
 
-TEST_CASE("bf16 pairing of W's rows (dY·W in training): AVX-512 gives the portable bits, subnormals, NaNs and ties included") {
+TEST_CASE("bf16 pairing of W's rows (dY·W in training): AVX-512 and AVX2 give the portable bits, subnormals, NaNs and ties "
+          "included") {
   // vcvtne2ps2bf16 reads a subnormal as 0: a vector holding one takes the integer rounding
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const float snan = std::bit_cast<float>(0x7FA00001u), tie = std::bit_cast<float>(0x3F808000u);
@@ -198,6 +214,53 @@ TEST_CASE("bf16 pairing of W's rows (dY·W in training): AVX-512 gives the porta
         CAPTURE(c);
         CHECK(fast[p * ld_pairs + c] == portable[p * ld_pairs + c]);
       }
+  }
+  if (la::cpu_has_avx2_fma()) {  // split pairs: row 2p the high halves widened, row 2p+1 the low ones
+    std::vector<float> split(2 * P * ld_pairs, 7.0f);
+    la::detail_bf16::split_rows_avx2(src.data(), ld, K, cols, ld_pairs, split.data());
+    std::size_t differ = 0;
+    for (std::size_t p = 0; p < P; ++p)
+      for (std::size_t c = 0; c < ld_pairs; ++c) {
+        const std::uint32_t pair = portable[p * ld_pairs + c];
+        differ += !same_bits(split[2 * p * ld_pairs + c], cq::bf16_to_float(std::uint16_t(pair >> 16)));
+        differ += !same_bits(split[(2 * p + 1) * ld_pairs + c], cq::bf16_to_float(std::uint16_t(pair & 0xFFFFu)));
+      }
+    CHECK(differ == 0);
+    // A's rows (dY of dX = dY·W): pairs of columns, swapped in the split
+    const std::size_t ld_words = 24;  // 48 columns: 8 past K
+    std::vector<std::uint32_t> words(K * ld_words);
+    std::vector<float> columns(K * 2 * ld_words, 7.0f);
+    la::detail_bf16::pair_columns_portable(src.data(), ld, K, cols, ld_words, words.data());
+    la::detail_bf16::split_columns_avx2(src.data(), ld, K, cols, 2 * ld_words, columns.data());
+    differ = 0;
+    for (std::size_t m = 0; m < K; ++m)
+      for (std::size_t q = 0; q < ld_words; ++q) {
+        const std::uint32_t pair = words[m * ld_words + q];
+        differ += !same_bits(columns[m * 2 * ld_words + 2 * q], cq::bf16_to_float(std::uint16_t(pair >> 16)));
+        differ += !same_bits(columns[m * 2 * ld_words + 2 * q + 1], cq::bf16_to_float(std::uint16_t(pair & 0xFFFFu)));
+      }
+    CHECK(differ == 0);
+    // from a bf16 copy in panels, as |values| too: the pairs the portable loop makes from it
+    std::vector<float> dense(K * cols);
+    for (std::size_t k = 0; k < K; ++k)
+      for (std::size_t c = 0; c < cols; ++c) dense[k * cols + c] = src[k * ld + c];
+    const la::PackedMatrix copy(la::WeightType::bf16, c2(dense, K, cols));
+    for (const bool abs : {false, true}) {
+      CAPTURE(abs);
+      const std::size_t width = 24, j0 = 16;  // a task's columns [16, 40)
+      std::vector<std::uint32_t> pairs(P * 32);
+      std::vector<float> rows(2 * P * 32, 7.0f);
+      differ = 0;
+      for (std::size_t p = 0; p < P; ++p) {
+        la::detail_bf16::pair_panel_row_portable(copy.ref().bf16, copy.ref().cols_padded, K, 0, j0, width, 32, p, pairs.data(), abs);
+        la::detail_bf16::split_panel_row_avx2(copy.ref().bf16, copy.ref().cols_padded, K, 0, j0, width, 32, p, rows.data(), abs);
+        for (std::size_t c = 0; c < 32; ++c) {
+          differ += !same_bits(rows[2 * p * 32 + c], cq::bf16_to_float(std::uint16_t(pairs[p * 32 + c] >> 16)));
+          differ += !same_bits(rows[(2 * p + 1) * 32 + c], cq::bf16_to_float(std::uint16_t(pairs[p * 32 + c] & 0xFFFFu)));
+        }
+      }
+      CHECK(differ == 0);
+    }
   }
 #endif
 }

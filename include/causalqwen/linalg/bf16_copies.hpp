@@ -76,6 +76,9 @@ class Bf16Copies final : public UpdateFollower<float> {
     if (detail_bf16::cpu_has_avx512_bf16())
       return detail_bf16::pack_block_avx512(matrix, m.cols, false, m.rows, m.cols, m.cols_padded, detail_bf16::PackLayout::panels,
                                             m.panels.data(), j0, j1);
+    if (cpu_has_avx2_fma())
+      return detail_bf16::pack_block_avx2(matrix, m.cols, m.rows, m.cols, m.cols_padded, detail_bf16::PackLayout::panels,
+                                          m.panels.data(), j0, j1);
 #endif
     for (std::size_t j = j0; j < j1; ++j)
       for (std::size_t c = 0; c < m.cols; ++c) m.panels[panel_index(j, c, m.cols_padded)] = float_to_bf16(matrix[j * m.cols + c]);

@@ -19,9 +19,9 @@
 /// sum.
 /// The same kernels serve mixed-precision training (bf16_matmul: both operands rounded per call)
 /// for X·Wᵀ; dYᵀ·X (whose sums run over the tokens) and dY·W (whose W holds the sum's index in
-/// its rows) run on an outer-product kernel with its own fixed order, described below (on
-/// AVX512-BF16 or the portable loop). Call outside your own `omp parallel` regions (it then
-/// runs serially).
+/// its rows) run on an outer-product kernel with its own fixed order, described below (AVX512-BF16,
+/// AVX2 or the portable loop: the same bits again). Call outside your own `omp parallel` regions
+/// (it then runs serially).
 #pragma once
 #include "causalqwen/core/bfloat16.hpp"
 #include "causalqwen/core/error.hpp"
@@ -48,9 +48,8 @@
 
 namespace causalqwen::linalg {
 
-/// The instruction set the bf16 products run on: AVX512-BF16's vdpbf16ps, AVX2 with FMA (the
-/// products of linear layers; mixed-precision training's other two products then run on the
-/// portable loop), or the portable loop.
+/// The instruction set the bf16 products run on: AVX512-BF16's vdpbf16ps, AVX2 with FMA (bf16
+/// values widened to float, two FMAs for each of vdpbf16ps's pairs), or the portable loop.
 enum class Bf16Isa { avx512_bf16, avx2, portable };
 
 namespace detail_bf16 {
@@ -236,8 +235,12 @@ void tile_avx512_rows(const std::uint16_t* xb, std::size_t Kp, std::size_t mr, c
 /// x_{16c}, …, x_{16c+15} widened to float (exact), the odd ones first,
 ///   [x₁, x₃, …, x₁₅, x₀, x₂, …, x₁₄]   (0 past K),
 /// so that its two halves meet the odd and even weights of a W row's chunk lane by lane.
-inline void pack_split_rows(const float* x, std::size_t ld, std::size_t M, std::size_t K, std::size_t Kp, float* xs) {
-  const auto rounded = [&](std::size_t m, std::size_t k) { return k < K ? bf16_to_float(float_to_bf16(x[m * ld + k])) : 0.0f; };
+/// x_mk at x[m·ld + k], or at x[k·ld + m] when `transposed`.
+inline void pack_split_rows(const float* x, std::size_t ld, bool transposed, std::size_t M, std::size_t K, std::size_t Kp,
+                            float* xs) {
+  const auto rounded = [&](std::size_t m, std::size_t k) {
+    return k < K ? bf16_to_float(float_to_bf16(transposed ? x[k * ld + m] : x[m * ld + k])) : 0.0f;
+  };
   parallel_for(M, M * Kp, [&](std::size_t m) {
     for (std::size_t c = 0; c < Kp / panel_cols; ++c)
       for (std::size_t j = 0; j < panel_cols / 2; ++j) {
@@ -354,11 +357,7 @@ inline void tile([[maybe_unused]] Bf16Isa isa, [[maybe_unused]] const float* xs,
                  [[maybe_unused]] const TileOut& o) {
 #ifdef CAUSALQWEN_BF16_KERNEL
   if (mr == 1) return G == 1 ? tile_avx2_row<1>(xs, Kp, w_group, o) : tile_avx2_row<2>(xs, Kp, w_group, o);
-  switch (mr) {
-    case 1: return tile_avx2<1>(xs, Kp, w_group, o);
-    case 2: return tile_avx2<2>(xs, Kp, w_group, o);
-    default: return tile_avx2<3>(xs, Kp, w_group, o);
-  }
+  return mr == 2 ? tile_avx2<2>(xs, Kp, w_group, o) : tile_avx2<3>(xs, Kp, w_group, o);
 #endif
 }
 
@@ -427,12 +426,67 @@ inline void pack_avx512(const float* src, std::size_t ld, bool transposed, std::
 }
 #endif
 
-/// pack_portable, on AVX-512 when `hardware`.
-inline void pack(bool hardware, const float* src, std::size_t ld, bool transposed, std::size_t rows, std::size_t K,
+#ifdef CAUSALQWEN_BF16_KERNEL
+/// bf16(v) as floats (the rounded value, its low 16 bits 0): float_to_bf16's rounding, 8 lanes
+/// (nearest even; a NaN quieted, its sign and top payload kept).
+CAUSALQWEN_TARGET_AVX2 inline __m256i round8_avx2(__m256 v) {
+  const __m256i bits = _mm256_castps_si256(v);
+  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_add_epi32(bits, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), odd));
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x7FFFFFFF)), _mm256_set1_epi32(0x7F800000));
+  const __m256i quiet = _mm256_or_si256(bits, _mm256_set1_epi32(0x00400000));
+  return _mm256_and_si256(_mm256_blendv_epi8(rounded, quiet, nan), _mm256_set1_epi32(static_cast<int>(0xFFFF0000u)));
+}
+
+/// Lanes [0, n) of 8 set, as AVX2's masked loads and stores take them.
+CAUSALQWEN_TARGET_AVX2 inline __m256i first_lanes_avx2(std::size_t n) {
+  const int count = static_cast<int>(std::min<std::size_t>(n, 8));
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/// bf16(src[k]) for k < n (≤ 8), 0 past n: floats.
+CAUSALQWEN_TARGET_AVX2 inline __m256 rounded8_avx2(const float* src, std::size_t n) {
+  if (n == 0) return _mm256_setzero_ps();
+  const __m256 v = n >= 8 ? _mm256_loadu_ps(src) : _mm256_maskload_ps(src, first_lanes_avx2(n));
+  return _mm256_castsi256_ps(round8_avx2(v));
+}
+
+/// pack_portable's rows [j0, j1) of a matrix stored as rows (not transposed) with AVX2 (the same
+/// bits): 16 values rounded per chunk, their bf16 halves packed into 16-bit words.
+CAUSALQWEN_TARGET_AVX2 inline void pack_block_avx2(const float* src, std::size_t ld, std::size_t rows, std::size_t K,
+                                                   std::size_t Kp, PackLayout layout, std::uint16_t* dst, std::size_t j0,
+                                                   std::size_t j1) {
+  for (std::size_t j = j0; j < j1; ++j)
+    for (std::size_t c = 0; c < Kp / panel_cols; ++c) {
+      const std::size_t k = c * panel_cols, n = j < rows && k < K ? std::min(panel_cols, K - k) : 0;
+      const __m256i low = _mm256_srli_epi32(_mm256_castps_si256(rounded8_avx2(src + j * ld + k, n)), 16);
+      const __m256i high = _mm256_srli_epi32(_mm256_castps_si256(rounded8_avx2(src + j * ld + k + 8, n > 8 ? n - 8 : 0)), 16);
+      // packus interleaves the 128-bit halves: [l0-3 h0-3 | l4-7 h4-7]; the permute puts them in order
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(chunk_at(dst, layout, j, c, Kp)),
+                          _mm256_permute4x64_epi64(_mm256_packus_epi32(low, high), _MM_SHUFFLE(3, 1, 2, 0)));
+    }
+}
+
+/// pack_portable with AVX2 for a matrix stored as rows, threaded over blocks of 16 rows (a
+/// transposed one takes the portable loop).
+inline void pack_avx2(const float* src, std::size_t ld, bool transposed, std::size_t rows, std::size_t K, std::size_t Kp,
+                      PackLayout layout, std::uint16_t* dst) {
+  if (transposed) return pack_portable(src, ld, transposed, rows, K, Kp, layout, dst);
+  const std::size_t padded_rows = layout == PackLayout::panels ? (rows + panel_rows - 1) / panel_rows * panel_rows : rows;
+  parallel_for((padded_rows + 15) / 16, padded_rows * Kp, [&](std::size_t block) {
+    pack_block_avx2(src, ld, rows, K, Kp, layout, dst, block * 16, std::min(padded_rows, block * 16 + 16));
+  });
+}
+#endif
+
+/// pack_portable on the instruction set `isa`: AVX-512 (for AVX512-BF16), AVX2, or the loop.
+inline void pack(Bf16Isa isa, const float* src, std::size_t ld, bool transposed, std::size_t rows, std::size_t K,
                  std::size_t Kp, PackLayout layout, std::uint16_t* dst) {
 #ifdef CAUSALQWEN_BF16_KERNEL
-  if (hardware) return pack_avx512(src, ld, transposed, rows, K, Kp, layout, dst);
+  if (isa == Bf16Isa::avx512_bf16) return pack_avx512(src, ld, transposed, rows, K, Kp, layout, dst);
+  if (isa == Bf16Isa::avx2) return pack_avx2(src, ld, transposed, rows, K, Kp, layout, dst);
 #endif
+  (void)isa;
   pack_portable(src, ld, transposed, rows, K, Kp, layout, dst);
 }
 
@@ -483,8 +537,8 @@ void multiply(Bf16Isa isa, const XRow* xb, std::size_t M, std::size_t Kp, const 
       first_group = task_panels.data();
     } else if (!w.panels) {
       if (task_panels.size() < per_task * Kp) task_panels.resize(per_task * Kp);
-      pack(isa == Bf16Isa::avx512_bf16, w.transposed ? w.src + n0 : w.src + n0 * w.ld, w.ld, w.transposed, n1 - n0, w.K, Kp,
-           PackLayout::panels, task_panels.data());
+      pack(isa, w.transposed ? w.src + n0 : w.src + n0 * w.ld, w.ld, w.transposed, n1 - n0, w.K, Kp, PackLayout::panels,
+           task_panels.data());
       first_group = task_panels.data();
       if (n1 < N) {  // R's rows [n1, n2): rows of src, or its columns when transposed
         const std::size_t n2 = std::min(N, n1 + per_task);
@@ -507,6 +561,25 @@ void multiply(Bf16Isa isa, const XRow* xb, std::size_t M, std::size_t Kp, const 
   });
 }
 
+/// c [M,N] (=|+=) bf16(X)·the N rows of `w` (+ bias), as `multiply` sums them: X [M,K] (x_mk at
+/// x[m·ld + k], or x[k·ld + m] when `transposed`) rounded once into a per-thread buffer (grown
+/// once per shape): split floats for the AVX2 kernel, bf16 rows for AVX512-BF16's or the
+/// portable loop.
+inline void multiply_x(Bf16Isa isa, const float* x, std::size_t ld, bool transposed, std::size_t M, std::size_t K,
+                       std::size_t Kp, const PanelSource& w, std::size_t N, float* c, std::size_t ldc, bool accumulate,
+                       const float* bias) {
+  if (isa == Bf16Isa::avx2) {
+    thread_local std::vector<float> xs;  // [M, Kp]
+    if (xs.size() < M * Kp) xs.resize(M * Kp);
+    pack_split_rows(x, ld, transposed, M, K, Kp, xs.data());
+    return multiply(isa, xs.data(), M, Kp, w, N, c, ldc, accumulate, bias);
+  }
+  thread_local std::vector<std::uint16_t> xb;  // [M, Kp]
+  if (xb.size() < M * Kp) xb.resize(M * Kp);
+  pack(isa, x, ld, transposed, M, K, Kp, PackLayout::rows, xb.data());
+  multiply(isa, xb.data(), M, Kp, w, N, c, ldc, accumulate, bias);
+}
+
 /// Y = bf16(X)·Wᵀ (+ b) on the instruction set `isa` (which the CPU must have): the same sums.
 inline void forward(Bf16Isa isa, TensorView<float, 2> y, TensorView<const float, 2> x, const PackedRef& w,
                     TensorView<const float, 1> b) {
@@ -520,16 +593,7 @@ inline void forward(Bf16Isa isa, TensorView<float, 2> y, TensorView<const float,
   if (M == 0 || N == 0) return;
   const std::uint16_t* first_group = w.bf16 + (w.row0 / panel_rows) * panel_rows * Kp;
   const PanelSource panels{first_group, nullptr, 0, 0, false, w.abs};
-  if (isa == Bf16Isa::avx2) {
-    thread_local std::vector<float> xs;  // [M, Kp], grown once per shape
-    if (xs.size() < M * Kp) xs.resize(M * Kp);
-    pack_split_rows(x.data, K, M, K, Kp, xs.data());
-    return multiply(isa, xs.data(), M, Kp, panels, N, y.data, N, false, b.empty() ? nullptr : b.data);
-  }
-  thread_local std::vector<std::uint16_t> xb;  // [M, Kp], grown once per shape
-  if (xb.size() < M * Kp) xb.resize(M * Kp);
-  pack(isa == Bf16Isa::avx512_bf16, x.data, K, false, M, K, Kp, PackLayout::rows, xb.data());
-  multiply(isa, xb.data(), M, Kp, panels, N, y.data, N, false, b.empty() ? nullptr : b.data);
+  multiply_x(isa, x.data, K, false, M, K, Kp, panels, N, y.data, N, false, b.empty() ? nullptr : b.data);
 }
 
 // ---- products whose two operands both hold the sum's index in their rows: C = Aᵀ·B (dW = dYᵀ·X)
@@ -537,8 +601,15 @@ inline void forward(Bf16Isa isa, TensorView<float, 2> y, TensorView<const float,
 // 16 outputs per accumulator and needs no lane sums at the end. Each output sums the pairs
 // (2p, 2p+1) of K in turn, as vdpbf16ps adds them:  c ← (c + a_{2p+1}·b_{2p+1}) + a_{2p}·b_{2p}.
 
+// On AVX2 the pairs are split instead: pair p becomes two float rows, k' = 2p holding the bf16
+// values of row 2p+1 and k' = 2p+1 those of row 2p (widened, exact), and each output sums its
+// terms over k' in turn, one FMA each (the products are exact): the same order, the same bits.
+
 /// Output rows and 16-column vectors per tile of the outer-product kernel.
 inline constexpr std::size_t outer_rows = 6, outer_vectors = 4, outer_cols = 16 * outer_vectors;
+/// Output rows and columns (two vectors of 8) per tile of the AVX2 outer-product kernel: 12
+/// accumulators, the two vectors of B's row and a broadcast of A's value in the other registers.
+inline constexpr std::size_t outer_rows_avx2 = 6, outer_cols_avx2 = 16;
 /// Rows of C per task.
 inline constexpr std::size_t outer_rows_per_task = 24;
 
@@ -688,6 +759,96 @@ inline void pair_columns(bool hardware, const float* a, std::size_t lda, std::si
 #endif
   pair_columns_portable(a, lda, M, K, ld_words, words);
 }
+
+#ifdef CAUSALQWEN_BF16_KERNEL
+/// pair_row_portable's pair p split for the AVX2 kernel: rows[2p] ← bf16 of src's row 2p+1 and
+/// rows[2p+1] ← bf16 of row 2p, as floats, columns [0, cols) (ld_rows per row; 0 past cols, and
+/// for a row 2p+1 past K).
+CAUSALQWEN_TARGET_AVX2 inline void split_row_avx2(const float* src, std::size_t ld, std::size_t K, std::size_t cols,
+                                                  std::size_t ld_rows, std::size_t p, float* rows) {
+  for (std::size_t half = 0; half < 2; ++half) {
+    const std::size_t k = 2 * p + 1 - half;  // the odd row first
+    float* out = rows + (2 * p + half) * ld_rows;
+    for (std::size_t c = 0; c < ld_rows; c += 8)
+      _mm256_storeu_ps(out + c, rounded8_avx2(src + k * ld + c, k < K && c < cols ? cols - c : 0));
+  }
+}
+inline void split_rows_avx2(const float* src, std::size_t ld, std::size_t K, std::size_t cols, std::size_t ld_rows, float* rows) {
+  parallel_for((K + 1) / 2, K * cols, [&](std::size_t p) { split_row_avx2(src, ld, K, cols, ld_rows, p, rows); });
+}
+
+/// split_row_avx2's pair p from a bf16 copy of src in panels (panel_index, Kp columns), as
+/// pair_panel_row_portable reads it: rows k0 + 2p + 1 and k0 + 2p (0 past K), columns
+/// [j0, j0 + cols) (j0 a multiple of 16; 0 past cols, up to ld_rows); `abs`: |src|.
+CAUSALQWEN_TARGET_AVX2 inline void split_panel_row_avx2(const std::uint16_t* panels, std::size_t Kp, std::size_t K, std::size_t k0,
+                                                        std::size_t j0, std::size_t cols, std::size_t ld_rows, std::size_t p,
+                                                        float* rows, bool abs) {
+  const __m128i value_bits = _mm_set1_epi16(static_cast<short>(abs ? 0x7FFF : 0xFFFF));
+  for (std::size_t half = 0; half < 2; ++half) {
+    const std::size_t k = k0 + 2 * p + 1 - half;
+    float* out = rows + (2 * p + half) * ld_rows;
+    for (std::size_t c = 0; c < ld_rows; c += 8) {
+      __m256i widened = _mm256_setzero_si256();  // the panel pads the columns to 16 with zeros
+      if (k < K && c < cols) {
+        const __m128i words = _mm_and_si128(value_bits, _mm_loadu_si128(reinterpret_cast<const __m128i*>(panels + panel_index(k, j0 + c, Kp))));
+        widened = _mm256_slli_epi32(_mm256_cvtepu16_epi32(words), 16);
+      }
+      _mm256_storeu_ps(out + c, _mm256_castsi256_ps(widened));
+    }
+  }
+}
+
+/// pair_columns_portable split for the AVX2 kernel: row m of `rows` [M, ld_rows] holds, at
+/// 2p and 2p+1, bf16(A_m,2p+1) and bf16(A_m,2p) as floats (0 past K, up to ld_rows, even).
+CAUSALQWEN_TARGET_AVX2 inline void split_columns_avx2(const float* a, std::size_t lda, std::size_t M, std::size_t K,
+                                                      std::size_t ld_rows, float* rows) {
+  for (std::size_t m = 0; m < M; ++m)
+    for (std::size_t k = 0; k < ld_rows; k += 8) {
+      const __m256 rounded = rounded8_avx2(a + m * lda + k, k < K ? K - k : 0);
+      _mm256_storeu_ps(rows + m * ld_rows + k, _mm256_permute_ps(rounded, _MM_SHUFFLE(2, 3, 0, 1)));  // each pair swapped
+    }
+}
+
+/// The AVX2 outer-product kernel: rows [n, n + MR) × columns [j, j + 16) of C (those below
+/// `cols`), summing k' ∈ [0, K2) in turn: c ← fma(a_k'n, b_k'j, c), with A's value of row n at
+/// a[k'·p_stride + n·row_stride] and B's row k' at b + k'·ldb.
+template <std::size_t MR>
+CAUSALQWEN_TARGET_AVX2 void outer_tile_avx2(const float* a, PairStrides as, const float* b, std::size_t ldb, std::size_t K2,
+                                            std::size_t n, std::size_t j, std::size_t cols, float* c, std::size_t ldc,
+                                            OuterStore store) {
+  // C's columns of the tile that exist: whole vectors are loaded and stored plainly (vmaskmovps
+  // costs about a dozen cycles on AMD's cores), the last tile of a row masked
+  const std::size_t valid = std::min(outer_cols_avx2, cols - j);
+  const bool whole = valid == outer_cols_avx2;
+  const __m256i mask[2] = {first_lanes_avx2(valid), first_lanes_avx2(valid > 8 ? valid - 8 : 0)};
+  const auto load_c = [&](const float* at, std::size_t v) { return whole ? _mm256_loadu_ps(at) : _mm256_maskload_ps(at, mask[v]); };
+  __m256 acc[MR][2];
+#pragma GCC unroll 6
+  for (std::size_t r = 0; r < MR; ++r)
+    for (std::size_t v = 0; v < 2; ++v)
+      acc[r][v] = store == OuterStore::resume ? load_c(c + (n + r) * ldc + j + 8 * v, v) : _mm256_setzero_ps();
+  for (std::size_t k = 0; k < K2; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(b + k * ldb + j), b1 = _mm256_loadu_ps(b + k * ldb + j + 8);
+    const float* ak = a + k * as.p_stride + n * as.row_stride;
+#pragma GCC unroll 6
+    for (std::size_t r = 0; r < MR; ++r) {
+      const __m256 x = _mm256_broadcast_ss(ak + r * as.row_stride);
+      acc[r][0] = _mm256_fmadd_ps(x, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(x, b1, acc[r][1]);
+    }
+  }
+#pragma GCC unroll 6
+  for (std::size_t r = 0; r < MR; ++r)
+    for (std::size_t v = 0; v < 2; ++v) {
+      float* out = c + (n + r) * ldc + j + 8 * v;
+      const __m256 sum = store == OuterStore::add ? _mm256_add_ps(load_c(out, v), acc[r][v]) : acc[r][v];
+      if (whole)
+        _mm256_storeu_ps(out, sum);
+      else
+        _mm256_maskstore_ps(out, mask[v], sum);
+    }
+}
+#endif
 #ifdef CAUSALQWEN_BF16_KERNEL
 
 /// The AVX512-BF16 outer-product kernel: rows [n, n + MR) × columns [j, j + outer_cols) of C.
@@ -731,12 +892,12 @@ CAUSALQWEN_TARGET_BF16 void outer_tile_avx512(const std::uint32_t* a, PairStride
 }
 #endif
 
-/// Rows [n0, n1) of C on the kernel (`hardware`) or the portable loop.
-inline void outer_rows_of(bool hardware, const std::uint32_t* a, PairStrides as, const std::uint32_t* b,
-                          std::size_t ldb_pairs, std::size_t P, std::size_t n0, std::size_t n1, std::size_t cols, float* c,
-                          std::size_t ldc, OuterStore store, Prefetcher* next = nullptr) {
+/// Rows [n0, n1) of C on AVX512-BF16's kernel or (any other `isa`) the portable loop, over P pairs.
+inline void outer_rows_of(Bf16Isa isa, const std::uint32_t* a, PairStrides as, const std::uint32_t* b, std::size_t ldb_pairs,
+                          std::size_t P, std::size_t n0, std::size_t n1, std::size_t cols, float* c, std::size_t ldc,
+                          OuterStore store, Prefetcher* next = nullptr) {
 #ifdef CAUSALQWEN_BF16_KERNEL
-  if (hardware) {
+  if (isa == Bf16Isa::avx512_bf16) {
     for (std::size_t j = 0; j < cols; j += outer_cols)
       for (std::size_t n = n0; n < n1; n += outer_rows) {
         if (next) next->prefetch_some();
@@ -755,38 +916,117 @@ inline void outer_rows_of(bool hardware, const std::uint32_t* a, PairStrides as,
   outer_portable(a, as, b, ldb_pairs, P, n0, n1, cols, c, ldc, store);
 }
 
-/// C [N, cols] (+)= bf16(A)ᵀ·bf16(B): A [K, N] (lda), B [K, cols] (ldb), row-major, the sum
-/// over their rows in the order above.
-inline void outer_product(bool hardware, std::size_t N, std::size_t cols, std::size_t K, const float* a, std::size_t lda,
-                          const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate) {
-  if (N == 0 || cols == 0) return;
-  const std::size_t P = (K + 1) / 2, lda_pairs = (N + 15) / 16 * 16,
-                    ldb_pairs = (cols + outer_cols - 1) / outer_cols * outer_cols;
-  thread_local std::vector<std::uint32_t> a_pairs, b_pairs;  // [P, lda_pairs], [P, ldb_pairs]
-  if (a_pairs.size() < P * lda_pairs) a_pairs.resize(P * lda_pairs);
-  if (b_pairs.size() < P * ldb_pairs) b_pairs.resize(P * ldb_pairs);
+/// Rows [n0, n1) of C on the AVX2 kernel, over the K2 = 2P rows of split pairs.
+inline void outer_rows_of([[maybe_unused]] Bf16Isa isa, [[maybe_unused]] const float* a, [[maybe_unused]] PairStrides as,
+                          [[maybe_unused]] const float* b, [[maybe_unused]] std::size_t ldb, [[maybe_unused]] std::size_t K2,
+                          [[maybe_unused]] std::size_t n0, [[maybe_unused]] std::size_t n1, [[maybe_unused]] std::size_t cols,
+                          [[maybe_unused]] float* c, [[maybe_unused]] std::size_t ldc, [[maybe_unused]] OuterStore store,
+                          [[maybe_unused]] Prefetcher* next = nullptr) {
 #ifdef CAUSALQWEN_BF16_KERNEL
-  if (hardware) {
-    pair_rows_avx512(a, lda, K, N, lda_pairs, a_pairs.data());
-    pair_rows_avx512(b, ldb, K, cols, ldb_pairs, b_pairs.data());
-  } else
+  for (std::size_t j = 0; j < cols; j += outer_cols_avx2)
+    for (std::size_t n = n0; n < n1; n += outer_rows_avx2) {
+      if (next) next->prefetch_some();
+      switch (std::min(outer_rows_avx2, n1 - n)) {
+        case 1: outer_tile_avx2<1>(a, as, b, ldb, K2, n, j, cols, c, ldc, store); break;
+        case 2: outer_tile_avx2<2>(a, as, b, ldb, K2, n, j, cols, c, ldc, store); break;
+        case 3: outer_tile_avx2<3>(a, as, b, ldb, K2, n, j, cols, c, ldc, store); break;
+        case 4: outer_tile_avx2<4>(a, as, b, ldb, K2, n, j, cols, c, ldc, store); break;
+        case 5: outer_tile_avx2<5>(a, as, b, ldb, K2, n, j, cols, c, ldc, store); break;
+        default: outer_tile_avx2<6>(a, as, b, ldb, K2, n, j, cols, c, ldc, store); break;
+      }
+    }
 #endif
-  {
-    pair_rows_portable(a, lda, K, N, lda_pairs, a_pairs.data());
-    pair_rows_portable(b, ldb, K, cols, ldb_pairs, b_pairs.data());
+}
+
+/// The rows of a product's operand as an outer-product kernel reads them: pairs (32-bit words,
+/// one row per pair) for AVX512-BF16's kernel and the portable loop, or split pairs (floats, two
+/// rows per pair) for AVX2's.
+template <class Word>
+inline constexpr std::size_t rows_per_pair = std::is_same_v<Word, float> ? 2 : 1;
+
+/// pair_rows_portable on `isa`'s packer, into pairs or split pairs (Word = float: AVX2).
+template <class Word>
+void pair_rows_on([[maybe_unused]] Bf16Isa isa, const float* src, std::size_t ld, std::size_t K, std::size_t cols, std::size_t ld_out, Word* out) {
+  if constexpr (std::is_same_v<Word, float>) {
+#ifdef CAUSALQWEN_BF16_KERNEL
+    split_rows_avx2(src, ld, K, cols, ld_out, out);
+#endif
+  } else {
+#ifdef CAUSALQWEN_BF16_KERNEL
+    if (isa == Bf16Isa::avx512_bf16) return pair_rows_avx512(src, ld, K, cols, ld_out, out);
+#endif
+    pair_rows_portable(src, ld, K, cols, ld_out, out);
   }
-  const std::uint32_t *ap = a_pairs.data(), *bp = b_pairs.data();
+}
+/// pair_row_portable's pair p on `isa`'s packer, into pairs or split pairs (Word = float: AVX2).
+template <class Word>
+void pair_row_on([[maybe_unused]] Bf16Isa isa, const float* src, std::size_t ld, std::size_t K, std::size_t cols, std::size_t ld_out,
+                 std::size_t p, Word* out) {
+  if constexpr (std::is_same_v<Word, float>) {
+#ifdef CAUSALQWEN_BF16_KERNEL
+    split_row_avx2(src, ld, K, cols, ld_out, p, out);
+#endif
+  } else {
+    pair_row(isa == Bf16Isa::avx512_bf16, src, ld, K, cols, ld_out, p, out);
+  }
+}
+/// pair_panel_row_portable's pair p on `isa`'s packer, into pairs or split pairs (Word = float:
+/// AVX2); k0 even.
+template <class Word>
+void pair_panel_row_on([[maybe_unused]] Bf16Isa isa, const std::uint16_t* panels, std::size_t Kp, std::size_t K, std::size_t k0, std::size_t j0,
+                       std::size_t cols, std::size_t ld_out, std::size_t p, Word* out, bool abs) {
+  if constexpr (std::is_same_v<Word, float>) {
+#ifdef CAUSALQWEN_BF16_KERNEL
+    split_panel_row_avx2(panels, Kp, K, k0, j0, cols, ld_out, p, out, abs);
+#endif
+  } else {
+#ifdef CAUSALQWEN_BF16_KERNEL
+    if (isa == Bf16Isa::avx512_bf16)
+      return pair_panel_row_avx512(panels, Kp, k0, j0, cols, ld_out, p, out, abs, k0 + 2 * p + 1 < K);
+#endif
+    pair_panel_row_portable(panels, Kp, K, k0, j0, cols, ld_out, p, out, abs);
+  }
+}
+/// pair_columns_portable on `isa`'s packer, into pairs or split pairs (Word = float: AVX2), ld_out
+/// words per row.
+template <class Word>
+void pair_columns_on([[maybe_unused]] Bf16Isa isa, const float* a, std::size_t lda, std::size_t M, std::size_t K, std::size_t ld_out, Word* out) {
+  if constexpr (std::is_same_v<Word, float>) {
+#ifdef CAUSALQWEN_BF16_KERNEL
+    split_columns_avx2(a, lda, M, K, ld_out, out);
+#endif
+  } else {
+    pair_columns(isa == Bf16Isa::avx512_bf16, a, lda, M, K, ld_out, out);
+  }
+}
+
+/// C [N, cols] (+)= bf16(A)ᵀ·bf16(B): A [K, N] (lda), B [K, cols] (ldb), row-major, the sum
+/// over their rows in the order above; on `isa`'s kernel, whose operands are pairs or (AVX2)
+/// split pairs (Word).
+template <class Word>
+void outer_product(Bf16Isa isa, std::size_t N, std::size_t cols, std::size_t K, const float* a, std::size_t lda, const float* b,
+                   std::size_t ldb, float* c, std::size_t ldc, bool accumulate) {
+  if (N == 0 || cols == 0) return;
+  const std::size_t rows = rows_per_pair<Word> * ((K + 1) / 2), lda_pairs = (N + 15) / 16 * 16,
+                    ldb_pairs = (cols + outer_cols - 1) / outer_cols * outer_cols;
+  thread_local std::vector<Word> a_pairs, b_pairs;  // [rows, lda_pairs], [rows, ldb_pairs]
+  if (a_pairs.size() < rows * lda_pairs) a_pairs.resize(rows * lda_pairs);
+  if (b_pairs.size() < rows * ldb_pairs) b_pairs.resize(rows * ldb_pairs);
+  pair_rows_on(isa, a, lda, K, N, lda_pairs, a_pairs.data());
+  pair_rows_on(isa, b, ldb, K, cols, ldb_pairs, b_pairs.data());
+  const Word *ap = a_pairs.data(), *bp = b_pairs.data();
   const std::size_t tasks = (N + outer_rows_per_task - 1) / outer_rows_per_task;
   parallel_for(tasks, N * cols * K / 8, [&](std::size_t t) {
     const std::size_t n0 = t * outer_rows_per_task, n1 = std::min(N, n0 + outer_rows_per_task);
-    outer_rows_of(hardware, ap, {lda_pairs, 1}, bp, ldb_pairs, P, n0, n1, cols, c, ldc,
-                  accumulate ? OuterStore::add : OuterStore::set);
+    outer_rows_of(isa, ap, {lda_pairs, 1}, bp, ldb_pairs, rows, n0, n1, cols, c, ldc, accumulate ? OuterStore::add : OuterStore::set);
   });
 }
 
 /// Pairs of K per block of B made at once in row_outer_product (a block of 256 pairs × the
-/// task's columns, made in the task's cache and used by every row of C).
-inline constexpr std::size_t row_outer_block_pairs = 256;
+/// task's columns, made in the task's cache and used by every row of C; 128 split pairs on AVX2,
+/// as many bytes).
+template <class Word>
+inline constexpr std::size_t row_outer_block_pairs = 256 / rows_per_pair<Word>;
 /// The tasks of row_outer_product: C's columns in tiles of outer_cols, dealt into a multiple of
 /// the thread count of tasks of at most row_outer_task_tiles tiles each, as evenly as the tiles
 /// allow (task t: tiles [t·tiles/tasks, (t+1)·tiles/tasks)), so that the threads get equal
@@ -799,57 +1039,53 @@ inline std::size_t row_outer_tasks(std::size_t tiles) {
 }
 
 /// C [M, cols] (+)= bf16(A)·bf16(B): A [M, K] (lda), B [K, cols] (ldb), row-major (dX = dY·W):
-/// on the outer-product kernel, each output summing the pairs of K in turn as above. A's rows
-/// rounded to bf16 are its pairs already; B's rows are paired block by block inside each task
-/// (a task: some columns of C and every row), so B is read once, row by row, with no transposing.
-/// The blocks' sums run in a per-task buffer, each block resuming the last one's (OuterStore::resume:
-/// the bits of one pass), and are then stored in C or added to it. `b_panels` (optional): a bf16
-/// copy of B in panels (panel_index, cols rounded up to 16), which is then paired instead of
-/// rounding B's floats again (the same bits; B's floats are not read); `b_abs`: B is |the copy's
-/// values|.
-inline void row_outer_product(bool hardware, std::size_t M, std::size_t cols, std::size_t K, const float* a, std::size_t lda,
-                              const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
-                              const std::uint16_t* b_panels = nullptr, bool b_abs = false) {
+/// on `isa`'s outer-product kernel (pairs, or split pairs on AVX2: Word), each output summing the
+/// pairs of K in turn as above. A's rows rounded to bf16 are its pairs already; B's rows are
+/// paired block by block inside each task (a task: some columns of C and every row), so B is read
+/// once, row by row, with no transposing. The blocks' sums run in a per-task buffer, each block
+/// resuming the last one's (OuterStore::resume: the bits of one pass), and are then stored in C or
+/// added to it. `b_panels` (optional): a bf16 copy of B in panels (panel_index, cols rounded up
+/// to 16), which is then paired instead of rounding B's floats again (the same bits; B's floats
+/// are not read); `b_abs`: B is |the copy's values|.
+template <class Word>
+void row_outer_product(Bf16Isa isa, std::size_t M, std::size_t cols, std::size_t K, const float* a, std::size_t lda,
+                       const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
+                       const std::uint16_t* b_panels = nullptr, bool b_abs = false) {
   if (M == 0 || cols == 0) return;
-  const std::size_t P = (K + 1) / 2, ld_words = (P + 15) / 16 * 16;
-  thread_local std::vector<std::uint32_t> a_words;  // [M, ld_words]
+  constexpr std::size_t lines = rows_per_pair<Word>, block_pairs = row_outer_block_pairs<Word>;
+  const std::size_t P = (K + 1) / 2, ld_words = lines * ((P + 15) / 16 * 16);
+  thread_local std::vector<Word> a_words;  // [M, ld_words]
   if (a_words.size() < M * ld_words) a_words.resize(M * ld_words);
-  pair_columns(hardware, a, lda, M, K, ld_words, a_words.data());
-  const std::uint32_t* aw = a_words.data();
+  pair_columns_on(isa, a, lda, M, K, ld_words, a_words.data());
+  const Word* aw = a_words.data();
   const std::size_t Kp_b = (cols + panel_cols - 1) / panel_cols * panel_cols;  // b_panels' padded row length
   constexpr std::size_t task_cols = row_outer_task_tiles * outer_cols;  // the widest task
   const std::size_t tiles = (cols + outer_cols - 1) / outer_cols, tasks = row_outer_tasks(tiles);
   parallel_for(tasks, M * cols * K / 8, [&](std::size_t t) {
     const std::size_t j0 = t * tiles / tasks * outer_cols, width = std::min(cols, (t + 1) * tiles / tasks * outer_cols) - j0;
-    thread_local std::vector<std::uint32_t> b_block;  // [row_outer_block_pairs, task_cols]
-    thread_local std::vector<float> sums;               // [M, task_cols]
-    if (b_block.size() < row_outer_block_pairs * task_cols) b_block.resize(row_outer_block_pairs * task_cols);
+    thread_local std::vector<Word> b_block;  // [lines · block_pairs, task_cols]
+    thread_local std::vector<float> sums;    // [M, task_cols]
+    if (b_block.size() < lines * block_pairs * task_cols) b_block.resize(lines * block_pairs * task_cols);
     if (sums.size() < M * task_cols) sums.resize(M * task_cols);
-    const std::size_t tile_calls = ((width + outer_cols - 1) / outer_cols) * ((M + outer_rows - 1) / outer_rows);
-    for (std::size_t p0 = 0; p0 < P; p0 += row_outer_block_pairs) {
-      const std::size_t pairs = std::min(row_outer_block_pairs, P - p0);
+    constexpr std::size_t tile_cols = lines == 2 ? outer_cols_avx2 : outer_cols;  // outer_rows_avx2 = outer_rows
+    const std::size_t tile_calls = ((width + tile_cols - 1) / tile_cols) * ((M + outer_rows - 1) / outer_rows);
+    for (std::size_t p0 = 0; p0 < P; p0 += block_pairs) {
+      const std::size_t pairs = std::min(block_pairs, P - p0);
       const std::size_t k_next = 2 * (p0 + pairs);  // the next block's rows of B, fetched meanwhile
-      const std::size_t next_rows = std::min(K, k_next + 2 * row_outer_block_pairs) - std::min(K, k_next);
+      const std::size_t next_rows = std::min(K, k_next + 2 * block_pairs) - std::min(K, k_next);
       Prefetcher next;
       if (b_panels) {  // B's pairs from its copy; the next block's panels: 4 rows × width per group
-        for (std::size_t p = 0; p < pairs; ++p) {
-#ifdef CAUSALQWEN_BF16_KERNEL
-          if (hardware) {
-            pair_panel_row_avx512(b_panels, Kp_b, 2 * p0, j0, width, task_cols, p, b_block.data(), b_abs, 2 * (p0 + p) + 1 < K);
-            continue;
-          }
-#endif
-          pair_panel_row_portable(b_panels, Kp_b, K, 2 * p0, j0, width, task_cols, p, b_block.data(), b_abs);
-        }
+        for (std::size_t p = 0; p < pairs; ++p)
+          pair_panel_row_on(isa, b_panels, Kp_b, K, 2 * p0, j0, width, task_cols, p, b_block.data(), b_abs);
         next = Prefetcher(reinterpret_cast<const float*>(b_panels + panel_index(k_next, j0, Kp_b)), 2 * Kp_b,
                           (next_rows + panel_rows - 1) / panel_rows, 2 * width, tile_calls);
       } else {
         for (std::size_t p = 0; p < pairs; ++p)  // B's rows from 2·p0 on, columns [j0, j0 + width)
-          pair_row(hardware, b + 2 * p0 * ldb + j0, ldb, K - 2 * p0, width, task_cols, p, b_block.data());
+          pair_row_on(isa, b + 2 * p0 * ldb + j0, ldb, K - 2 * p0, width, task_cols, p, b_block.data());
         next = Prefetcher(b + k_next * ldb + j0, ldb, next_rows, width, tile_calls);
       }
-      outer_rows_of(hardware, aw + p0, {1, ld_words}, b_block.data(), task_cols, pairs, 0, M, width, sums.data(), task_cols,
-                    p0 == 0 ? OuterStore::set : OuterStore::resume, &next);
+      outer_rows_of(isa, aw + lines * p0, {1, ld_words}, b_block.data(), task_cols, lines * pairs, 0, M, width, sums.data(),
+                    task_cols, p0 == 0 ? OuterStore::set : OuterStore::resume, &next);
     }
     for (std::size_t m = 0; m < M; ++m) {
       float* c_row = c + m * ldc + j0;
@@ -864,8 +1100,7 @@ inline void row_outer_product(bool hardware, std::size_t M, std::size_t cols, st
 /// `multiply`; then the sums of `multiply`. Aᵀ·B and A·B (B stored with K as its rows) run on
 /// the outer-product kernel instead, with its order of the sums. `b_panels` (optional): a bf16 copy
 /// of B in panels, of op(B)ᵀ [N,K] for A·Bᵀ or of B [K,N] for A·B, read instead of rounding B
-/// (the same bits); `b_abs`: B holds |the copy's values| (the sign bits cleared). On AVX2, A·Bᵀ
-/// with A stored as rows runs the AVX2 kernel; the other layouts, the portable loop.
+/// (the same bits); `b_abs`: B holds |the copy's values| (the sign bits cleared).
 inline void matmul(Bf16Isa isa, bool a_transposed, bool b_transposed, std::size_t M, std::size_t N, std::size_t K,
                    const float* a, std::size_t lda, const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
                    const std::uint16_t* b_panels = nullptr, bool b_abs = false) {
@@ -875,23 +1110,17 @@ inline void matmul(Bf16Isa isa, bool a_transposed, bool b_transposed, std::size_
       for (std::size_t m = 0; m < M; ++m) std::fill_n(c + m * ldc, N, 0.0f);
     return;
   }
-  const bool hardware = isa == Bf16Isa::avx512_bf16;  // the outer products and packers have no AVX2 kernels
-  if (a_transposed && !b_transposed) return outer_product(hardware, M, N, K, a, lda, b, ldb, c, ldc, accumulate);
+  if (a_transposed && !b_transposed)
+    return isa == Bf16Isa::avx2 ? outer_product<float>(isa, M, N, K, a, lda, b, ldb, c, ldc, accumulate)
+                                : outer_product<std::uint32_t>(isa, M, N, K, a, lda, b, ldb, c, ldc, accumulate);
   if (!a_transposed && !b_transposed)
-    return row_outer_product(hardware, M, N, K, a, lda, b, ldb, c, ldc, accumulate, b_panels, b_abs);
+    return isa == Bf16Isa::avx2
+               ? row_outer_product<float>(isa, M, N, K, a, lda, b, ldb, c, ldc, accumulate, b_panels, b_abs)
+               : row_outer_product<std::uint32_t>(isa, M, N, K, a, lda, b, ldb, c, ldc, accumulate, b_panels, b_abs);
   const std::size_t Kp = (K + panel_cols - 1) / panel_cols * panel_cols;
   // the panels' row j is column j of op(B): stored as row j when B is transposed
   const PanelSource panels{b_transposed ? b_panels : nullptr, b, ldb, K, !b_transposed, b_transposed && b_abs};
-  if (isa == Bf16Isa::avx2 && !a_transposed) {
-    thread_local std::vector<float> a_split;  // [M, Kp]
-    if (a_split.size() < M * Kp) a_split.resize(M * Kp);
-    pack_split_rows(a, lda, M, K, Kp, a_split.data());
-    return multiply(isa, a_split.data(), M, Kp, panels, N, c, ldc, accumulate, nullptr);
-  }
-  thread_local std::vector<std::uint16_t> a_rows;  // [M, Kp]
-  if (a_rows.size() < M * Kp) a_rows.resize(M * Kp);
-  pack(hardware, a, lda, a_transposed, M, K, Kp, PackLayout::rows, a_rows.data());
-  multiply(hardware ? isa : Bf16Isa::portable, a_rows.data(), M, Kp, panels, N, c, ldc, accumulate, nullptr);
+  multiply_x(isa, a, lda, a_transposed, M, K, Kp, panels, N, c, ldc, accumulate, nullptr);
 }
 
 }  // namespace detail_bf16
