@@ -163,6 +163,10 @@ rounds = int(rounds)
 def die(msg):
     sys.exit(f"llama_cpp_peer.sh: error: {msg}")
 
+def read_probes(path):
+    """The GB/s figures of a probe file (one per line; the probe's line of thread settings skipped)."""
+    return [float(line) for line in open(path) if line.strip() and not line.startswith("thread settings")]
+
 # llama.cpp: mean tokens/s of the repetitions per test
 llama, info, llama_probe, gguf_bytes = {}, {}, {}, {}
 for t in ("f32", "bf16", "q8_0"):
@@ -175,7 +179,7 @@ for t in ("f32", "bf16", "q8_0"):
             die(f"cannot read {path}: {e}")
     probe_path = os.path.join(work, f"probe-{t}.txt")
     try:
-        probes = [float(x) for x in open(probe_path).read().split()]
+        probes = read_probes(probe_path)
     except (OSError, ValueError) as e:
         die(f"cannot read {probe_path}: {e}")
     if len(probes) != 2:
@@ -273,7 +277,7 @@ if rounds > 0:
             lpath, ppath = os.path.join(work, f"alt-llama-{t}-{r}.json"), os.path.join(work, f"alt-probe-{t}-{r}.txt")
             try:
                 l = next(x["avg_ts"] for x in json.load(open(lpath)) if x["n_gen"] > 0)
-                probes = [float(x) for x in open(ppath).read().split()]
+                probes = read_probes(ppath)
             except (OSError, ValueError, StopIteration, KeyError) as e:
                 die(f"cannot read round {r} of {t} ({lpath}, {ppath}): {e}")
             if len(probes) != 2:
@@ -289,9 +293,10 @@ if rounds > 0:
             print(f"{label:<6} {r:>6} {l:>16.2f} {l * gguf_bytes[t] / 1e9:>6.1f} {lp:>6.1f} | {ot:>11.2f} "
                   f"{ot * o[f'gb_{ours_t}']:>6.1f} {op:>6.1f} | {ot / l:>14.2f}x")
         med = statistics.median(ratios)
-        med_same = statistics.median(same) if same else float("nan")
+        med_same = statistics.median(same) if same else None  # null in the JSON: no such round
         print(f"{label:<6} {'median':>6} {'':>16} {'':>6} {'':>6} | {'':>11} {'':>6} {'':>6} | {med:>14.2f}x")
-        print(f"{label:<6} {'same':>6} {f'({len(same)} of {rounds} rounds with probes within 10 %)':>52} | {med_same:>14.2f}x")
+        same_text = f"{med_same:>14.2f}x" if same else f"{'none':>15}"
+        print(f"{label:<6} {'same':>6} {f'({len(same)} of {rounds} rounds with probes within 10 %)':>52} | {same_text}")
         results.append({"type": label, "test": "tg64 alternating", "rounds": ratios, "ours_over_llama_cpp": med,
                         "same_memory_rounds": same, "ours_over_llama_cpp_same_memory": med_same})
 

@@ -63,6 +63,12 @@ class PageBuffer {
     std::memset(static_cast<void*>(data_.get()), 0, bytes);
   }
 
+  /// Room for n elements: a new zeroed buffer when this one holds fewer (the values are not
+  /// kept), else this one; its data(). A scratch buffer grows once per larger shape so.
+  T* grow(std::size_t n) {
+    if (size_ < n) *this = PageBuffer(n);
+    return data();
+  }
   T* data() { return data_.get(); }
   const T* data() const { return data_.get(); }
   std::size_t size() const { return size_; }

@@ -25,6 +25,7 @@
 #pragma once
 #include "causalqwen/core/bfloat16.hpp"
 #include "causalqwen/core/error.hpp"
+#include "causalqwen/core/page_buffer.hpp"
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/core/threading.hpp"
 #include "causalqwen/linalg/kernel_choice.hpp"
@@ -39,7 +40,6 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
-#include <vector>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -74,6 +74,10 @@ inline std::size_t task_rows(std::size_t Kp) {
 }
 /// Bytes of bf16 X that one block of rows may take (kept in the core's L2 while W streams).
 inline constexpr std::size_t x_block_bytes = 192 * 1024;
+/// Chunks of K per block of the AVX2 kernel when X has more than 2 rows and K is longer: 64
+/// (1,024 values: a tile's 3 rows of split X, 12 KiB, and its panel group, 8 KiB, stay in L1;
+/// the down projection's K of 4,864 did not fit, and its product ran at 0.6× the others').
+inline constexpr std::size_t avx2_block_chunks = 64;
 
 /// Whether this CPU runs vdpbf16ps (asked once).
 inline bool cpu_has_avx512_bf16() {
@@ -111,6 +115,16 @@ struct TileOut {
   std::size_t ldc, cols;
   const float* bias;
   bool accumulate;
+};
+
+/// The lane accumulators of an AVX2 tile whose K is cut into blocks: those of output (m, r) at
+/// at + (m·ld + r)·8. `resume`: the tile starts from them (not from 0); `keep`: it stores them
+/// there instead of the sums (stored and loaded exactly, so the blocks give one pass's bits).
+/// None (at null): one pass.
+struct TileLanes {
+  float* at = nullptr;
+  std::size_t ld = 0;
+  bool resume = false, keep = false;
 };
 
 /// The portable kernel: the outputs of rows [0, mr) of xb and the 4·G W rows of the groups
@@ -288,13 +302,15 @@ CAUSALQWEN_TARGET_AVX2 inline void store_four(__m128 sums, const TileOut& o, flo
 ///   l_j ← fma(x_{2j+1}, w_{2j+1}, l_j),  then  l_j ← fma(x_{2j}, w_{2j}, l_j).
 /// (Measured here against a tile of 4 rows × 2 W rows, whose loads of X each serve four FMAs:
 /// as fast for a prefill, slower for a decoding step.)
+/// `chunks` chunks from xs and w_group (rows of xs Kp apart); `lanes`: K in blocks (TileLanes).
 template <std::size_t MR>
-CAUSALQWEN_TARGET_AVX2 void tile_avx2(const float* xs, std::size_t Kp, const std::uint16_t* w_group, const TileOut& o) {
-  const std::size_t chunks = Kp / panel_cols;
+CAUSALQWEN_TARGET_AVX2 void tile_avx2(const float* xs, std::size_t Kp, std::size_t chunks, const std::uint16_t* w_group,
+                                      const TileOut& o, const TileLanes& lanes) {
   const __m256i high_half = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
   __m256 acc[MR][panel_rows];
   for (std::size_t m = 0; m < MR; ++m)
-    for (std::size_t r = 0; r < panel_rows; ++r) acc[m][r] = _mm256_setzero_ps();
+    for (std::size_t r = 0; r < panel_rows; ++r)
+      acc[m][r] = lanes.resume ? _mm256_load_ps(lanes.at + (m * lanes.ld + r) * 8) : _mm256_setzero_ps();
   for (std::size_t c = 0; c < chunks; ++c) {
     const std::uint16_t* w_chunk = w_group + c * panel_rows * panel_cols;
 #pragma GCC unroll 4
@@ -309,6 +325,11 @@ CAUSALQWEN_TARGET_AVX2 void tile_avx2(const float* xs, std::size_t Kp, const std
         acc[m][r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + panel_cols / 2), w_even, acc[m][r]);
       }
     }
+  }
+  if (lanes.keep) {
+    for (std::size_t m = 0; m < MR; ++m)
+      for (std::size_t r = 0; r < panel_rows; ++r) _mm256_store_ps(lanes.at + (m * lanes.ld + r) * 8, acc[m][r]);
+    return;
   }
 #pragma GCC unroll 3
   for (std::size_t m = 0; m < MR; ++m) store_four(four_sums_avx2(acc[m]), o, o.c + m * o.ldc, 0);
@@ -350,14 +371,20 @@ inline void tile(Bf16Isa isa, const std::uint16_t* xb, std::size_t Kp, std::size
   tile_portable(xb, Kp, mr, w_group, G, o);
 }
 
-/// The kernel for rows of X split by pack_split_rows: AVX2's, mr ∈ [1, 3] rows × one panel group,
-/// or one row × G ∈ {1, 2} groups.
+/// The kernel for rows of X split by pack_split_rows: AVX2's, mr ∈ [1, 3] rows × one panel group
+/// over `chunks` chunks (K in blocks when `lanes` has some), or one row × G ∈ {1, 2} groups over
+/// all of K.
 inline void tile([[maybe_unused]] Bf16Isa isa, [[maybe_unused]] const float* xs, [[maybe_unused]] std::size_t Kp,
-                 [[maybe_unused]] std::size_t mr, [[maybe_unused]] const std::uint16_t* w_group, [[maybe_unused]] std::size_t G,
-                 [[maybe_unused]] const TileOut& o) {
+                 [[maybe_unused]] std::size_t chunks, [[maybe_unused]] std::size_t mr,
+                 [[maybe_unused]] const std::uint16_t* w_group, [[maybe_unused]] std::size_t G,
+                 [[maybe_unused]] const TileOut& o, [[maybe_unused]] const TileLanes& lanes) {
 #ifdef CAUSALQWEN_BF16_KERNEL
-  if (mr == 1) return G == 1 ? tile_avx2_row<1>(xs, Kp, w_group, o) : tile_avx2_row<2>(xs, Kp, w_group, o);
-  return mr == 2 ? tile_avx2<2>(xs, Kp, w_group, o) : tile_avx2<3>(xs, Kp, w_group, o);
+  if (mr == 1 && !lanes.at) return G == 1 ? tile_avx2_row<1>(xs, Kp, w_group, o) : tile_avx2_row<2>(xs, Kp, w_group, o);
+  switch (mr) {
+    case 1: return tile_avx2<1>(xs, Kp, chunks, w_group, o, lanes);
+    case 2: return tile_avx2<2>(xs, Kp, chunks, w_group, o, lanes);
+    default: return tile_avx2<3>(xs, Kp, chunks, w_group, o, lanes);
+  }
 #endif
 }
 
@@ -517,28 +544,30 @@ void multiply(Bf16Isa isa, const XRow* xb, std::size_t M, std::size_t Kp, const 
               std::size_t ldc, bool accumulate, const float* bias) {
   constexpr bool split = std::is_same_v<XRow, float>;
   constexpr std::size_t mr = split ? avx2_tile_rows : tile_rows;
-  const std::size_t block_rows = std::max(mr, x_block_bytes / (sizeof(XRow) * Kp) / mr * mr);
+  // AVX2 with more than 2 rows of X: K in blocks of avx2_block_chunks chunks when longer
+  const std::size_t chunks = Kp / panel_cols;
+  const bool k_blocks = split && M > 2 && chunks > avx2_block_chunks;
+  const std::size_t block_chunks = k_blocks ? avx2_block_chunks : chunks;
+  const std::size_t block_rows = std::max(mr, x_block_bytes / (sizeof(XRow) * block_chunks * panel_cols) / mr * mr);
   const std::size_t per_task = M <= 2 ? rows_per_task : task_rows(Kp);
   const std::size_t tasks = (N + per_task - 1) / per_task;
   const std::size_t groups = split ? (M == 1 ? avx2_row_groups : avx2_tile_groups) : M <= 2 ? few_rows_tile_groups : tile_groups;
   // tile calls per task: the float rows of the next task are prefetched across them
-  const std::size_t tile_calls = ((M + block_rows - 1) / block_rows) * ((block_rows + mr - 1) / mr) *
-                                 ((per_task + panel_rows * groups - 1) / (panel_rows * groups));
+  const std::size_t tile_calls = ((M + block_rows - 1) / block_rows) * ((chunks + block_chunks - 1) / block_chunks) *
+                                 ((block_rows + mr - 1) / mr) * ((per_task + panel_rows * groups - 1) / (panel_rows * groups));
   parallel_for(tasks, M * N * Kp / 8 + N * Kp, [&](std::size_t t) {
     const std::size_t n0 = t * per_task, n1 = std::min(N, n0 + per_task);
     // the panels of rows [n0, n1): the packed ones, or this task's rows packed now
-    thread_local std::vector<std::uint16_t> task_panels;  // [per_task, Kp], grown once per shape
+    thread_local PageBuffer<std::uint16_t> task_panels;  // [per_task, Kp], grown once per shape
     const std::uint16_t* first_group = w.panels + (n0 / panel_rows) * panel_rows * Kp;
     Prefetcher next;  // the float rows the next task packs, read into L2 while this one multiplies
     if (w.panels && w.abs) {  // |W| of this task's groups, in its cache
       const std::size_t stored = ((n1 - n0 + panel_rows - 1) / panel_rows) * panel_rows * Kp;
-      if (task_panels.size() < stored) task_panels.resize(stored);
-      copy_abs(first_group, stored, task_panels.data());
+      copy_abs(first_group, stored, task_panels.grow(stored));
       first_group = task_panels.data();
     } else if (!w.panels) {
-      if (task_panels.size() < per_task * Kp) task_panels.resize(per_task * Kp);
       pack(isa, w.transposed ? w.src + n0 : w.src + n0 * w.ld, w.ld, w.transposed, n1 - n0, w.K, Kp, PackLayout::panels,
-           task_panels.data());
+           task_panels.grow(per_task * Kp));
       first_group = task_panels.data();
       if (n1 < N) {  // R's rows [n1, n2): rows of src, or its columns when transposed
         const std::size_t n2 = std::min(N, n1 + per_task);
@@ -546,15 +575,27 @@ void multiply(Bf16Isa isa, const XRow* xb, std::size_t M, std::size_t Kp, const 
                             : Prefetcher(w.src + n1 * w.ld, w.ld, n2 - n1, w.K, tile_calls);
       }
     }
+    thread_local PageBuffer<float> lanes;  // [block_rows, per_task, 8]: the lane sums between blocks of K
+    if (k_blocks) lanes.grow(block_rows * per_task * 8);
     for (std::size_t m0 = 0; m0 < M; m0 += block_rows) {
       const std::size_t m_end = std::min(M, m0 + block_rows);
-      for (std::size_t n = n0; n < n1; n += panel_rows * groups) {
-        const std::size_t rows = std::min(panel_rows * groups, n1 - n);
-        const std::size_t G = (rows + panel_rows - 1) / panel_rows;
-        for (std::size_t m = m0; m < m_end; m += mr) {
-          next.prefetch_some();
-          tile(isa, xb + m * Kp, Kp, std::min(mr, m_end - m), first_group + ((n - n0) / panel_rows) * panel_rows * Kp, G,
-               {c + m * ldc + n, ldc, rows, bias ? bias + n : nullptr, accumulate});
+      for (std::size_t c0 = 0; c0 < chunks; c0 += block_chunks) {
+        const std::size_t c1 = std::min(chunks, c0 + block_chunks);
+        for (std::size_t n = n0; n < n1; n += panel_rows * groups) {
+          const std::size_t rows = std::min(panel_rows * groups, n1 - n);
+          const std::size_t G = (rows + panel_rows - 1) / panel_rows;
+          const std::uint16_t* group = first_group + ((n - n0) / panel_rows) * panel_rows * Kp + c0 * panel_rows * panel_cols;
+          for (std::size_t m = m0; m < m_end; m += mr) {
+            next.prefetch_some();
+            const TileOut out{c + m * ldc + n, ldc, rows, bias ? bias + n : nullptr, accumulate};
+            if constexpr (split) {
+              const TileLanes tile_lanes =
+                  k_blocks ? TileLanes{lanes.data() + ((m - m0) * per_task + (n - n0)) * 8, per_task, c0 > 0, c1 < chunks} : TileLanes{};
+              tile(isa, xb + m * Kp + c0 * panel_cols, Kp, c1 - c0, std::min(mr, m_end - m), group, G, out, tile_lanes);
+            } else {
+              tile(isa, xb + m * Kp, Kp, std::min(mr, m_end - m), group, G, out);
+            }
+          }
         }
       }
     }
@@ -564,19 +605,19 @@ void multiply(Bf16Isa isa, const XRow* xb, std::size_t M, std::size_t Kp, const 
 /// c [M,N] (=|+=) bf16(X)·the N rows of `w` (+ bias), as `multiply` sums them: X [M,K] (x_mk at
 /// x[m·ld + k], or x[k·ld + m] when `transposed`) rounded once into a per-thread buffer (grown
 /// once per shape): split floats for the AVX2 kernel, bf16 rows for AVX512-BF16's or the
-/// portable loop.
+/// portable loop. The kernels' scratch buffers are PageBuffers, 64-byte aligned, so that no
+/// vector load of a chunk straddles two cache lines (with std::vector's 16-byte alignment half
+/// of the AVX2 kernel's loads of X did, and its prefill ran at 0.66–0.82× the speed).
 inline void multiply_x(Bf16Isa isa, const float* x, std::size_t ld, bool transposed, std::size_t M, std::size_t K,
                        std::size_t Kp, const PanelSource& w, std::size_t N, float* c, std::size_t ldc, bool accumulate,
                        const float* bias) {
   if (isa == Bf16Isa::avx2) {
-    thread_local std::vector<float> xs;  // [M, Kp]
-    if (xs.size() < M * Kp) xs.resize(M * Kp);
-    pack_split_rows(x, ld, transposed, M, K, Kp, xs.data());
+    thread_local PageBuffer<float> xs;  // [M, Kp]
+    pack_split_rows(x, ld, transposed, M, K, Kp, xs.grow(M * Kp));
     return multiply(isa, xs.data(), M, Kp, w, N, c, ldc, accumulate, bias);
   }
-  thread_local std::vector<std::uint16_t> xb;  // [M, Kp]
-  if (xb.size() < M * Kp) xb.resize(M * Kp);
-  pack(isa, x, ld, transposed, M, K, Kp, PackLayout::rows, xb.data());
+  thread_local PageBuffer<std::uint16_t> xb;  // [M, Kp]
+  pack(isa, x, ld, transposed, M, K, Kp, PackLayout::rows, xb.grow(M * Kp));
   multiply(isa, xb.data(), M, Kp, w, N, c, ldc, accumulate, bias);
 }
 
@@ -1009,11 +1050,9 @@ void outer_product(Bf16Isa isa, std::size_t N, std::size_t cols, std::size_t K, 
   if (N == 0 || cols == 0) return;
   const std::size_t rows = rows_per_pair<Word> * ((K + 1) / 2), lda_pairs = (N + 15) / 16 * 16,
                     ldb_pairs = (cols + outer_cols - 1) / outer_cols * outer_cols;
-  thread_local std::vector<Word> a_pairs, b_pairs;  // [rows, lda_pairs], [rows, ldb_pairs]
-  if (a_pairs.size() < rows * lda_pairs) a_pairs.resize(rows * lda_pairs);
-  if (b_pairs.size() < rows * ldb_pairs) b_pairs.resize(rows * ldb_pairs);
-  pair_rows_on(isa, a, lda, K, N, lda_pairs, a_pairs.data());
-  pair_rows_on(isa, b, ldb, K, cols, ldb_pairs, b_pairs.data());
+  thread_local PageBuffer<Word> a_pairs, b_pairs;  // [rows, lda_pairs], [rows, ldb_pairs]
+  pair_rows_on(isa, a, lda, K, N, lda_pairs, a_pairs.grow(rows * lda_pairs));
+  pair_rows_on(isa, b, ldb, K, cols, ldb_pairs, b_pairs.grow(rows * ldb_pairs));
   const Word *ap = a_pairs.data(), *bp = b_pairs.data();
   const std::size_t tasks = (N + outer_rows_per_task - 1) / outer_rows_per_task;
   parallel_for(tasks, N * cols * K / 8, [&](std::size_t t) {
@@ -1054,19 +1093,18 @@ void row_outer_product(Bf16Isa isa, std::size_t M, std::size_t cols, std::size_t
   if (M == 0 || cols == 0) return;
   constexpr std::size_t lines = rows_per_pair<Word>, block_pairs = row_outer_block_pairs<Word>;
   const std::size_t P = (K + 1) / 2, ld_words = lines * ((P + 15) / 16 * 16);
-  thread_local std::vector<Word> a_words;  // [M, ld_words]
-  if (a_words.size() < M * ld_words) a_words.resize(M * ld_words);
-  pair_columns_on(isa, a, lda, M, K, ld_words, a_words.data());
+  thread_local PageBuffer<Word> a_words;  // [M, ld_words]
+  pair_columns_on(isa, a, lda, M, K, ld_words, a_words.grow(M * ld_words));
   const Word* aw = a_words.data();
   const std::size_t Kp_b = (cols + panel_cols - 1) / panel_cols * panel_cols;  // b_panels' padded row length
   constexpr std::size_t task_cols = row_outer_task_tiles * outer_cols;  // the widest task
   const std::size_t tiles = (cols + outer_cols - 1) / outer_cols, tasks = row_outer_tasks(tiles);
   parallel_for(tasks, M * cols * K / 8, [&](std::size_t t) {
     const std::size_t j0 = t * tiles / tasks * outer_cols, width = std::min(cols, (t + 1) * tiles / tasks * outer_cols) - j0;
-    thread_local std::vector<Word> b_block;  // [lines · block_pairs, task_cols]
-    thread_local std::vector<float> sums;    // [M, task_cols]
-    if (b_block.size() < lines * block_pairs * task_cols) b_block.resize(lines * block_pairs * task_cols);
-    if (sums.size() < M * task_cols) sums.resize(M * task_cols);
+    thread_local PageBuffer<Word> b_block;  // [lines · block_pairs, task_cols]
+    thread_local PageBuffer<float> sums;    // [M, task_cols]
+    b_block.grow(lines * block_pairs * task_cols);
+    sums.grow(M * task_cols);
     constexpr std::size_t tile_cols = lines == 2 ? outer_cols_avx2 : outer_cols;  // outer_rows_avx2 = outer_rows
     const std::size_t tile_calls = ((width + tile_cols - 1) / tile_cols) * ((M + outer_rows - 1) / outer_rows);
     for (std::size_t p0 = 0; p0 < P; p0 += block_pairs) {
