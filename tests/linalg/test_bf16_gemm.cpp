@@ -208,7 +208,7 @@ TEST_CASE("bf16 pairing of W's rows (dY·W in training): AVX-512 and AVX2 give t
     }
 #ifdef CAUSALQWEN_BF16_KERNEL
   if (la::detail_bf16::cpu_has_avx512_bf16()) {
-    la::detail_bf16::pair_rows_avx512(src.data(), ld, K, cols, ld_pairs, fast.data());
+    la::detail_bf16::pair_rows_on(la::Bf16Isa::avx512_bf16, src.data(), ld, K, cols, ld_pairs, fast.data());
     for (std::size_t p = 0; p < P; ++p)
       for (std::size_t c = 0; c < cols; ++c) {
         CAPTURE(p);
@@ -218,7 +218,7 @@ TEST_CASE("bf16 pairing of W's rows (dY·W in training): AVX-512 and AVX2 give t
   }
   if (la::cpu_has_avx2_fma()) {  // split pairs: row 2p the high halves widened, row 2p+1 the low ones
     std::vector<float> split(2 * P * ld_pairs, 7.0f);
-    la::detail_bf16::split_rows_avx2(src.data(), ld, K, cols, ld_pairs, split.data());
+    la::detail_bf16::pair_rows_on(la::Bf16Isa::avx2, src.data(), ld, K, cols, ld_pairs, split.data());
     std::size_t differ = 0;
     for (std::size_t p = 0; p < P; ++p)
       for (std::size_t c = 0; c < ld_pairs; ++c) {

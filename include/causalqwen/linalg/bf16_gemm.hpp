@@ -648,9 +648,9 @@ inline void forward(Bf16Isa isa, TensorView<float, 2> y, TensorView<const float,
 
 /// Output rows and 16-column vectors per tile of the outer-product kernel.
 inline constexpr std::size_t outer_rows = 6, outer_vectors = 4, outer_cols = 16 * outer_vectors;
-/// Output rows and columns (two vectors of 8) per tile of the AVX2 outer-product kernel: 12
-/// accumulators, the two vectors of B's row and a broadcast of A's value in the other registers.
-inline constexpr std::size_t outer_rows_avx2 = 6, outer_cols_avx2 = 16;
+/// Output columns (two vectors of 8) per tile of the AVX2 outer-product kernel, outer_rows high:
+/// 12 accumulators, the two vectors of B's row and a broadcast of A's value in the other registers.
+inline constexpr std::size_t outer_cols_avx2 = 16;
 /// Rows of C per task.
 inline constexpr std::size_t outer_rows_per_task = 24;
 
@@ -764,10 +764,6 @@ CAUSALQWEN_TARGET_BF16 inline void pair_panel_row_avx512(const std::uint16_t* pa
     _mm512_storeu_si512(pairs + p * ld_pairs + c, _mm512_permutexvar_epi16(interleave, two_rows));
   }
 }
-inline void pair_rows_avx512(const float* src, std::size_t ld, std::size_t K, std::size_t cols, std::size_t ld_pairs,
-                             std::uint32_t* pairs) {
-  parallel_for((K + 1) / 2, K * cols, [&](std::size_t p) { pair_row_avx512(src, ld, K, cols, ld_pairs, p, pairs); });
-}
 
 /// pair_columns_portable with AVX-512 (the same bits), 16 words (32 columns) at a time.
 CAUSALQWEN_TARGET_BF16 inline void pair_columns_avx512(const float* a, std::size_t lda, std::size_t M, std::size_t K,
@@ -813,9 +809,6 @@ CAUSALQWEN_TARGET_AVX2 inline void split_row_avx2(const float* src, std::size_t 
     for (std::size_t c = 0; c < ld_rows; c += 8)
       _mm256_storeu_ps(out + c, rounded8_avx2(src + k * ld + c, k < K && c < cols ? cols - c : 0));
   }
-}
-inline void split_rows_avx2(const float* src, std::size_t ld, std::size_t K, std::size_t cols, std::size_t ld_rows, float* rows) {
-  parallel_for((K + 1) / 2, K * cols, [&](std::size_t p) { split_row_avx2(src, ld, K, cols, ld_rows, p, rows); });
 }
 
 /// split_row_avx2's pair p from a bf16 copy of src in panels (panel_index, Kp columns), as
@@ -933,26 +926,35 @@ CAUSALQWEN_TARGET_BF16 void outer_tile_avx512(const std::uint32_t* a, PairStride
 }
 #endif
 
+/// Calls tile(rows, n, j) for the tiles of C's rows [n0, n1) × columns [0, cols): TileCols wide,
+/// outer_rows high (rows, an std::integral_constant, holds the tile's height: fewer at the end),
+/// `next` prefetching a little before each.
+template <std::size_t TileCols, class Tile>
+void for_each_outer_tile(std::size_t n0, std::size_t n1, std::size_t cols, Prefetcher* next, Tile&& tile) {
+  using std::integral_constant;
+  for (std::size_t j = 0; j < cols; j += TileCols)
+    for (std::size_t n = n0; n < n1; n += outer_rows) {
+      if (next) next->prefetch_some();
+      switch (std::min(outer_rows, n1 - n)) {
+        case 1: tile(integral_constant<std::size_t, 1>{}, n, j); break;
+        case 2: tile(integral_constant<std::size_t, 2>{}, n, j); break;
+        case 3: tile(integral_constant<std::size_t, 3>{}, n, j); break;
+        case 4: tile(integral_constant<std::size_t, 4>{}, n, j); break;
+        case 5: tile(integral_constant<std::size_t, 5>{}, n, j); break;
+        default: tile(integral_constant<std::size_t, outer_rows>{}, n, j); break;
+      }
+    }
+}
+
 /// Rows [n0, n1) of C on AVX512-BF16's kernel or (any other `isa`) the portable loop, over P pairs.
 inline void outer_rows_of(Bf16Isa isa, const std::uint32_t* a, PairStrides as, const std::uint32_t* b, std::size_t ldb_pairs,
                           std::size_t P, std::size_t n0, std::size_t n1, std::size_t cols, float* c, std::size_t ldc,
                           OuterStore store, Prefetcher* next = nullptr) {
 #ifdef CAUSALQWEN_BF16_KERNEL
-  if (isa == Bf16Isa::avx512_bf16) {
-    for (std::size_t j = 0; j < cols; j += outer_cols)
-      for (std::size_t n = n0; n < n1; n += outer_rows) {
-        if (next) next->prefetch_some();
-        switch (std::min(outer_rows, n1 - n)) {
-          case 1: outer_tile_avx512<1>(a, as, b, ldb_pairs, P, n, j, cols, c, ldc, store); break;
-          case 2: outer_tile_avx512<2>(a, as, b, ldb_pairs, P, n, j, cols, c, ldc, store); break;
-          case 3: outer_tile_avx512<3>(a, as, b, ldb_pairs, P, n, j, cols, c, ldc, store); break;
-          case 4: outer_tile_avx512<4>(a, as, b, ldb_pairs, P, n, j, cols, c, ldc, store); break;
-          case 5: outer_tile_avx512<5>(a, as, b, ldb_pairs, P, n, j, cols, c, ldc, store); break;
-          default: outer_tile_avx512<6>(a, as, b, ldb_pairs, P, n, j, cols, c, ldc, store); break;
-        }
-      }
-    return;
-  }
+  if (isa == Bf16Isa::avx512_bf16)
+    return for_each_outer_tile<outer_cols>(n0, n1, cols, next, [&](auto rows, std::size_t n, std::size_t j) {
+      outer_tile_avx512<decltype(rows)::value>(a, as, b, ldb_pairs, P, n, j, cols, c, ldc, store);
+    });
 #endif
   outer_portable(a, as, b, ldb_pairs, P, n0, n1, cols, c, ldc, store);
 }
@@ -964,18 +966,9 @@ inline void outer_rows_of([[maybe_unused]] Bf16Isa isa, [[maybe_unused]] const f
                           [[maybe_unused]] float* c, [[maybe_unused]] std::size_t ldc, [[maybe_unused]] OuterStore store,
                           [[maybe_unused]] Prefetcher* next = nullptr) {
 #ifdef CAUSALQWEN_BF16_KERNEL
-  for (std::size_t j = 0; j < cols; j += outer_cols_avx2)
-    for (std::size_t n = n0; n < n1; n += outer_rows_avx2) {
-      if (next) next->prefetch_some();
-      switch (std::min(outer_rows_avx2, n1 - n)) {
-        case 1: outer_tile_avx2<1>(a, as, b, ldb, K2, n, j, cols, c, ldc, store); break;
-        case 2: outer_tile_avx2<2>(a, as, b, ldb, K2, n, j, cols, c, ldc, store); break;
-        case 3: outer_tile_avx2<3>(a, as, b, ldb, K2, n, j, cols, c, ldc, store); break;
-        case 4: outer_tile_avx2<4>(a, as, b, ldb, K2, n, j, cols, c, ldc, store); break;
-        case 5: outer_tile_avx2<5>(a, as, b, ldb, K2, n, j, cols, c, ldc, store); break;
-        default: outer_tile_avx2<6>(a, as, b, ldb, K2, n, j, cols, c, ldc, store); break;
-      }
-    }
+  for_each_outer_tile<outer_cols_avx2>(n0, n1, cols, next, [&](auto rows, std::size_t n, std::size_t j) {
+    outer_tile_avx2<decltype(rows)::value>(a, as, b, ldb, K2, n, j, cols, c, ldc, store);
+  });
 #endif
 }
 
@@ -985,20 +978,6 @@ inline void outer_rows_of([[maybe_unused]] Bf16Isa isa, [[maybe_unused]] const f
 template <class Word>
 inline constexpr std::size_t rows_per_pair = std::is_same_v<Word, float> ? 2 : 1;
 
-/// pair_rows_portable on `isa`'s packer, into pairs or split pairs (Word = float: AVX2).
-template <class Word>
-void pair_rows_on([[maybe_unused]] Bf16Isa isa, const float* src, std::size_t ld, std::size_t K, std::size_t cols, std::size_t ld_out, Word* out) {
-  if constexpr (std::is_same_v<Word, float>) {
-#ifdef CAUSALQWEN_BF16_KERNEL
-    split_rows_avx2(src, ld, K, cols, ld_out, out);
-#endif
-  } else {
-#ifdef CAUSALQWEN_BF16_KERNEL
-    if (isa == Bf16Isa::avx512_bf16) return pair_rows_avx512(src, ld, K, cols, ld_out, out);
-#endif
-    pair_rows_portable(src, ld, K, cols, ld_out, out);
-  }
-}
 /// pair_row_portable's pair p on `isa`'s packer, into pairs or split pairs (Word = float: AVX2).
 template <class Word>
 void pair_row_on([[maybe_unused]] Bf16Isa isa, const float* src, std::size_t ld, std::size_t K, std::size_t cols, std::size_t ld_out,
@@ -1010,6 +989,11 @@ void pair_row_on([[maybe_unused]] Bf16Isa isa, const float* src, std::size_t ld,
   } else {
     pair_row(isa == Bf16Isa::avx512_bf16, src, ld, K, cols, ld_out, p, out);
   }
+}
+/// pair_rows_portable on `isa`'s packer, into pairs or split pairs (Word = float: AVX2).
+template <class Word>
+void pair_rows_on(Bf16Isa isa, const float* src, std::size_t ld, std::size_t K, std::size_t cols, std::size_t ld_out, Word* out) {
+  parallel_for((K + 1) / 2, K * cols, [&](std::size_t p) { pair_row_on(isa, src, ld, K, cols, ld_out, p, out); });
 }
 /// pair_panel_row_portable's pair p on `isa`'s packer, into pairs or split pairs (Word = float:
 /// AVX2); k0 even.
@@ -1105,7 +1089,7 @@ void row_outer_product(Bf16Isa isa, std::size_t M, std::size_t cols, std::size_t
     thread_local PageBuffer<float> sums;    // [M, task_cols]
     b_block.grow(lines * block_pairs * task_cols);
     sums.grow(M * task_cols);
-    constexpr std::size_t tile_cols = lines == 2 ? outer_cols_avx2 : outer_cols;  // outer_rows_avx2 = outer_rows
+    constexpr std::size_t tile_cols = lines == 2 ? outer_cols_avx2 : outer_cols;
     const std::size_t tile_calls = ((width + tile_cols - 1) / tile_cols) * ((M + outer_rows - 1) / outer_rows);
     for (std::size_t p0 = 0; p0 < P; p0 += block_pairs) {
       const std::size_t pairs = std::min(block_pairs, P - p0);
