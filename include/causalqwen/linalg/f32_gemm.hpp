@@ -420,8 +420,7 @@ void multiply_blocked(const Operand& a, const Operand& b, std::size_t M, std::si
   const std::size_t first_panels = (std::min(nc, N) + nr - 1) / nr;
   // room for every thread's panels from the same place in every block, ⌈first_panels / team⌉ a thread
   const std::size_t b_floats = (first_panels + threads - 1) * kc * nr;
-  if (b_pack.size() < b_floats) b_pack = PageBuffer<float>(b_floats);
-  float* const b_base = b_pack.data();  // the calling thread's buffer (b_pack names another one on the team's threads)
+  float* const b_base = b_pack.grow(b_floats);  // the calling thread's buffer (b_pack names another one on the team's threads)
   const bool direct_a = !a.transposed && N < direct_a_max_n;
   // One thread's share: `team` threads, this one `id`, meeting at `sync` after packing B. The
   // shares are dealt by hand (no worksharing construct), so that a product run on one thread
@@ -433,8 +432,7 @@ void multiply_blocked(const Operand& a, const Operand& b, std::size_t M, std::si
     const bool on_its_own = team > 1 && split_of(0).n_splits == team && split_of((N - 1) / nc * nc).n_splits == team;
     const std::size_t region = (first_panels + team - 1) / team * kc * nr;  // a thread's floats of the buffer
     thread_local PageBuffer<float> a_pack;  // [mc/mr panels][kc][mr]
-    if (a_pack.size() < mc * kc_max) a_pack = PageBuffer<float>(mc * kc_max);
-    float* ap_all = a_pack.data();
+    float* const ap_all = a_pack.grow(mc * kc_max);
     for (std::size_t j0 = 0; j0 < N; j0 += nc) {
       const std::size_t nn = std::min(nc, N - j0), panels = (nn + nr - 1) / nr;
       const Split split = split_of(j0);
