@@ -340,7 +340,8 @@ CAUSALQWEN_TARGET_AVX2 void tile_avx2(const float* xs, std::size_t Kp, std::size
 
 /// tile_avx2 for one row of X (a decoding step) over all of K: X's chunk is loaded once for the
 /// group's 4 W rows, and the lines of W avx2_row_prefetch_bytes ahead are requested as it goes.
-CAUSALQWEN_TARGET_AVX2 inline void tile_avx2_row(const float* xs, std::size_t Kp, const std::uint16_t* w_group, const TileOut& o) {
+/// Kept out of line: inlined into `multiply`, it slowed the prefill's loop around tile_avx2.
+CAUSALQWEN_TARGET_AVX2 __attribute__((noinline)) inline void tile_avx2_row(const float* xs, std::size_t Kp, const std::uint16_t* w_group, const TileOut& o) {
   const std::size_t chunks = Kp / panel_cols;
   const __m256i high_half = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
   __m256 acc[panel_rows];
