@@ -10,6 +10,10 @@
 //   bf16 heap    the same kernel over copies of the same panels in std::vector (4 KiB pages)
 //   int8 pages   the int8 integer-dot kernel over the int8 copies, on 2 MiB pages
 //   int8 heap    the same over std::vector copies
+//   head bf16    the Cauchy head's single pass over the class weights W_cls [151936, 896] (the
+//                vocabulary of Qwen2.5), loc_S = loc_A·Wᵀ + b and scale_S = scale_A·|W|ᵀ at once,
+//                from a packed bf16 copy (linalg/cauchy_linear.hpp)
+//   head int8    the same from an int8 copy
 // and prints each one's GB/s and its fraction of the same round's probe. The memory of a shared
 // virtual machine can change speed between minutes by 1.5×; the rounds put every kernel beside
 // a probe of the same moment, so kernels and layouts compare within a round.
@@ -24,6 +28,7 @@
 #include <causalqwen/core/process_usage.hpp>
 #include <causalqwen/core/threading.hpp>
 #include <causalqwen/linalg/bf16_gemm.hpp>
+#include <causalqwen/linalg/cauchy_linear.hpp>
 #include <causalqwen/linalg/gemv.hpp>
 #include <causalqwen/linalg/int8_dot.hpp>
 
@@ -112,6 +117,25 @@ int main(int argc, char** argv) {
     bf16_heap.push_back(b);
     int8_heap.push_back(q);
   }
+  // the head: W_cls [V,C] as float (only to pack it), bias, and its bf16 and int8 copies
+  constexpr std::size_t vocab = 151936, hidden = 896;
+  cq::PageBuffer<float> w_cls(vocab * hidden);
+  for (std::size_t i = 0; i < w_cls.size(); ++i) w_cls[i] = normal(rng);
+  const cq::TensorView<const float, 2> w_cls_view(w_cls.data(), {vocab, hidden});
+  const la::PackedMatrix head_bf16(la::WeightType::bf16, w_cls_view), head_int8(la::WeightType::int8, w_cls_view);
+  std::vector<float> bias_S(vocab, 0.01f), loc_A(hidden), scale_A(hidden), loc_S(vocab), scale_S(vocab);
+  for (std::size_t j = 0; j < hidden; ++j) loc_A[j] = normal(rng) * 50.0f, scale_A[j] = 1.0f + std::abs(normal(rng)) * 50.0f;
+  const auto head_pass = [&](const la::PackedMatrix& packed) {
+    const double t = cqbench::seconds_now();
+    const cq::CauchyView<const float, 2, cq::Kind::independent> A(cq::TensorView<const float, 2>(loc_A.data(), {1, hidden}),
+                                                                  cq::TensorView<const float, 2>(scale_A.data(), {1, hidden}));
+    la::cauchy_linear<float, cq::Kind::independent>(
+        {cq::TensorView<float, 2>(loc_S.data(), {1, vocab}), cq::TensorView<float, 2>(scale_S.data(), {1, vocab})}, w_cls_view,
+        {}, cq::TensorView<const float, 1>(bias_S.data(), {vocab}), A, packed.ref());
+    return cqbench::seconds_now() - t;
+  };
+  const double head_bytes_bf16 = 2.0 * vocab * hidden, head_bytes_int8 = (1.0 + 4.0 / hidden) * vocab * hidden;
+
   cq::PageBuffer<float> probe(std::size_t(1) << 28);  // 1 GiB
   for (std::size_t i = 0; i < probe.size(); ++i) probe[i] = float(i % 7);
 
@@ -130,27 +154,31 @@ int main(int argc, char** argv) {
     return cqbench::seconds_now() - t;
   };
   const double bytes_bf16 = bytes_f32 / 2, bytes_int8 = bytes_f32 / 4;
-  fmt::print("{} threads; bf16 product on {}, int8 product on {}; {} layers: {:.3f} GB float, {:.3f} GB bf16, {:.3f} GB int8\n",
+  fmt::print("{} threads; bf16 product on {}, int8 product on {}; {} layers: {:.3f} GB float, {:.3f} GB bf16, {:.3f} GB int8;\nthe head: W_cls [{}, {}], {:.3f} GB bf16, {:.3f} GB int8\n",
              threads, la::bf16_kernel_name(), la::int8_kernel_name(), layers, bytes_f32 / 1e9, bytes_bf16 / 1e9,
-             bytes_int8 / 1e9);
+             bytes_int8 / 1e9, vocab, hidden, head_bytes_bf16 / 1e9, head_bytes_int8 / 1e9);
   for (int warm = 0; warm < 2; ++warm) {  // first touches, thread start-up
     pass(nullptr), pass(&bf16_pages), pass(&bf16_heap), pass(&int8_pages), pass(&int8_heap);
+    head_pass(head_bf16), head_pass(head_int8);
     cqbench::read_pass_seconds(probe.data(), probe.size());
   }
-  const char* names[] = {"f32", "bf16 pages", "bf16 heap", "int8 pages", "int8 heap"};
-  const double bytes[] = {bytes_f32, bytes_bf16, bytes_bf16, bytes_int8, bytes_int8};
+  const char* names[] = {"f32", "bf16 pages", "bf16 heap", "int8 pages", "int8 heap", "head bf16", "head int8"};
+  constexpr int columns = 7;
+  const double bytes[] = {bytes_f32, bytes_bf16, bytes_bf16, bytes_int8, bytes_int8, head_bytes_bf16, head_bytes_int8};
   std::map<std::string, std::vector<double>> fraction;
-  fmt::print("\nround   probe GB/s | {:>18} {:>18} {:>18} {:>18} {:>18}   (GB/s, of the probe)\n", names[0], names[1], names[2],
-             names[3], names[4]);
+  fmt::print("\nround   probe GB/s |");
+  for (const char* name : names) fmt::print(" {:>16}", name);
+  fmt::print("   (GB/s, of the probe)\n");
   const auto usage_start = cq::ProcessUsage::now();
   for (int r = 0; r < rounds; ++r) {
     const double bw = double(probe.size() * sizeof(float)) / cqbench::read_pass_seconds(probe.data(), probe.size());
-    const double seconds[] = {pass(nullptr), pass(&bf16_pages), pass(&bf16_heap), pass(&int8_pages), pass(&int8_heap)};
+    const double seconds[] = {pass(nullptr),       pass(&bf16_pages),     pass(&bf16_heap), pass(&int8_pages),
+                              pass(&int8_heap), head_pass(head_bf16), head_pass(head_int8)};
     fmt::print("{:>5} {:>12.1f} |", r + 1, bw / 1e9);
-    for (int k = 0; k < 5; ++k) {
+    for (int k = 0; k < columns; ++k) {
       const double gbs = bytes[k] / seconds[k];
       fraction[names[k]].push_back(gbs / bw);
-      fmt::print(" {:>10.1f} ({:>4.2f})", gbs / 1e9, gbs / bw);
+      fmt::print(" {:>9.1f} ({:>4.2f})", gbs / 1e9, gbs / bw);
     }
     fmt::print("\n");
   }

@@ -215,6 +215,36 @@ TEST_CASE("fused Cauchy kernel reads the packed W_cls: loc and scale as from the
   }
 }
 
+TEST_CASE("fused Cauchy kernel over rows of a packed bf16 W_cls from any row on: the float kernel's bits") {
+  // a block of classes starting on a panel group (the pointer walk over whole groups) and off one
+  // (the indexed reads), with C a multiple of the 16-column chunk and not
+  const std::uint64_t seed = cqtest::test_seed(20261127, "packed cauchy_linear rows");
+  std::mt19937_64 rng(seed);
+  const std::size_t R = 2, N = 27;
+  for (std::size_t C : {std::size_t(64), std::size_t(77)}) {
+    const auto loc = normal_vector(R * C, rng), w = normal_vector(N * C, rng);
+    auto scale = normal_vector(R * C, rng);
+    for (auto& s : scale) s = std::abs(s) + 0.1f;
+    const la::PackedMatrix p(la::WeightType::bf16, c2(w, N, C));
+    auto rounded = w;
+    la::round_weights(la::WeightType::bf16, v2(rounded, N, C));
+    const cq::CauchyView<const float, 2, cq::Kind::independent> a{c2(loc, R, C), c2(scale, R, C)};
+    for (std::size_t k0 : {std::size_t(0), std::size_t(4), std::size_t(8), std::size_t(3), std::size_t(6)}) {
+      CAPTURE(C);
+      CAPTURE(k0);
+      const std::size_t n = N - k0;
+      std::vector<float> lp(R * n), sp(R * n), lf(R * n), sf(R * n);
+      const TensorView<const float, 2> w_rows(rounded.data() + k0 * C, {n, C});
+      la::cauchy_linear<float>(cq::CauchyView<float, 2, cq::Kind::marginal>{v2(lp, R, n), v2(sp, R, n)}, w_rows, {}, {}, a,
+                               p.ref().rows_from(k0, n));
+      la::cauchy_linear<float>(cq::CauchyView<float, 2, cq::Kind::marginal>{v2(lf, R, n), v2(sf, R, n)}, w_rows, {}, {}, a);
+      std::size_t mismatches = 0;
+      for (std::size_t i = 0; i < R * n; ++i) mismatches += (lp[i] != lf[i]) + (sp[i] != sf[i]);
+      CHECK(mismatches == 0);
+    }
+  }
+}
+
 TEST_CASE("int8 products: AVX512-VNNI and AVX2 give the portable loop's bits; rows independent of the batch; zero and non-finite "
           "inputs") {
   const std::uint64_t seed = cqtest::test_seed(20261127, "int8 kernels");
