@@ -188,6 +188,48 @@ void check_streaming_steps(const char* what, cqm::CausalQwen<float>& model, cons
 
 }  // namespace
 
+TEST_CASE("steady state: a decode past every earlier length reallocates its scratch a few times per doubling, not per step") {
+  // Attention's products while decoding grow with the cache, one key per step, and with them the
+  // scratch of the products (the packed blocks of the float GEMM, the block of scores): sized
+  // exactly, a buffer was replaced every 16 keys (2, 5 and 10 allocations from 42 to 80, 160 and
+  // 320 tokens); grown geometrically, the count per doubling stays flat. The products' scratch is
+  // per thread and lives for the whole program, so this case comes first in the file (doctest
+  // runs a file's cases in order): the larger products of the others would have sized it already.
+  const auto seed = cqtest::test_seed(64, "steady-state long decode");
+  const auto cfg = config();
+  cqm::CausalQwen<float> model(cfg);
+  model.init_random(seed);
+  cq::generate::NextTokenHead<float> head(cfg);
+  std::vector<cq::generate::StepDecision> decision(1);
+  cq::generate::DecodeSettings deterministic;
+  typename cqm::CausalQwen<float>::InferenceState state;
+  const std::size_t H = cfg.backbone.hidden_size, S = 40, longest = 8 * S;
+  std::vector<std::int64_t> prompt(S);
+  for (std::size_t i = 0; i < S; ++i) prompt[i] = static_cast<std::int64_t>((i * 11 + seed) % 63);
+  const auto hp = model.head_params();
+  model.begin_inference(state, 1, longest);
+  const auto z = model.forward_cached({prompt.data(), {1, S}}, {}, {}, {}, state);
+  head.step(hp, model.params().version(), {z.data + (S - 1) * H, {1, H}}, deterministic, {}, decision);
+  std::size_t length = S;
+  const auto decode_to = [&](std::size_t end) {
+    for (; length < end; ++length) {
+      std::int64_t token = decision[0].token;
+      const auto z1 = model.forward_cached({&token, {1, 1}}, {}, {}, {}, state);
+      head.step(hp, model.params().version(), {z1.data, {1, H}}, deterministic, {}, decision);
+    }
+  };
+  decode_to(S + 2);  // the first decoding steps size what a single token needs
+  std::vector<std::uint64_t> per_doubling;
+  for (std::size_t end = 2 * S; end <= longest; end *= 2) {
+    const Usage u = measure(1, [&] { decode_to(end); });
+    const std::string what = "decode to " + std::to_string(end) + " tokens";
+    report(what.c_str(), 1, u);
+    per_doubling.push_back(u.allocations);
+  }
+  REQUIRE(per_doubling.size() == 3);
+  CHECK(per_doubling.back() <= per_doubling.front() + 2);
+}
+
 TEST_CASE("steady state: a training step allocates nothing and faults no page") {
   const auto seed = cqtest::test_seed(61, "steady-state training step");
   cqm::CausalQwen<float> model(config());

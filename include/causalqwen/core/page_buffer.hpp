@@ -9,6 +9,7 @@
 #pragma once
 #include "causalqwen/core/error.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -63,10 +64,12 @@ class PageBuffer {
     std::memset(static_cast<void*>(data_.get()), 0, bytes);
   }
 
-  /// Room for n elements: a new zeroed buffer when this one holds fewer (the values are not
-  /// kept), else this one; its data(). A scratch buffer grows once per larger shape so.
+  /// Room for n elements: when this buffer holds fewer, a new zeroed one of max(n, 1.5 × the
+  /// old size) (the values are not kept), else this one; its data(). A scratch buffer so grows
+  /// once per larger shape, and a shape that creeps up (attention's products while decoding, one
+  /// key longer every step) replaces it a few times per doubling instead of at every step.
   T* grow(std::size_t n) {
-    if (size_ < n) *this = PageBuffer(n);
+    if (size_ < n) *this = PageBuffer(std::max(n, size_ + size_ / 2));
     return data();
   }
   T* data() { return data_.get(); }

@@ -377,9 +377,8 @@ inline void tile(Bf16Isa isa, const std::uint16_t* xb, std::size_t Kp, std::size
 
 /// The kernel for rows of X split by pack_split_rows: AVX2's, mr ∈ [1, 3] rows × one panel group
 /// over `chunks` chunks (K in blocks when `lanes` has some), or one row over all of K.
-inline void tile([[maybe_unused]] Bf16Isa isa, [[maybe_unused]] const float* xs, [[maybe_unused]] std::size_t Kp,
-                 [[maybe_unused]] std::size_t chunks, [[maybe_unused]] std::size_t mr,
-                 [[maybe_unused]] const std::uint16_t* w_group, [[maybe_unused]] std::size_t G,
+inline void tile([[maybe_unused]] const float* xs, [[maybe_unused]] std::size_t Kp, [[maybe_unused]] std::size_t chunks,
+                 [[maybe_unused]] std::size_t mr, [[maybe_unused]] const std::uint16_t* w_group,
                  [[maybe_unused]] const TileOut& o, [[maybe_unused]] const TileLanes& lanes) {
 #ifdef CAUSALQWEN_BF16_KERNEL
   if (mr == 1 && !lanes.at) return tile_avx2_row(xs, Kp, w_group, o);
@@ -594,7 +593,7 @@ void multiply(Bf16Isa isa, const XRow* xb, std::size_t M, std::size_t Kp, const 
             if constexpr (split) {
               const TileLanes tile_lanes =
                   k_blocks ? TileLanes{lanes.data() + ((m - m0) * per_task + (n - n0)) * 8, per_task, c0 > 0, c1 < chunks} : TileLanes{};
-              tile(isa, xb + m * Kp + c0 * panel_cols, Kp, c1 - c0, std::min(mr, m_end - m), group, G, out, tile_lanes);
+              tile(xb + m * Kp + c0 * panel_cols, Kp, c1 - c0, std::min(mr, m_end - m), group, out, tile_lanes);
             } else {
               tile(isa, xb + m * Kp, Kp, std::min(mr, m_end - m), group, G, out);
             }

@@ -93,7 +93,7 @@ struct CausalSelfAttention {
   /// j ≤ L+i whose mask is 1. out [B·S, nh·D]. Nothing is kept for backward.
   void forward_cached(std::size_t layer, const T* qkv, std::size_t batch, std::size_t seq, KvCache<T>& kv, T* out,
                       Workspace& w) const {
-    const std::size_t D = head_dim, L = kv.length, total = L + seq;
+    const std::size_t D = head_dim, L = kv.length;
     const std::size_t k0 = q_width(), v0 = k0 + kv_width();
     for (std::size_t b = 0; b < batch; ++b)
       for (std::size_t g = 0; g < num_kv_heads; ++g) {
@@ -105,9 +105,11 @@ struct CausalSelfAttention {
           std::copy_n(row + v0 + g * D, D, V + (L + s) * D);
         }
       }
-    const std::size_t block_rows = group() * std::min<std::size_t>(seq, block);  // P of one query block at a time
+    // P of one query block at a time, [block_rows, L + seq]: sized for the cache's capacity, so
+    // that the steps after the first do not grow it key by key
+    const std::size_t block_rows = group() * std::min<std::size_t>(seq, block);
     for_each_group(batch, seq, w, [&](std::size_t b, std::size_t g, Workspace& wt) {
-      if (wt.dp.size() < block_rows * total) wt.dp.resize(block_rows * total);
+      if (wt.dp.size() < block_rows * kv.capacity) wt.dp.resize(block_rows * kv.capacity);
       attend(qkv + b * seq * qkv_width(), g, seq, L, kv.key_block(layer, b, g), kv.value_block(layer, b, g), D,
              kv.mask.data() + b * kv.capacity, wt.dp.data(), false, out + b * seq * q_width(), wt);
     });
