@@ -186,6 +186,44 @@ void check_streaming_steps(const char* what, cqm::CausalQwen<float>& model, cons
   });
 }
 
+/// The tiny model decoding greedily on its KV cache: prefill(prompt, slots), then step() per token.
+struct GreedyDecoder {
+  cqm::CausalQwen<float> model;
+  cq::generate::NextTokenHead<float> head;
+  cqm::HeadParams<const float> head_params;  // refreshed by use_weights
+  std::vector<cq::generate::StepDecision> decision = std::vector<cq::generate::StepDecision>(1);
+  cq::generate::DecodeSettings deterministic;
+  typename cqm::CausalQwen<float>::InferenceState state;
+  std::size_t H;
+
+  GreedyDecoder(const cqm::CausalConfig& cfg, std::uint64_t seed) : model(cfg), head(cfg), H(cfg.backbone.hidden_size) {
+    model.init_random(seed);
+    head_params = model.head_params();
+  }
+  /// Packed copies of the weights read by decoding (bf16: the bf16 product; int8: the integer dot products).
+  void use_weights(cq::linalg::WeightType type) {
+    model.use_weights(type);
+    head_params = model.head_params();
+  }
+  /// A prompt of `prompt_length` ids below 63: (i·stride + seed) mod 63.
+  static std::vector<std::int64_t> prompt(std::size_t prompt_length, std::uint64_t seed, std::uint64_t stride) {
+    std::vector<std::int64_t> ids(prompt_length);
+    for (std::size_t i = 0; i < prompt_length; ++i) ids[i] = static_cast<std::int64_t>((i * stride + seed) % 63);
+    return ids;
+  }
+  void prefill(const std::vector<std::int64_t>& ids, std::size_t slots) {
+    const std::size_t S = ids.size();
+    model.begin_inference(state, 1, slots);
+    const auto z = model.forward_cached({ids.data(), {1, S}}, {}, {}, {}, state);
+    head.step(head_params, model.params().version(), {z.data + (S - 1) * H, {1, H}}, deterministic, {}, decision);
+  }
+  void step() {
+    std::int64_t token = decision[0].token;
+    const auto z1 = model.forward_cached({&token, {1, 1}}, {}, {}, {}, state);
+    head.step(head_params, model.params().version(), {z1.data, {1, H}}, deterministic, {}, decision);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("steady state: a decode past every earlier length reallocates its scratch a few times per doubling, not per step") {
@@ -196,27 +234,12 @@ TEST_CASE("steady state: a decode past every earlier length reallocates its scra
   // per thread and lives for the whole program, so this case comes first in the file (doctest
   // runs a file's cases in order): the larger products of the others would have sized it already.
   const auto seed = cqtest::test_seed(64, "steady-state long decode");
-  const auto cfg = config();
-  cqm::CausalQwen<float> model(cfg);
-  model.init_random(seed);
-  cq::generate::NextTokenHead<float> head(cfg);
-  std::vector<cq::generate::StepDecision> decision(1);
-  cq::generate::DecodeSettings deterministic;
-  typename cqm::CausalQwen<float>::InferenceState state;
-  const std::size_t H = cfg.backbone.hidden_size, S = 40, longest = 8 * S;
-  std::vector<std::int64_t> prompt(S);
-  for (std::size_t i = 0; i < S; ++i) prompt[i] = static_cast<std::int64_t>((i * 11 + seed) % 63);
-  const auto hp = model.head_params();
-  model.begin_inference(state, 1, longest);
-  const auto z = model.forward_cached({prompt.data(), {1, S}}, {}, {}, {}, state);
-  head.step(hp, model.params().version(), {z.data + (S - 1) * H, {1, H}}, deterministic, {}, decision);
+  GreedyDecoder decoder(config(), seed);
+  const std::size_t S = 40, longest = 8 * S;
+  decoder.prefill(GreedyDecoder::prompt(S, seed, 11), longest);
   std::size_t length = S;
   const auto decode_to = [&](std::size_t end) {
-    for (; length < end; ++length) {
-      std::int64_t token = decision[0].token;
-      const auto z1 = model.forward_cached({&token, {1, 1}}, {}, {}, {}, state);
-      head.step(hp, model.params().version(), {z1.data, {1, H}}, deterministic, {}, decision);
-    }
+    for (; length < end; ++length) decoder.step();
   };
   decode_to(S + 2);  // the first decoding steps size what a single token needs
   std::vector<std::uint64_t> per_doubling;
@@ -273,30 +296,15 @@ TEST_CASE("steady state: StreamingAdamW on bench_train_step's small shape alloca
 
 TEST_CASE("steady state: a prefill and decode steps allocate nothing and fault no page, with f32, bf16 and int8 weights") {
   const auto seed = cqtest::test_seed(62, "steady-state prefill and decode");
-  const auto cfg = config();
-  cqm::CausalQwen<float> model(cfg);
-  model.init_random(seed);
-  cq::generate::NextTokenHead<float> head(cfg);
-  std::vector<cq::generate::StepDecision> decision(1);
-  cq::generate::DecodeSettings deterministic;
-  typename cqm::CausalQwen<float>::InferenceState state;
-  const std::size_t H = cfg.backbone.hidden_size, S = 40, decode_steps = 6;
-  std::vector<std::int64_t> prompt(S);
-  for (std::size_t i = 0; i < S; ++i) prompt[i] = static_cast<std::int64_t>((i * 13 + seed) % 63);
-
+  GreedyDecoder decoder(config(), seed);
+  const std::size_t S = 40, decode_steps = 6;
+  const auto prompt = GreedyDecoder::prompt(S, seed, 13);
   for (const auto type : {cq::linalg::WeightType::f32, cq::linalg::WeightType::bf16, cq::linalg::WeightType::int8}) {
     CAPTURE(cq::linalg::weight_type_name(type));
-    model.use_weights(type);  // the packed copies (bf16: the bf16 product; int8: the integer dot products)
-    const auto hp = model.head_params();
+    decoder.use_weights(type);
     auto generate = [&] {
-      model.begin_inference(state, 1, S + decode_steps);
-      const auto z = model.forward_cached({prompt.data(), {1, S}}, {}, {}, {}, state);
-      head.step(hp, model.params().version(), {z.data + (S - 1) * H, {1, H}}, deterministic, {}, decision);
-      for (std::size_t s = 0; s < decode_steps; ++s) {
-        std::int64_t token = decision[0].token;
-        const auto z1 = model.forward_cached({&token, {1, 1}}, {}, {}, {}, state);
-        head.step(hp, model.params().version(), {z1.data, {1, H}}, deterministic, {}, decision);
-      }
+      decoder.prefill(prompt, S + decode_steps);
+      for (std::size_t s = 0; s < decode_steps; ++s) decoder.step();
     };
     check_steady("prefill + 6 decode steps", generate);
   }
