@@ -41,8 +41,9 @@ inline constexpr bool simd_type = std::is_same_v<T, float> || std::is_same_v<T, 
 /// Rows of W handed to one task of the thread split (a multiple of 4).
 inline constexpr std::size_t rows_per_task = 64;
 /// Bytes ahead of its reads at which the kernel walking a bf16 panel group asks for W's next
-/// lines. Over the Cauchy head's W_cls [151936, 896] on a Zen 3 core (AVX2) the pointer walk with
-/// this prefetch read 0.77–0.80 of the memory probe's bandwidth, against 0.63–0.65 indexed.
+/// lines. Over the Cauchy head's W_cls [151936, 896] on one Zen 3 core (AVX2) the pointer walk with
+/// this prefetch read 0.71 of the memory probe's bandwidth (medians of two runs), against 0.64 and
+/// 0.65 indexed, in the same minutes; 512 B to 8 KiB ahead measured alike within the noise.
 inline constexpr std::size_t bf16_prefetch_bytes = 1024;
 
 }  // namespace detail_gemv
