@@ -53,10 +53,12 @@ std::vector<float> product(la::Bf16Isa isa, const std::vector<float>& x, std::si
 
 bool same_bits(float a, float b) { return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b); }
 
-// M: one row, a tile and a tail; N: a single panel group, tails of 4 and 8; K: below one chunk,
-// tails of 16, the Qwen2.5-0.5B width, and past the AVX2 kernel's block of 1,024 (K in two blocks)
-constexpr std::array<std::array<std::size_t, 3>, 7> shapes{
-    {{1, 7, 5}, {2, 16, 9}, {7, 33, 13}, {13, 100, 64}, {6, 48, 36}, {40, 896, 130}, {5, 1100, 9}}};
+// M: one row, a tile and a tail, and from 24 rows on (AVX2: the lane products) one block of 48
+// rows and more; N: a single panel group, tails of 4 and 8, and (lane products) past one task of
+// 64 rows; K: below one chunk, tails of 16, the Qwen2.5-0.5B width, and past the AVX2 kernel's
+// block of 1,024 (K in two blocks)
+constexpr std::array<std::array<std::size_t, 3>, 9> shapes{
+    {{1, 7, 5}, {2, 16, 9}, {7, 33, 13}, {13, 100, 64}, {6, 48, 36}, {40, 896, 130}, {5, 1100, 9}, {53, 70, 67}, {24, 1100, 20}}};
 }  // namespace
 
 TEST_CASE("bf16 product: AVX512-BF16 and AVX2 give the portable loop's bits, all agree with a double loop") {

@@ -12,8 +12,10 @@
 /// vdpbf16ps per row of X (32 multiply-adds each: twice the float FMA rate). On a CPU with AVX2
 /// and FMA instead, X's rows are widened to float once per call with each chunk's odd values
 /// first, and a W row's chunk is split in registers into its odd and even values as floats (a
-/// mask and a shift), so that lane j takes the same two steps as two FMAs. Elsewhere a portable
-/// loop computes the same sums in the same order. All give the same bits, except that
+/// mask and a shift), so that lane j takes the same two steps as two FMAs; from 24 rows of X on,
+/// each lane's sums are a float product of their own instead, run on the float GEMM's tile, and
+/// the lanes are added afterwards (multiply_lanes). Elsewhere a portable loop computes the same
+/// sums in the same order. All give the same bits, except that
 /// vdpbf16ps flushes subnormal inputs and results to zero and an FMA rounds a product below
 /// float's normal range (|x·w| < 2⁻¹²⁶, where bf16 products stop being exact) together with the
 /// sum.
@@ -537,6 +539,23 @@ inline void copy_abs(const std::uint16_t* __restrict src, std::size_t n, std::ui
   for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<std::uint16_t>(src[i] & 0x7FFFu);
 }
 
+/// The bf16 panels of W's rows [n0, n1) (n0 a multiple of 4) for a task on the calling thread:
+/// the packed copy's own, |W| of them copied into `scratch`, or R's rows rounded now into
+/// `scratch` (grown to per_task rows once per shape).
+inline const std::uint16_t* task_group(Bf16Isa isa, const PanelSource& w, std::size_t n0, std::size_t n1, std::size_t Kp,
+                                       std::size_t per_task, PageBuffer<std::uint16_t>& scratch) {
+  if (!w.panels) {
+    pack(isa, w.transposed ? w.src + n0 : w.src + n0 * w.ld, w.ld, w.transposed, n1 - n0, w.K, Kp, PackLayout::panels,
+         scratch.grow(per_task * Kp));
+    return scratch.data();
+  }
+  const std::uint16_t* first_group = w.panels + (n0 / panel_rows) * panel_rows * Kp;
+  if (!w.abs) return first_group;
+  const std::size_t stored = ((n1 - n0 + panel_rows - 1) / panel_rows) * panel_rows * Kp;
+  copy_abs(first_group, stored, scratch.grow(stored));  // |W| of this task's groups, in its cache
+  return scratch.data();
+}
+
 /// c [M,N] (=|+=) the products of X's rows [M,Kp] with the N rows of `w`, each output in the
 /// order of the file comment; written as out + bias (bias may be null: out + 0), or added to c
 /// when `accumulate`. X's rows are bf16 (XRow = std::uint16_t: AVX512-BF16 or the portable loop,
@@ -561,21 +580,12 @@ void multiply(Bf16Isa isa, const XRow* xb, std::size_t M, std::size_t Kp, const 
     const std::size_t n0 = t * per_task, n1 = std::min(N, n0 + per_task);
     // the panels of rows [n0, n1): the packed ones, or this task's rows packed now
     thread_local PageBuffer<std::uint16_t> task_panels;  // [per_task, Kp], grown once per shape
-    const std::uint16_t* first_group = w.panels + (n0 / panel_rows) * panel_rows * Kp;
+    const std::uint16_t* first_group = task_group(isa, w, n0, n1, Kp, per_task, task_panels);
     Prefetcher next;  // the float rows the next task packs, read into L2 while this one multiplies
-    if (w.panels && w.abs) {  // |W| of this task's groups, in its cache
-      const std::size_t stored = ((n1 - n0 + panel_rows - 1) / panel_rows) * panel_rows * Kp;
-      copy_abs(first_group, stored, task_panels.grow(stored));
-      first_group = task_panels.data();
-    } else if (!w.panels) {
-      pack(isa, w.transposed ? w.src + n0 : w.src + n0 * w.ld, w.ld, w.transposed, n1 - n0, w.K, Kp, PackLayout::panels,
-           task_panels.grow(per_task * Kp));
-      first_group = task_panels.data();
-      if (n1 < N) {  // R's rows [n1, n2): rows of src, or its columns when transposed
-        const std::size_t n2 = std::min(N, n1 + per_task);
-        next = w.transposed ? Prefetcher(w.src + n1, w.ld, w.K, n2 - n1, tile_calls)
-                            : Prefetcher(w.src + n1 * w.ld, w.ld, n2 - n1, w.K, tile_calls);
-      }
+    if (!w.panels && n1 < N) {  // R's rows [n1, n2): rows of src, or its columns when transposed
+      const std::size_t n2 = std::min(N, n1 + per_task);
+      next = w.transposed ? Prefetcher(w.src + n1, w.ld, w.K, n2 - n1, tile_calls)
+                          : Prefetcher(w.src + n1 * w.ld, w.ld, n2 - n1, w.K, tile_calls);
     }
     thread_local PageBuffer<float> lanes;  // [block_rows, per_task, 8]: the lane sums between blocks of K
     if (k_blocks) lanes.grow(block_rows * per_task * 8);
@@ -604,6 +614,152 @@ void multiply(Bf16Isa isa, const XRow* xb, std::size_t M, std::size_t Kp, const 
   });
 }
 
+/// On AVX2 a product of many rows runs as eight float products, one per lane of the file
+/// comment's sums, on the float GEMM's 6 × 16 tile (f32_gemm.hpp), whose outputs are each one
+/// chain of FMAs over k in order: lane j's sum l_j is exactly such a chain over K' = 2·Kp/16
+/// values, the pairs of lane j chunk by chunk, odd value first,
+///   l_j[m,n] = Σ_{k'} a_j[m,k']·b_j[k',n]  (one FMA chain),  a_j[m,2c] = x_{m,16c+2j+1}, a_j[m,2c+1] = x_{m,16c+2j},
+/// and b_j likewise from W's rows; then y = ((l₀+l₄)+(l₂+l₆)) + ((l₁+l₅)+(l₃+l₇)) (+ b). The
+/// same bits as the dot-product tile (tile_avx2), whose twelve accumulators each take two
+/// dependent FMAs per chunk and whose loads of X exceed its FMAs; the float tile's 12 chains
+/// read one broadcast and two vectors per 12 FMAs.
+/// Rows of X from which the AVX2 kernel runs the lane products (fewer: tile_avx2, which needs no
+/// widened copy of W). On a Zen 3 core, single-threaded, on the Qwen2.5-0.5B shapes: alike at
+/// 16–24 rows, the lanes 0.2–0.6× as fast at 2–8 rows, 1.05–1.2× at 64 and 1.3–1.5× at 512.
+inline constexpr std::size_t lane_products_min_rows = 24;
+/// The lanes, the pairs (2j, 2j+1) of a chunk.
+inline constexpr std::size_t lane_count = panel_cols / 2;
+/// W rows per task of the lane products (4 panels of the float tile's 16 columns).
+inline constexpr std::size_t lane_task_rows = 64;
+/// Rows of X per block of a lane task: its eight lanes' sums [8, 48, 64] (96 KiB) stay in L2.
+inline constexpr std::size_t lane_block_rows = 48;
+
+/// X's rows as the eight lanes' operands, xl [8][M][K'] (K' = Kp/8): xl[j][m][2c] is the bf16
+/// value of x_{m,16c+2j+1} widened to float (exact) and xl[j][m][2c+1] that of x_{m,16c+2j}
+/// (0 past K). x_mk at x[m·ld + k], or at x[k·ld + m] when `transposed`.
+inline void pack_lane_rows(const float* x, std::size_t ld, bool transposed, std::size_t M, std::size_t K, std::size_t Kp,
+                           float* xl) {
+  const std::size_t K2 = Kp / lane_count;
+  const auto rounded = [&](std::size_t m, std::size_t k) {
+    return k < K ? bf16_to_float(float_to_bf16(transposed ? x[k * ld + m] : x[m * ld + k])) : 0.0f;
+  };
+  parallel_for(M, M * Kp, [&](std::size_t m) {
+    for (std::size_t j = 0; j < lane_count; ++j) {
+      float* row = xl + (j * M + m) * K2;
+      for (std::size_t c = 0; c < Kp / panel_cols; ++c) {
+        row[2 * c] = rounded(m, c * panel_cols + 2 * j + 1);
+        row[2 * c + 1] = rounded(m, c * panel_cols + 2 * j);
+      }
+    }
+  });
+}
+
+#if defined(CAUSALQWEN_BF16_KERNEL) && defined(CAUSALQWEN_F32_KERNEL)
+/// W's rows [0, R) (bf16 panels from `group`, R ≤ lane_task_rows) as the float tile's B panels
+/// of the eight lanes, bl [8][P][K'][16] (P = ⌈R/16⌉ panels of 16 rows; 0 in rows past R):
+///   bl[j][p][2c][t] = w_{16p+t, 16c+2j+1},  bl[j][p][2c+1][t] = w_{16p+t, 16c+2j}.
+/// Eight rows' words of a chunk (a word: an even value low, the odd one high) are transposed 8 × 8
+/// in registers, so that register j holds pair j of the eight rows; its high halves are the odd
+/// values as floats, its words shifted up 16 bits the even ones.
+CAUSALQWEN_TARGET_AVX2 inline void widen_lane_panels(const std::uint16_t* group, std::size_t R, std::size_t Kp, float* bl) {
+  using Tile = detail_f32::Avx2;
+  const std::size_t K2 = Kp / lane_count, P = (R + Tile::nr - 1) / Tile::nr, chunks = Kp / panel_cols;
+  const __m256i high_half = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  for (std::size_t p = 0; p < P; ++p)
+    for (std::size_t half = 0; half < Tile::nr / 8; ++half) {
+      const std::size_t r0 = p * Tile::nr + half * 8;
+      for (std::size_t c = 0; c < chunks; ++c) {
+        __m256 block[8];
+        for (std::size_t i = 0; i < 8; ++i) {
+          const std::size_t r = r0 + i;
+          block[i] = r < R ? _mm256_loadu_ps(reinterpret_cast<const float*>(group + panel_index(r, c * panel_cols, Kp)))
+                           : _mm256_setzero_ps();
+        }
+        Tile::transpose8(block);
+        for (std::size_t j = 0; j < lane_count; ++j) {
+          const __m256i words = _mm256_castps_si256(block[j]);
+          float* at = bl + ((j * P + p) * K2 + 2 * c) * Tile::nr + half * 8;
+          _mm256_store_ps(at, _mm256_castsi256_ps(_mm256_and_si256(words, high_half)));
+          _mm256_store_ps(at + Tile::nr, _mm256_castsi256_ps(_mm256_slli_epi32(words, 16)));
+        }
+      }
+    }
+}
+
+/// c's columns [0, R) of X's rows (+)= the lane products with W's rows [0, R) (bl from
+/// widen_lane_panels), block by block of lane_block_rows rows: each lane's outputs by the float
+/// tile into `sums` [8][lane_block_rows][P·16], then the lanes added in the file comment's order,
+/// written as y + bias (bias may be null: y + 0), or c + y when `accumulate`. `a_panel`: room for
+/// one packed panel of A [K', 6] (a block's last rows when fewer than 6).
+CAUSALQWEN_TARGET_AVX2 inline void lane_task(const float* xl, std::size_t M, std::size_t K2, const float* bl, std::size_t R,
+                                             float* c, std::size_t ldc, bool accumulate, const float* bias, float* sums,
+                                             float* a_panel) {
+  using Tile = detail_f32::Avx2;
+  const std::size_t P = (R + Tile::nr - 1) / Tile::nr, ld = P * Tile::nr, full = R / 8 * 8;
+  for (std::size_t m0 = 0; m0 < M; m0 += lane_block_rows) {
+    const std::size_t m_end = std::min(M, m0 + lane_block_rows);
+    for (std::size_t j = 0; j < lane_count; ++j) {
+      const float* a = xl + j * M * K2;  // [M, K']
+      float* out = sums + j * lane_block_rows * ld;
+      for (std::size_t m = m0; m < m_end; m += Tile::mr) {
+        const std::size_t rows = std::min(Tile::mr, m_end - m);
+        if (rows < Tile::mr) Tile::pack_a_panel(detail_f32::Operand{a, K2, false}, m_end, m, 0, K2, a_panel);
+        for (std::size_t p = 0; p < P; ++p) {
+          const float* bp = bl + (j * P + p) * K2 * Tile::nr;
+          float* tile_out = out + (m - m0) * ld + p * Tile::nr;  // all 16 columns: the sums have room
+          if (rows == Tile::mr)
+            Tile::tile_direct(a + m * K2, K2, bp, K2, tile_out, ld, Tile::nr, false);
+          else
+            Tile::tile(a_panel, bp, K2, tile_out, ld, rows, Tile::nr, false);
+        }
+      }
+    }
+    for (std::size_t m = m0; m < m_end; ++m) {
+      const float* l = sums + (m - m0) * ld;  // lane j at l + j·lane_block_rows·ld
+      const std::size_t lane = lane_block_rows * ld;
+      float* y_row = c + m * ldc;
+      std::size_t n = 0;
+      for (; n < full; n += 8) {
+        __m256 v[lane_count];
+        for (std::size_t j = 0; j < lane_count; ++j) v[j] = _mm256_loadu_ps(l + j * lane + n);
+        const __m256 y = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(v[0], v[4]), _mm256_add_ps(v[2], v[6])),
+                                       _mm256_add_ps(_mm256_add_ps(v[1], v[5]), _mm256_add_ps(v[3], v[7])));
+        const __m256 to = accumulate ? _mm256_loadu_ps(y_row + n) : bias ? _mm256_loadu_ps(bias + n) : _mm256_setzero_ps();
+        _mm256_storeu_ps(y_row + n, _mm256_add_ps(to, y));
+      }
+      for (; n < R; ++n) {
+        const auto at = [&](std::size_t j) { return l[j * lane + n]; };
+        const float y = ((at(0) + at(4)) + (at(2) + at(6))) + ((at(1) + at(5)) + (at(3) + at(7)));
+        y_row[n] = accumulate ? y_row[n] + y : y + (bias ? bias[n] : 0.0f);
+      }
+    }
+  }
+}
+#endif
+
+/// c [M,N] (=|+=) the lane products of xl (pack_lane_rows) with the N rows of `w`: the bits of
+/// `multiply`, on the AVX2 float tile. Tasks of lane_task_rows W rows, each widening its rows
+/// once into its own B panels.
+inline void multiply_lanes([[maybe_unused]] Bf16Isa isa, [[maybe_unused]] const float* xl, [[maybe_unused]] std::size_t M,
+                           [[maybe_unused]] std::size_t Kp, [[maybe_unused]] const PanelSource& w, [[maybe_unused]] std::size_t N,
+                           [[maybe_unused]] float* c, [[maybe_unused]] std::size_t ldc, [[maybe_unused]] bool accumulate,
+                           [[maybe_unused]] const float* bias) {
+#if defined(CAUSALQWEN_BF16_KERNEL) && defined(CAUSALQWEN_F32_KERNEL)
+  const std::size_t K2 = Kp / lane_count, tasks = (N + lane_task_rows - 1) / lane_task_rows;
+  parallel_for(tasks, M * N * Kp / 8 + N * Kp, [&](std::size_t t) {
+    const std::size_t n0 = t * lane_task_rows, n1 = std::min(N, n0 + lane_task_rows);
+    thread_local PageBuffer<std::uint16_t> task_panels;  // [lane_task_rows, Kp]
+    thread_local PageBuffer<float> lane_panels;          // [8][4][K'][16]: the task's W rows as B panels
+    thread_local PageBuffer<float> sums;                 // [8][lane_block_rows][64]
+    thread_local PageBuffer<float> a_panel;              // [K', 6]
+    widen_lane_panels(task_group(isa, w, n0, n1, Kp, lane_task_rows, task_panels), n1 - n0, Kp,
+                      lane_panels.grow(lane_task_rows * Kp));
+    lane_task(xl, M, K2, lane_panels.data(), n1 - n0, c + n0, ldc, accumulate, bias ? bias + n0 : nullptr,
+              sums.grow(lane_count * lane_block_rows * lane_task_rows), a_panel.grow(K2 * detail_f32::Avx2::mr));
+  });
+#endif
+}
+
 /// c [M,N] (=|+=) bf16(X)·the N rows of `w` (+ bias), as `multiply` sums them: X [M,K] (x_mk at
 /// x[m·ld + k], or x[k·ld + m] when `transposed`) rounded once into a per-thread buffer (grown
 /// once per shape): split floats for the AVX2 kernel, bf16 rows for AVX512-BF16's or the
@@ -613,6 +769,11 @@ void multiply(Bf16Isa isa, const XRow* xb, std::size_t M, std::size_t Kp, const 
 inline void multiply_x(Bf16Isa isa, const float* x, std::size_t ld, bool transposed, std::size_t M, std::size_t K,
                        std::size_t Kp, const PanelSource& w, std::size_t N, float* c, std::size_t ldc, bool accumulate,
                        const float* bias) {
+  if (isa == Bf16Isa::avx2 && M >= lane_products_min_rows) {
+    thread_local PageBuffer<float> xl;  // [8, M, Kp/8]
+    pack_lane_rows(x, ld, transposed, M, K, Kp, xl.grow(M * Kp));
+    return multiply_lanes(isa, xl.data(), M, Kp, w, N, c, ldc, accumulate, bias);
+  }
   if (isa == Bf16Isa::avx2) {
     thread_local PageBuffer<float> xs;  // [M, Kp]
     pack_split_rows(x, ld, transposed, M, K, Kp, xs.grow(M * Kp));
