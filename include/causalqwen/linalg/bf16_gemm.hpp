@@ -634,21 +634,27 @@ inline constexpr std::size_t lane_task_rows = 64;
 /// Rows of X per block of a lane task: its eight lanes' sums [8, 48, 64] (96 KiB) stay in L2.
 inline constexpr std::size_t lane_block_rows = 48;
 
-/// X's rows as the eight lanes' operands, xl [8][M][K'] (K' = Kp/8): xl[j][m][2c] is the bf16
-/// value of x_{m,16c+2j+1} widened to float (exact) and xl[j][m][2c+1] that of x_{m,16c+2j}
-/// (0 past K). x_mk at x[m·ld + k], or at x[k·ld + m] when `transposed`.
+/// Rows of X per panel of the lane products' A: the float AVX2 tile's rows.
+inline constexpr std::size_t lane_panel_rows = 6;
+
+/// X's rows as the eight lanes' operands, in the float tile's panels of A (6 rows each, a panel's
+/// values k' after k' of one row group): xl [8][⌈M/6⌉][K'][6] (K' = Kp/8), row m of lane j in
+/// panel m/6 at lane m%6,
+///   xl[j][m/6][2c][m%6] = x_{m,16c+2j+1},  xl[j][m/6][2c+1][m%6] = x_{m,16c+2j}
+/// (bf16 values widened to float, exact; 0 past K and past M). x_mk at x[m·ld + k], or at
+/// x[k·ld + m] when `transposed`.
 inline void pack_lane_rows(const float* x, std::size_t ld, bool transposed, std::size_t M, std::size_t K, std::size_t Kp,
                            float* xl) {
-  const std::size_t K2 = Kp / lane_count;
+  const std::size_t K2 = Kp / lane_count, panels = (M + lane_panel_rows - 1) / lane_panel_rows;
   const auto rounded = [&](std::size_t m, std::size_t k) {
-    return k < K ? bf16_to_float(float_to_bf16(transposed ? x[k * ld + m] : x[m * ld + k])) : 0.0f;
+    return m < M && k < K ? bf16_to_float(float_to_bf16(transposed ? x[k * ld + m] : x[m * ld + k])) : 0.0f;
   };
-  parallel_for(M, M * Kp, [&](std::size_t m) {
+  parallel_for(panels * lane_panel_rows, M * Kp, [&](std::size_t m) {
     for (std::size_t j = 0; j < lane_count; ++j) {
-      float* row = xl + (j * M + m) * K2;
+      float* at = xl + (j * panels + m / lane_panel_rows) * K2 * lane_panel_rows + m % lane_panel_rows;
       for (std::size_t c = 0; c < Kp / panel_cols; ++c) {
-        row[2 * c] = rounded(m, c * panel_cols + 2 * j + 1);
-        row[2 * c + 1] = rounded(m, c * panel_cols + 2 * j);
+        at[2 * c * lane_panel_rows] = rounded(m, c * panel_cols + 2 * j + 1);
+        at[(2 * c + 1) * lane_panel_rows] = rounded(m, c * panel_cols + 2 * j);
       }
     }
   });
@@ -686,32 +692,28 @@ CAUSALQWEN_TARGET_AVX2 inline void widen_lane_panels(const std::uint16_t* group,
     }
 }
 
-/// c's columns [0, R) of X's rows (+)= the lane products with W's rows [0, R) (bl from
-/// widen_lane_panels), block by block of lane_block_rows rows: each lane's outputs by the float
-/// tile into `sums` [8][lane_block_rows][P·16], then the lanes added in the file comment's order,
-/// written as y + bias (bias may be null: y + 0), or c + y when `accumulate`. `a_panel`: room for
-/// one packed panel of A [K', 6] (a block's last rows when fewer than 6).
+/// c's columns [0, R) of X's rows (+)= the lane products of xl (pack_lane_rows) with W's rows
+/// [0, R) (bl from widen_lane_panels), block by block of lane_block_rows rows: each lane's
+/// outputs by the float tile into `sums` [8][lane_block_rows][P·16], then the lanes added in
+/// the file comment's order, written as y + bias (bias may be null: y + 0), or c + y when
+/// `accumulate`.
 CAUSALQWEN_TARGET_AVX2 inline void lane_task(const float* xl, std::size_t M, std::size_t K2, const float* bl, std::size_t R,
-                                             float* c, std::size_t ldc, bool accumulate, const float* bias, float* sums,
-                                             float* a_panel) {
+                                             float* c, std::size_t ldc, bool accumulate, const float* bias, float* sums) {
   using Tile = detail_f32::Avx2;
+  static_assert(Tile::mr == lane_panel_rows && lane_block_rows % lane_panel_rows == 0,
+                "The lane products' panels of X must be the float AVX2 tile's rows.");
   const std::size_t P = (R + Tile::nr - 1) / Tile::nr, ld = P * Tile::nr, full = R / 8 * 8;
+  const std::size_t panels = (M + Tile::mr - 1) / Tile::mr;
   for (std::size_t m0 = 0; m0 < M; m0 += lane_block_rows) {
     const std::size_t m_end = std::min(M, m0 + lane_block_rows);
     for (std::size_t j = 0; j < lane_count; ++j) {
-      const float* a = xl + j * M * K2;  // [M, K']
+      const float* a = xl + j * panels * K2 * Tile::mr;  // lane j's panels [⌈M/6⌉][K'][6]
       float* out = sums + j * lane_block_rows * ld;
       for (std::size_t m = m0; m < m_end; m += Tile::mr) {
         const std::size_t rows = std::min(Tile::mr, m_end - m);
-        if (rows < Tile::mr) Tile::pack_a_panel(detail_f32::Operand{a, K2, false}, m_end, m, 0, K2, a_panel);
-        for (std::size_t p = 0; p < P; ++p) {
-          const float* bp = bl + (j * P + p) * K2 * Tile::nr;
-          float* tile_out = out + (m - m0) * ld + p * Tile::nr;  // all 16 columns: the sums have room
-          if (rows == Tile::mr)
-            Tile::tile_direct(a + m * K2, K2, bp, K2, tile_out, ld, Tile::nr, false);
-          else
-            Tile::tile(a_panel, bp, K2, tile_out, ld, rows, Tile::nr, false);
-        }
+        for (std::size_t p = 0; p < P; ++p)  // all 16 columns of each tile: the sums have room
+          Tile::tile(a + (m / Tile::mr) * K2 * Tile::mr, bl + (j * P + p) * K2 * Tile::nr, K2, out + (m - m0) * ld + p * Tile::nr,
+                     ld, rows, Tile::nr, false);
       }
     }
     for (std::size_t m = m0; m < m_end; ++m) {
@@ -751,11 +753,10 @@ inline void multiply_lanes([[maybe_unused]] Bf16Isa isa, [[maybe_unused]] const 
     thread_local PageBuffer<std::uint16_t> task_panels;  // [lane_task_rows, Kp]
     thread_local PageBuffer<float> lane_panels;          // [8][4][K'][16]: the task's W rows as B panels
     thread_local PageBuffer<float> sums;                 // [8][lane_block_rows][64]
-    thread_local PageBuffer<float> a_panel;              // [K', 6]
     widen_lane_panels(task_group(isa, w, n0, n1, Kp, lane_task_rows, task_panels), n1 - n0, Kp,
                       lane_panels.grow(lane_task_rows * Kp));
     lane_task(xl, M, K2, lane_panels.data(), n1 - n0, c + n0, ldc, accumulate, bias ? bias + n0 : nullptr,
-              sums.grow(lane_count * lane_block_rows * lane_task_rows), a_panel.grow(K2 * detail_f32::Avx2::mr));
+              sums.grow(lane_count * lane_block_rows * lane_task_rows));
   });
 #endif
 }
@@ -770,8 +771,8 @@ inline void multiply_x(Bf16Isa isa, const float* x, std::size_t ld, bool transpo
                        std::size_t Kp, const PanelSource& w, std::size_t N, float* c, std::size_t ldc, bool accumulate,
                        const float* bias) {
   if (isa == Bf16Isa::avx2 && M >= lane_products_min_rows) {
-    thread_local PageBuffer<float> xl;  // [8, M, Kp/8]
-    pack_lane_rows(x, ld, transposed, M, K, Kp, xl.grow(M * Kp));
+    thread_local PageBuffer<float> xl;  // [8, ⌈M/6⌉, Kp/8, 6]
+    pack_lane_rows(x, ld, transposed, M, K, Kp, xl.grow((M + lane_panel_rows - 1) / lane_panel_rows * lane_panel_rows * Kp));
     return multiply_lanes(isa, xl.data(), M, Kp, w, N, c, ldc, accumulate, bias);
   }
   if (isa == Bf16Isa::avx2) {
