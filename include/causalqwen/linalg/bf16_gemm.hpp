@@ -623,6 +623,7 @@ void multiply(Bf16Isa isa, const XRow* xb, std::size_t M, std::size_t Kp, const 
 /// same bits as the dot-product tile (tile_avx2), whose twelve accumulators each take two
 /// dependent FMAs per chunk and whose loads of X exceed its FMAs; the float tile's 12 chains
 /// read one broadcast and two vectors per 12 FMAs.
+
 /// Rows of X from which the AVX2 kernel runs the lane products (fewer: tile_avx2, which needs no
 /// widened copy of W). On a Zen 3 core, single-threaded, on the Qwen2.5-0.5B shapes: alike at
 /// 16–24 rows, the lanes 0.2–0.6× as fast at 2–8 rows, 1.05–1.2× at 64 and 1.3–1.5× at 512.
@@ -633,7 +634,6 @@ inline constexpr std::size_t lane_count = panel_cols / 2;
 inline constexpr std::size_t lane_task_rows = 64;
 /// Rows of X per block of a lane task: its eight lanes' sums [8, 48, 64] (96 KiB) stay in L2.
 inline constexpr std::size_t lane_block_rows = 48;
-
 /// Rows of X per panel of the lane products' A: the float AVX2 tile's rows.
 inline constexpr std::size_t lane_panel_rows = 6;
 
