@@ -10,9 +10,10 @@
 //   bf16 heap    the same kernel over copies of the same panels in std::vector (4 KiB pages)
 //   int8 pages   the int8 integer-dot kernel over the int8 copies, on 2 MiB pages
 //   int8 heap    the same over std::vector copies
-//   head bf16    the Cauchy head's single pass over the class weights W_cls [151936, 896] (the
+//   head f32     the Cauchy head's single pass over the class weights W_cls [151936, 896] (the
 //                vocabulary of Qwen2.5), loc_S = loc_A·Wᵀ + b and scale_S = scale_A·|W|ᵀ at once,
-//                from a packed bf16 copy (linalg/cauchy_linear.hpp)
+//                from the float matrix (linalg/cauchy_linear.hpp)
+//   head bf16    the same from a packed bf16 copy
 //   head int8    the same from an int8 copy
 // and prints each one's GB/s and its fraction of the same round's probe. The memory of a shared
 // virtual machine can change speed between minutes by 1.5×; the rounds put every kernel beside
@@ -122,7 +123,7 @@ int main(int argc, char** argv) {
   cq::PageBuffer<float> w_cls(vocab * hidden);
   for (std::size_t i = 0; i < w_cls.size(); ++i) w_cls[i] = normal(rng);
   const cq::TensorView<const float, 2> w_cls_view(w_cls.data(), {vocab, hidden});
-  const la::PackedMatrix head_bf16(la::WeightType::bf16, w_cls_view), head_int8(la::WeightType::int8, w_cls_view);
+  const la::PackedMatrix head_f32, head_bf16(la::WeightType::bf16, w_cls_view), head_int8(la::WeightType::int8, w_cls_view);
   std::vector<float> bias_S(vocab, 0.01f), loc_A(hidden), scale_A(hidden), loc_S(vocab), scale_S(vocab);
   for (std::size_t j = 0; j < hidden; ++j) loc_A[j] = normal(rng) * 50.0f, scale_A[j] = 1.0f + std::abs(normal(rng)) * 50.0f;
   const auto head_pass = [&](const la::PackedMatrix& packed) {
@@ -134,7 +135,7 @@ int main(int argc, char** argv) {
         {}, cq::TensorView<const float, 1>(bias_S.data(), {vocab}), A, packed.ref());
     return cqbench::seconds_now() - t;
   };
-  const double head_bytes_bf16 = 2.0 * vocab * hidden, head_bytes_int8 = (1.0 + 4.0 / hidden) * vocab * hidden;
+  const double head_bytes_f32 = 4.0 * vocab * hidden, head_bytes_bf16 = 2.0 * vocab * hidden, head_bytes_int8 = (1.0 + 4.0 / hidden) * vocab * hidden;
 
   cq::PageBuffer<float> probe(std::size_t(1) << 28);  // 1 GiB
   for (std::size_t i = 0; i < probe.size(); ++i) probe[i] = float(i % 7);
@@ -154,17 +155,17 @@ int main(int argc, char** argv) {
     return cqbench::seconds_now() - t;
   };
   const double bytes_bf16 = bytes_f32 / 2, bytes_int8 = bytes_f32 / 4;
-  fmt::print("{} threads; bf16 product on {}, int8 product on {}; {} layers: {:.3f} GB float, {:.3f} GB bf16, {:.3f} GB int8;\nthe head: W_cls [{}, {}], {:.3f} GB bf16, {:.3f} GB int8\n",
+  fmt::print("{} threads; bf16 product on {}, int8 product on {}; {} layers: {:.3f} GB float, {:.3f} GB bf16, {:.3f} GB int8;\nthe head: W_cls [{}, {}], {:.3f} GB float, {:.3f} GB bf16, {:.3f} GB int8\n",
              threads, la::bf16_kernel_name(), la::int8_kernel_name(), layers, bytes_f32 / 1e9, bytes_bf16 / 1e9,
-             bytes_int8 / 1e9, vocab, hidden, head_bytes_bf16 / 1e9, head_bytes_int8 / 1e9);
+             bytes_int8 / 1e9, vocab, hidden, head_bytes_f32 / 1e9, head_bytes_bf16 / 1e9, head_bytes_int8 / 1e9);
   for (int warm = 0; warm < 2; ++warm) {  // first touches, thread start-up
     pass(nullptr), pass(&bf16_pages), pass(&bf16_heap), pass(&int8_pages), pass(&int8_heap);
-    head_pass(head_bf16), head_pass(head_int8);
+    head_pass(head_f32), head_pass(head_bf16), head_pass(head_int8);
     cqbench::read_pass_seconds(probe.data(), probe.size());
   }
-  const char* names[] = {"f32", "bf16 pages", "bf16 heap", "int8 pages", "int8 heap", "head bf16", "head int8"};
-  constexpr int columns = 7;
-  const double bytes[] = {bytes_f32, bytes_bf16, bytes_bf16, bytes_int8, bytes_int8, head_bytes_bf16, head_bytes_int8};
+  const char* names[] = {"f32", "bf16 pages", "bf16 heap", "int8 pages", "int8 heap", "head f32", "head bf16", "head int8"};
+  constexpr int columns = 8;
+  const double bytes[] = {bytes_f32, bytes_bf16, bytes_bf16, bytes_int8, bytes_int8, head_bytes_f32, head_bytes_bf16, head_bytes_int8};
   std::map<std::string, std::vector<double>> fraction;
   fmt::print("\nround   probe GB/s |");
   for (const char* name : names) fmt::print(" {:>16}", name);
@@ -173,7 +174,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < rounds; ++r) {
     const double bw = double(probe.size() * sizeof(float)) / cqbench::read_pass_seconds(probe.data(), probe.size());
     const double seconds[] = {pass(nullptr),       pass(&bf16_pages),     pass(&bf16_heap), pass(&int8_pages),
-                              pass(&int8_heap), head_pass(head_bf16), head_pass(head_int8)};
+                              pass(&int8_heap),  head_pass(head_f32),   head_pass(head_bf16), head_pass(head_int8)};
     fmt::print("{:>5} {:>12.1f} |", r + 1, bw / 1e9);
     for (int k = 0; k < columns; ++k) {
       const double gbs = bytes[k] / seconds[k];

@@ -1,8 +1,10 @@
-// GEMM wrappers and the Cauchy scale products against naive loops.
+// GEMM wrappers, the Cauchy scale products and the few-rows kernels of decoding against naive loops.
 #include <causalqwen/core/arena.hpp>
 #include <causalqwen/core/page_buffer.hpp>
 #include <causalqwen/core/process_usage.hpp>
+#include <causalqwen/core/threading.hpp>
 #include <causalqwen/linalg/abs_weight.hpp>
+#include <causalqwen/linalg/cauchy_linear.hpp>
 #include <causalqwen/linalg/gemm.hpp>
 #include <causalqwen/linalg/matmul.hpp>
 #include <doctest/doctest.h>
@@ -283,6 +285,75 @@ TEST_CASE_TEMPLATE("matmul gives the same bits on 1 and 2 threads and inside a p
           expect += double(op_a == Op::plain ? a[k] : a[k * lda]) * double(op_b == Op::plain ? b[k * ldb] : b[k]);
         CHECK(std::abs(double(one[0]) - expect) <= tol<T>(K));
       }
+  }
+  omp_set_num_threads(threads_before);
+}
+
+TEST_CASE_TEMPLATE("decoding's few-rows and fused Cauchy kernels: a double loop's sums; a row's bits whatever its block, the row count or the threads", T, float, double) {
+  const std::uint64_t seed = 20261128;
+  MESSAGE("seed ", seed);
+  std::mt19937_64 rng(seed);
+  const int threads_before = omp_get_max_threads();
+  // K: shorter than a vector, with a vector tail (not a multiple of four vectors) and a scalar
+  // tail; N not a multiple of 4 (single rows after the blocks of four); the last shape large
+  // enough to be split over the threads
+  const std::size_t shapes[][2] = {{13, 5}, {13, 37}, {10, 64}, {21, 100}, {9, 333}, {301, 333}};
+  for (const auto& shape : shapes) {
+    const std::size_t N = shape[0], K = shape[1];
+    CAPTURE(N);
+    CAPTURE(K);
+    for (const std::size_t M : {std::size_t(1), std::size_t(3), std::size_t(8)}) {
+      CAPTURE(M);
+      auto x = random_vector<T>(M * K, rng), w = random_vector<T>(N * K, rng), b = random_vector<T>(N, rng);
+      auto scale = random_vector<T>(M * K, rng);
+      for (auto& s : scale) s = std::abs(s) + T(0.1);
+      const TensorView<const T, 1> bias(b.data(), {N});
+      std::vector<T> y(M * N), loc(M * N), sc(M * N);
+      const auto cauchy = [&](std::vector<T>& l, std::vector<T>& s, const T* x_rows, const T* scale_rows, std::size_t rows,
+                              std::size_t n0, std::size_t n) {
+        const cq::CauchyView<const T, 2, cq::Kind::independent> a{TensorView<const T, 2>(x_rows, {rows, K}),
+                                                                  TensorView<const T, 2>(scale_rows, {rows, K})};
+        cq::linalg::cauchy_linear<T>(cq::CauchyView<T, 2, cq::Kind::marginal>{v2(l, rows, n), v2(s, rows, n)},
+                                     TensorView<const T, 2>(w.data() + n0 * K, {n, K}), {},
+                                     TensorView<const T, 1>(b.data() + n0, {n}), a);
+      };
+      cq::set_threads(2);
+      cq::linalg::linear_forward<T>(v2(y, M, N), v2(x, M, K), v2(w, N, K), bias);
+      cauchy(loc, sc, x.data(), scale.data(), M, 0, N);
+      for (std::size_t m = 0; m < M; ++m)
+        for (std::size_t n = 0; n < N; ++n) {
+          double s = b[n], s_abs = 0;
+          for (std::size_t k = 0; k < K; ++k) {
+            s += double(x[m * K + k]) * w[n * K + k];
+            s_abs += double(scale[m * K + k]) * std::abs(double(w[n * K + k]));
+          }
+          CHECK(std::abs(y[m * N + n] - s) <= tol<T>(K));
+          CHECK(std::abs(loc[m * N + n] - s) <= tol<T>(K));
+          CHECK(std::abs(sc[m * N + n] - s_abs) <= tol<T>(K) * 4);
+        }
+      std::size_t mismatches = 0;
+      for (std::size_t m = 0; m < M; ++m) {  // one row of X alone, on one thread
+        cq::set_threads(1);
+        std::vector<T> y1(N), l1(N), s1(N);
+        cq::linalg::linear_forward<T>(v2(y1, 1, N), TensorView<const T, 2>(x.data() + m * K, {1, K}), v2(w, N, K), bias);
+        cauchy(l1, s1, x.data() + m * K, scale.data() + m * K, 1, 0, N);
+        for (std::size_t n = 0; n < N; ++n)
+          mismatches += (y1[n] != y[m * N + n]) + (l1[n] != loc[m * N + n]) + (s1[n] != sc[m * N + n]);
+      }
+      cq::set_threads(2);
+      for (const std::size_t n0 : {std::size_t(1), std::size_t(3)}) {  // rows of W from an unaligned row on
+        const std::size_t n = N - n0;
+        std::vector<T> yr(M * n), lr(M * n), sr(M * n);
+        cq::linalg::linear_forward<T>(v2(yr, M, n), v2(x, M, K), TensorView<const T, 2>(w.data() + n0 * K, {n, K}),
+                                      TensorView<const T, 1>(b.data() + n0, {n}));
+        cauchy(lr, sr, x.data(), scale.data(), M, n0, n);
+        for (std::size_t m = 0; m < M; ++m)
+          for (std::size_t i = 0; i < n; ++i)
+            mismatches += (yr[m * n + i] != y[m * N + n0 + i]) + (lr[m * n + i] != loc[m * N + n0 + i]) +
+                          (sr[m * n + i] != sc[m * N + n0 + i]);
+      }
+      CHECK(mismatches == 0);
+    }
   }
   omp_set_num_threads(threads_before);
 }

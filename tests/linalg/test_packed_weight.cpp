@@ -197,11 +197,21 @@ TEST_CASE("fused Cauchy kernel reads the packed W_cls: loc and scale as from the
                              TensorView<const float, 1>(b.data(), {N}), a, p.ref());
     la::cauchy_linear<float>(cq::CauchyView<float, 2, cq::Kind::marginal>{v2(lf, R, N), v2(sf, R, N)}, c2(rounded, N, C), {},
                              TensorView<const float, 1>(b.data(), {N}), a);
-    if (type == la::WeightType::bf16) {
-      for (std::size_t i = 0; i < R * N; ++i) {
-        CHECK(lp[i] == lf[i]);
-        CHECK(sp[i] == sf[i]);
-      }
+    if (type == la::WeightType::bf16) {  // the same products summed in another order, and a double sum
+      for (std::size_t r = 0; r < R; ++r)
+        for (std::size_t n = 0; n < N; ++n) {
+          const std::size_t i = r * N + n;
+          double l = b[n], sc = 0, magnitude = std::abs(b[n]);
+          for (std::size_t c = 0; c < C; ++c) {
+            l += double(loc[r * C + c]) * p.at(n, c);
+            sc += double(scale[r * C + c]) * std::abs(double(p.at(n, c)));
+            magnitude += std::abs(double(loc[r * C + c]) * p.at(n, c));
+          }
+          CHECK(std::abs(lp[i] - lf[i]) <= 1e-5 * (1 + magnitude));
+          CHECK(std::abs(sp[i] - sf[i]) <= 1e-5 * (1 + sc));
+          CHECK(std::abs(lp[i] - l) <= 1e-5 * (1 + magnitude));
+          CHECK(std::abs(sp[i] - sc) <= 1e-5 * (1 + sc));
+        }
       continue;
     }
     for (std::size_t r = 0; r < R; ++r) {  // int8: loc_A and scale_A quantised per chunk of 16
@@ -215,7 +225,7 @@ TEST_CASE("fused Cauchy kernel reads the packed W_cls: loc and scale as from the
   }
 }
 
-TEST_CASE("fused Cauchy kernel over rows of a packed bf16 W_cls from any row on: the float kernel's bits") {
+TEST_CASE("fused Cauchy kernel over rows of a packed bf16 W_cls from any row on: each row's bits as in the whole matrix") {
   // a block of classes starting on a panel group (the pointer walk over whole groups) and off one
   // (the indexed reads), with C a multiple of the 16-column chunk and not
   const std::uint64_t seed = cqtest::test_seed(20261127, "packed cauchy_linear rows");
@@ -229,17 +239,29 @@ TEST_CASE("fused Cauchy kernel over rows of a packed bf16 W_cls from any row on:
     auto rounded = w;
     la::round_weights(la::WeightType::bf16, v2(rounded, N, C));
     const cq::CauchyView<const float, 2, cq::Kind::independent> a{c2(loc, R, C), c2(scale, R, C)};
+    std::vector<float> l_all(R * N), s_all(R * N), lf(R * N), sf(R * N);
+    la::cauchy_linear<float>(cq::CauchyView<float, 2, cq::Kind::marginal>{v2(l_all, R, N), v2(s_all, R, N)}, c2(rounded, N, C),
+                             {}, {}, a, p.ref());
+    la::cauchy_linear<float>(cq::CauchyView<float, 2, cq::Kind::marginal>{v2(lf, R, N), v2(sf, R, N)}, c2(rounded, N, C), {}, {}, a);
+    for (std::size_t r = 0; r < R; ++r)  // the float kernel on the rounded matrix, summed in another order
+      for (std::size_t i = 0; i < N; ++i) {
+        double magnitude = 0;
+        for (std::size_t c = 0; c < C; ++c) magnitude += std::abs(double(loc[r * C + c]) * rounded[i * C + c]);
+        CHECK(std::abs(l_all[r * N + i] - lf[r * N + i]) <= 1e-5 * (1 + magnitude));
+        CHECK(std::abs(s_all[r * N + i] - sf[r * N + i]) <= 1e-5 * (1 + sf[r * N + i]));
+      }
     for (std::size_t k0 : {std::size_t(0), std::size_t(4), std::size_t(8), std::size_t(3), std::size_t(6)}) {
       CAPTURE(C);
       CAPTURE(k0);
       const std::size_t n = N - k0;
-      std::vector<float> lp(R * n), sp(R * n), lf(R * n), sf(R * n);
+      std::vector<float> lp(R * n), sp(R * n);
       const TensorView<const float, 2> w_rows(rounded.data() + k0 * C, {n, C});
       la::cauchy_linear<float>(cq::CauchyView<float, 2, cq::Kind::marginal>{v2(lp, R, n), v2(sp, R, n)}, w_rows, {}, {}, a,
                                p.ref().rows_from(k0, n));
-      la::cauchy_linear<float>(cq::CauchyView<float, 2, cq::Kind::marginal>{v2(lf, R, n), v2(sf, R, n)}, w_rows, {}, {}, a);
       std::size_t mismatches = 0;
-      for (std::size_t i = 0; i < R * n; ++i) mismatches += (lp[i] != lf[i]) + (sp[i] != sf[i]);
+      for (std::size_t r = 0; r < R; ++r)
+        for (std::size_t i = 0; i < n; ++i)
+          mismatches += (lp[r * n + i] != l_all[r * N + k0 + i]) + (sp[r * n + i] != s_all[r * N + k0 + i]);
       CHECK(mismatches == 0);
     }
   }
