@@ -4,8 +4,8 @@
 /// Exact because A's components are independent; the result is marginal (its components share
 /// A's and are dependent), so a second linear map of it does not compile (kind_rules.hpp).
 ///
-/// For R ≤ fused_rows_max (decoding) one pass over W computes both products, four rows of W side
-/// by side (gemv.hpp's dot_rows), reading W once instead of W and a cached |W|: decoding is bound
+/// For R ≤ fused_rows_max (decoding) one pass over W computes both products, a block of four rows
+/// of W at a time (gemv.hpp's dot_rows), reading W once instead of W and a cached |W|: decoding is bound
 /// by the memory traffic of the class weights; W is then read from its packed bf16 copy when one
 /// is given, or, from an int8 copy, by the integer dot products of int8_dot.hpp. More rows use two GEMMs over the float W with |W| from the caller, in float
 /// or (Precision::bf16, mixed-precision training) on bf16 operands with float sums.

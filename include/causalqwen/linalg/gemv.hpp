@@ -11,9 +11,8 @@
 /// W is read from a packed bf16 copy (packed_weight.hpp) instead when one is given: its panels
 /// put four rows' next 16 weights side by side (one sequential stream), read by walking a pointer
 /// along the panel group and asking for the lines ahead; each weight is widened to float in the
-/// register and each row has one vector accumulator (the bits a float kernel with one
-/// accumulator per row gives on the bf16-rounded matrix). An int8 copy is read by the integer
-/// dot products of int8_dot.hpp instead.
+/// register and each row has one vector accumulator per sum (a row's bits, too, do not depend on
+/// its group). An int8 copy is read by the integer dot products of int8_dot.hpp instead.
 /// Inference only; call outside your own `omp parallel` regions (it then runs serially).
 #pragma once
 #include "causalqwen/core/error.hpp"
