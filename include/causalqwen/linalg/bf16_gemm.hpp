@@ -475,6 +475,13 @@ CAUSALQWEN_TARGET_AVX2 inline __m256i first_lanes_avx2(std::size_t n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+/// The 8 floats at `at`, all of them when `whole`, else the lanes `mask` sets (0 in the others).
+/// (A function with the target attribute, not a lambda: GCC gives a lambda inside a target
+/// function the translation unit's instruction set, and without -mavx2 the intrinsics then fail.)
+CAUSALQWEN_TARGET_AVX2 inline __m256 load8_avx2(const float* at, bool whole, __m256i mask) {
+  return whole ? _mm256_loadu_ps(at) : _mm256_maskload_ps(at, mask);
+}
+
 /// bf16(src[k]) for k < n (≤ 8), 0 past n: floats.
 CAUSALQWEN_TARGET_AVX2 inline __m256 rounded8_avx2(const float* src, std::size_t n) {
   if (n == 0) return _mm256_setzero_ps();
@@ -1019,12 +1026,11 @@ CAUSALQWEN_TARGET_AVX2 void outer_tile_avx2(const float* a, PairStrides as, cons
   const std::size_t valid = std::min(outer_cols_avx2, cols - j);
   const bool whole = valid == outer_cols_avx2;
   const __m256i mask[2] = {first_lanes_avx2(valid), first_lanes_avx2(valid > 8 ? valid - 8 : 0)};
-  const auto load_c = [&](const float* at, std::size_t v) { return whole ? _mm256_loadu_ps(at) : _mm256_maskload_ps(at, mask[v]); };
   __m256 acc[MR][2];
 #pragma GCC unroll 6
   for (std::size_t r = 0; r < MR; ++r)
     for (std::size_t v = 0; v < 2; ++v)
-      acc[r][v] = store == OuterStore::resume ? load_c(c + (n + r) * ldc + j + 8 * v, v) : _mm256_setzero_ps();
+      acc[r][v] = store == OuterStore::resume ? load8_avx2(c + (n + r) * ldc + j + 8 * v, whole, mask[v]) : _mm256_setzero_ps();
   for (std::size_t k = 0; k < K2; ++k) {
     const __m256 b0 = _mm256_loadu_ps(b + k * ldb + j), b1 = _mm256_loadu_ps(b + k * ldb + j + 8);
     const float* ak = a + k * as.p_stride + n * as.row_stride;
@@ -1039,7 +1045,7 @@ CAUSALQWEN_TARGET_AVX2 void outer_tile_avx2(const float* a, PairStrides as, cons
   for (std::size_t r = 0; r < MR; ++r)
     for (std::size_t v = 0; v < 2; ++v) {
       float* out = c + (n + r) * ldc + j + 8 * v;
-      const __m256 sum = store == OuterStore::add ? _mm256_add_ps(load_c(out, v), acc[r][v]) : acc[r][v];
+      const __m256 sum = store == OuterStore::add ? _mm256_add_ps(load8_avx2(out, whole, mask[v]), acc[r][v]) : acc[r][v];
       if (whole)
         _mm256_storeu_ps(out, sum);
       else
