@@ -4,7 +4,8 @@
 //   the deterministic head on the last position), and decode tokens/s (one token per step after
 //   a 128-token prompt: the stack with the KV cache + the head over all K classes) with the
 //   weight matrices read as float32, then as bf16 and int8 copies (CausalQwen::use_weights; a
-//   bf16 copy also runs prefill's products in bf16 on AVX512-BF16: linalg/bf16_gemm.hpp),
+//   bf16 copy also runs prefill's products in bf16, and an int8 copy does on AVX512-BF16 with its
+//   q widened to bf16: linalg/bf16_gemm.hpp),
 // against, in the same run,
 //   (a) a STREAM-like read bandwidth (SIMD sum of a 1 GiB float array on 2 MiB pages, as the
 //       weights are, all threads), measured at the start and again just before and just after
@@ -287,9 +288,13 @@ int main(int argc, char** argv) {
     for (std::size_t S : prefill_lengths) {
       const double tps = double(S) / ours["prefill"][type_name][std::to_string(S)].get<double>();
       const double gflops = tps * prefill_flops_per_token(S) / 1e9;
-      const double peak = type_name == "bf16" && cq::linalg::bf16_kernel_isa() == cq::linalg::Bf16Isa::avx512_bf16 ? bf16_peak : f32_peak;
+      const bool on_vdpbf16ps = cq::linalg::bf16_kernel_isa() == cq::linalg::Bf16Isa::avx512_bf16 &&
+                                (type_name == "bf16" || (type_name == "int8" && cq::linalg::int8_rows_on_bf16()));
+      const double peak = on_vdpbf16ps ? bf16_peak : f32_peak;
       fmt::print("{:<8} {:>4} {:>10.1f} {:>10.0f} {:>22.2f}\n", type_name, S, tps, gflops, peak > 0 ? gflops * 1e9 / peak : 0.0);
     }
-  fmt::print("(GFLOP/s counts the linear layers and attention; f32 and int8 prefill run float GEMMs: the float FMA peak)\n");
+  fmt::print("(GFLOP/s counts the linear layers and attention; f32 prefill runs float GEMMs (the float FMA peak), bf16 and int8 the\n"
+             " bf16 product (int8: {}; the vdpbf16ps peak when it runs on AVX512-BF16))\n",
+             cq::linalg::int8_rows_on_bf16() ? "its rows of q widened to bf16, exactly" : "the float GEMM on this CPU, the float FMA peak");
   return 0;
 }

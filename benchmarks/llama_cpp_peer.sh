@@ -14,8 +14,9 @@
 #      measures ours: prefill at S = 128 and 512 and decode, with f32, bf16 and int8 weights;
 #   4. one table compares them: llama.cpp's mean tokens/s over the 3 repetitions (avg_ts)
 #      next to ours and ours/llama.cpp, type by type (F32 with our f32, BF16 with our bf16, Q8_0
-#      with our int8). Our int8 prefill runs float GEMMs over the rounded float weights; bf16
-#      prefill runs bf16 products (AVX512-BF16 where the CPU has it). A second table puts each
+#      with our int8). Our bf16 prefill runs bf16 products, and so does our int8 prefill (its q
+#      widened to bf16, each row's sum times its scale) where the CPU has AVX512-BF16; elsewhere
+#      int8 prefill runs float GEMMs over the rounded float weights. A second table puts each
 #      side's decode GB/s (llama.cpp: tokens/s × its GGUF file's size) over the probes that
 #      bracketed it, and the ratio of the two sides at equal bandwidth: the memory of a shared
 #      machine changes speed between minutes, and the sides run minutes apart.

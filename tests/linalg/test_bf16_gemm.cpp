@@ -140,6 +140,117 @@ TEST_CASE("bf16 product: rows of a copy from a panel group onwards, as linear_fo
                        cq::DomainError);
 }
 
+namespace {
+/// Y = s ⊙ (bf16(X)·Qᵀ) (+ b) on the instruction set `isa`, W an int8 copy.
+std::vector<float> int8_product(la::Bf16Isa isa, const std::vector<float>& x, std::size_t M, std::size_t K,
+                                const la::PackedRef& w, const std::vector<float>& b) {
+  std::vector<float> y(M * w.rows);
+  la::detail_bf16::forward_int8(isa, v2(y, M, w.rows), c2(x, M, K), w,
+                                b.empty() ? TensorView<const float, 1>{} : TensorView<const float, 1>(b.data(), {w.rows}));
+  return y;
+}
+}  // namespace
+
+TEST_CASE("int8 weights on the bf16 product (many rows): s·(bf16(X)·q) + b, every kernel with the portable loop's bits, "
+          "within float rounding of a double loop") {
+  const std::uint64_t seed = cqtest::test_seed(20261128, "int8 rows on the bf16 product");
+  std::mt19937_64 rng(seed);
+  for (const auto [M, K, N] : shapes) {
+    CAPTURE(M);
+    CAPTURE(K);
+    CAPTURE(N);
+    auto w = normal_vector(N * K, rng, 0.05);
+    for (std::size_t n = 0; n < N; ++n)  // rows of very different scales
+      for (std::size_t k = 0; k < K; ++k) w[n * K + k] *= std::ldexp(1.0f, int(n % 7) * 6 - 18);
+    const auto x = normal_vector(M * K, rng), b = normal_vector(N, rng);
+    const la::PackedMatrix p(la::WeightType::int8, c2(w, N, K));
+    const la::PackedRef ref = p.ref();
+    const auto portable = int8_product(la::Bf16Isa::portable, x, M, K, ref, b);
+    for (const auto isa : cpu_isas()) {
+      CAPTURE(isa_name(isa));
+      const auto fast = int8_product(isa, x, M, K, ref, b);
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < M * N; ++i) differ += !same_bits(fast[i], portable[i]);
+      CHECK(differ == 0);
+    }
+    for (std::size_t m = 0; m < M; ++m)
+      for (std::size_t n = 0; n < N; ++n) {
+        double sum = 0, magnitude = 0;
+        for (std::size_t k = 0; k < K; ++k) {
+          const double term = double(bf16_round(x[m * K + k])) * ref.q[la::panel_index(n, k, ref.cols_padded)];
+          sum += term;
+          magnitude += std::abs(term);
+        }
+        const double s = ref.row_scale[n], expected = s * sum + b[n];
+        // K exact terms summed in float, then one product and one sum, each rounded
+        CHECK(std::abs(portable[m * N + n] - expected) <= double(K + 3) * 0x1p-24 * (s * magnitude + std::abs(b[n])));
+      }
+  }
+}
+
+TEST_CASE("int8 weights on the bf16 product: a row's bits do not depend on the rows beside it or the thread count; "
+          "linear_forward sends more than 8 rows there on AVX512-BF16, else to the float GEMM over q·s") {
+  const std::uint64_t seed = cqtest::test_seed(20261129, "int8 rows routing");
+  std::mt19937_64 rng(seed);
+  const std::size_t M = 19, K = 400, N = 44;
+  const auto x = normal_vector(M * K, rng);
+  auto w = normal_vector(N * K, rng, 0.05);
+  const la::PackedMatrix p(la::WeightType::int8, c2(w, N, K));
+  for (const auto isa : cpu_isas()) {
+    CAPTURE(isa_name(isa));
+    const auto all = int8_product(isa, x, M, K, p.ref(), {});
+    for (std::size_t m = 0; m < M; ++m) {
+      const std::vector<float> row(x.begin() + std::ptrdiff_t(m * K), x.begin() + std::ptrdiff_t((m + 1) * K));
+      const auto alone = int8_product(isa, row, 1, K, p.ref(), {});
+      for (std::size_t n = 0; n < N; ++n) CHECK(same_bits(alone[n], all[m * N + n]));
+    }
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const auto one_thread = int8_product(isa, x, M, K, p.ref(), {});
+    omp_set_num_threads(threads);
+    for (std::size_t i = 0; i < M * N; ++i) CHECK(same_bits(one_thread[i], all[i]));
+  }
+  // linear_forward over the float W holding q·s, as a model with int8 weights keeps it
+  la::round_weights(la::WeightType::int8, v2(w, N, K));
+  const auto through_linear = [&](std::size_t rows) {
+    std::vector<float> y(rows * N);
+    la::linear_forward<float>(v2(y, rows, N), c2(x, rows, K), c2(w, N, K), {}, p.ref());
+    return y;
+  };
+  std::vector<float> gemm(M * N);
+  la::matmul<float>(la::Op::plain, la::Op::transposed, M, N, K, x.data(), K, w.data(), K, gemm.data(), N, false);
+  const auto bf16_rows = int8_product(la::bf16_kernel_isa(), x, M, K, p.ref(), {});
+  const auto routed = through_linear(M);
+  const bool on_bf16 = la::int8_rows_on_bf16();
+  CHECK(on_bf16 == (la::bf16_kernel_isa() == la::Bf16Isa::avx512_bf16));
+  MESSAGE("int8 products of more than 8 rows run on " << std::string(on_bf16 ? "the bf16 product" : "the float GEMM") << " on this CPU");
+  std::size_t as_bf16 = 0, as_gemm = 0;
+  for (std::size_t i = 0; i < M * N; ++i) {
+    as_bf16 += same_bits(routed[i], bf16_rows[i]);
+    as_gemm += same_bits(routed[i], gemm[i]);
+  }
+  CHECK(as_bf16 == (on_bf16 ? M * N : as_bf16));
+  CHECK(as_gemm == (on_bf16 ? as_gemm : M * N));
+  if (on_bf16) CHECK(as_gemm < M * N);  // the two paths do differ: X is rounded to bf16 on one
+  la::set_int8_kernel(la::Int8Kernel::avx2);  // not automatic: the float GEMM
+  CHECK_FALSE(la::int8_rows_on_bf16());
+  const auto chosen_gemm = through_linear(M);
+  la::set_int8_kernel(la::Int8Kernel::automatic);
+  for (std::size_t i = 0; i < M * N; ++i) CHECK(same_bits(chosen_gemm[i], gemm[i]));
+  // rows of the copy from a panel group on, as a model's fused maps hand them over
+  std::vector<float> part(M * 13);
+  la::int8_rows_linear_forward(v2(part, M, 13), c2(x, M, K), p.ref().rows_from(8, 13));
+  const auto whole = int8_product(la::bf16_kernel_isa(), x, M, K, p.ref(), {});
+  for (std::size_t m = 0; m < M; ++m)
+    for (std::size_t n = 0; n < 13; ++n) CHECK(same_bits(part[m * 13 + n], whole[m * N + 8 + n]));
+  CHECK_THROWS_WITH_AS(la::int8_rows_linear_forward(v2(part, M, 13), c2(x, M, K), p.ref().rows_from(6, 13)),
+                       doctest::Contains("starts at row 6 of its panels, not at a multiple of 4"), cq::DomainError);
+  const la::PackedMatrix b16(la::WeightType::bf16, c2(w, N, K));
+  std::vector<float> y(M * N);
+  CHECK_THROWS_WITH_AS(la::int8_rows_linear_forward(v2(y, M, N), c2(x, M, K), b16.ref()),
+                       doctest::Contains("W is bf16, not an int8 copy"), cq::DomainError);
+}
+
 TEST_CASE("bf16 product: X rounds as float_to_bf16 does (ties to even, overflow to infinity, NaN); infinities and NaN propagate") {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const float tie_down = std::bit_cast<float>(0x3F808000u), tie_up = std::bit_cast<float>(0x3F818000u);  // ties: to even

@@ -19,6 +19,9 @@
 /// vdpbf16ps flushes subnormal inputs and results to zero and an FMA rounds a product below
 /// float's normal range (|x·w| < 2⁻¹²⁶, where bf16 products stop being exact) together with the
 /// sum.
+/// An int8 copy of W (q ∈ [−127, 127], each a bf16 value exactly) goes through the same kernels
+/// for many rows of X, each task widening its rows of q to bf16 first: y = s ⊙ (bf16(X)·Qᵀ) + b
+/// (int8_rows_linear_forward), its sums as above.
 /// The same kernels serve mixed-precision training (bf16_matmul: both operands rounded per call)
 /// for X·Wᵀ; dYᵀ·X (whose sums run over the tokens) and dY·W (whose W holds the sum's index in
 /// its rows) run on an outer-product kernel with its own fixed order, described below (AVX512-BF16,
@@ -30,6 +33,7 @@
 #include "causalqwen/core/page_buffer.hpp"
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/core/threading.hpp"
+#include "causalqwen/linalg/int8_dot.hpp"
 #include "causalqwen/linalg/kernel_choice.hpp"
 #include "causalqwen/linalg/matmul.hpp"
 #include "causalqwen/linalg/packed_weight.hpp"
@@ -37,6 +41,7 @@
 #include "causalqwen/linalg/transpose16.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -529,16 +534,18 @@ inline void pack(Bf16Isa isa, const float* src, std::size_t ld, bool transposed,
 }
 
 /// The W side of a product: N rows of bf16 panels, packed already (`panels`: the first group),
-/// or the float matrix R [N, K] that pack() reads (src, ld, transposed), which each task then
-/// packs for its own rows just before it multiplies them (in its cache, not through memory).
-/// `abs`: the product is with |W|, the packed panels' values with their sign bits cleared, which
-/// each task copies so into its cache before it multiplies them.
+/// or of int8 panels (`int8_panels`: the first group; each q ∈ [−127, 127] is a bf16 value
+/// exactly), or the float matrix R [N, K] that pack() reads (src, ld, transposed). Each task
+/// widens its own rows of int8 panels, or packs its own rows of R, just before it multiplies
+/// them (in its cache, not through memory). `abs`: the product is with |W|, the packed panels'
+/// values with their sign bits cleared, which each task copies so into its cache first.
 struct PanelSource {
   const std::uint16_t* panels = nullptr;
   const float* src = nullptr;
   std::size_t ld = 0, K = 0;
   bool transposed = false;
   bool abs = false;
+  const std::int8_t* int8_panels = nullptr;
 };
 
 /// dst[i] = |src[i]| for bf16 values: the sign bits cleared (vectorised by the compiler).
@@ -546,11 +553,22 @@ inline void copy_abs(const std::uint16_t* __restrict src, std::size_t n, std::ui
   for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<std::uint16_t>(src[i] & 0x7FFFu);
 }
 
+/// dst[i] = bf16(q[i]), exact for |q| < 256: the high half of the float's bits (vectorised by
+/// the compiler).
+inline void widen_int8(const std::int8_t* __restrict q, std::size_t n, std::uint16_t* __restrict dst) {
+  for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(static_cast<float>(q[i])) >> 16);
+}
+
 /// The bf16 panels of W's rows [n0, n1) (n0 a multiple of 4) for a task on the calling thread:
-/// the packed copy's own, |W| of them copied into `scratch`, or R's rows rounded now into
-/// `scratch` (grown to per_task rows once per shape).
+/// the packed copy's own, |W| of them copied into `scratch`, int8 panels widened into `scratch`,
+/// or R's rows rounded now into `scratch` (grown to per_task rows once per shape).
 inline const std::uint16_t* task_group(Bf16Isa isa, const PanelSource& w, std::size_t n0, std::size_t n1, std::size_t Kp,
                                        std::size_t per_task, PageBuffer<std::uint16_t>& scratch) {
+  if (w.int8_panels) {
+    const std::size_t stored = ((n1 - n0 + panel_rows - 1) / panel_rows) * panel_rows * Kp;
+    widen_int8(w.int8_panels + (n0 / panel_rows) * panel_rows * Kp, stored, scratch.grow(per_task * Kp));
+    return scratch.data();
+  }
   if (!w.panels) {
     pack(isa, w.transposed ? w.src + n0 : w.src + n0 * w.ld, w.ld, w.transposed, n1 - n0, w.K, Kp, PackLayout::panels,
          scratch.grow(per_task * Kp));
@@ -806,6 +824,32 @@ inline void forward(Bf16Isa isa, TensorView<float, 2> y, TensorView<const float,
   const std::uint16_t* first_group = w.bf16 + (w.row0 / panel_rows) * panel_rows * Kp;
   const PanelSource panels{first_group, nullptr, 0, 0, false, w.abs};
   multiply_x(isa, x.data, K, false, M, K, Kp, panels, N, y.data, N, false, b.empty() ? nullptr : b.data);
+}
+
+/// Y = s ⊙ (bf16(X)·Qᵀ) + b on the instruction set `isa`: W an int8 copy (w_nk = q_nk·s_n), each
+/// output the bf16 product's sum of X's row with q_n (as `multiply` sums them; the products
+/// exact), times s_n, plus b_n.
+inline void forward_int8(Bf16Isa isa, TensorView<float, 2> y, TensorView<const float, 2> x, const PackedRef& w,
+                         TensorView<const float, 1> b) {
+  const std::size_t M = x.shape[0], K = x.shape[1], N = w.rows, Kp = w.cols_padded;
+  detail::require(w.type == WeightType::int8, "int8_rows_linear_forward", "W is {}, not an int8 copy", weight_type_name(w.type));
+  detail::require(w.cols == K, "int8_rows_linear_forward", "W [{},{}] does not match X {}", N, w.cols, shape_string(x.shape));
+  detail::require(w.row0 % panel_rows == 0, "int8_rows_linear_forward",
+                  "W starts at row {} of its panels, not at a multiple of 4", w.row0);
+  require_shape(y, {M, N}, "int8_rows_linear_forward", "Y");
+  if (!b.empty()) require_shape(b, {N}, "int8_rows_linear_forward", "b");
+  if (M == 0 || N == 0) return;
+  PanelSource panels;
+  panels.int8_panels = w.q + (w.row0 / panel_rows) * panel_rows * Kp;
+  multiply_x(isa, x.data, K, false, M, K, Kp, panels, N, y.data, N, false, nullptr);
+  const float* scale = w.row_scale + w.row0;
+  parallel_for(M, M * N, [&](std::size_t m) {
+    float* row = y.data + m * N;
+    if (b.empty())
+      for (std::size_t n = 0; n < N; ++n) row[n] *= scale[n];
+    else
+      for (std::size_t n = 0; n < N; ++n) row[n] = row[n] * scale[n] + b.data[n];
+  });
 }
 
 // ---- products whose two operands both hold the sum's index in their rows: C = Aᵀ·B (dW = dYᵀ·X)
@@ -1348,6 +1392,25 @@ inline const char* bf16_kernel_name() {
 inline void bf16_linear_forward(TensorView<float, 2> y, TensorView<const float, 2> x, const PackedRef& w,
                                 TensorView<const float, 1> b = {}) {
   detail_bf16::forward(bf16_kernel_isa(), y, x, w, b);
+}
+
+/// Whether a product of more than few_rows_max rows with an int8 copy of W runs on the bf16
+/// product (int8_rows_linear_forward): when the int8 choice is automatic and the bf16 products
+/// run on AVX512-BF16, where the bf16 product has twice the float FMA rate. Elsewhere (or with
+/// set_int8_kernel(avx2 | portable)) such a product runs the float GEMM over the float matrix,
+/// which holds q·s.
+inline bool int8_rows_on_bf16() {
+  return kernel_choice<Int8Kernel>() == Int8Kernel::automatic && bf16_kernel_isa() == Bf16Isa::avx512_bf16;
+}
+
+/// Y = s ⊙ (bf16(X)·Qᵀ) (+ b):  X [M,K], W [N,K] an int8 copy (w_nk = q_nk·s_n; its first row at
+/// a multiple of 4 in its panels), b [N] (optional), Y [M,N]. X is rounded to bf16 once, each
+/// q_nk is a bf16 value exactly, and each output is the bf16 product's sum (bf16_linear_forward's
+/// order, every product exact) times s_n, plus b_n: a row's bits independent of M. On the bf16
+/// kernel this CPU has (AVX512-BF16, AVX2 or the portable loop: the same bits).
+inline void int8_rows_linear_forward(TensorView<float, 2> y, TensorView<const float, 2> x, const PackedRef& w,
+                                     TensorView<const float, 1> b = {}) {
+  detail_bf16::forward_int8(bf16_kernel_isa(), y, x, w, b);
 }
 
 /// The arithmetic of a linear map's products in training: float throughout (`f32`), or bf16

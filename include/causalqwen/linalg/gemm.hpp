@@ -42,7 +42,9 @@ void add_bias_rows(TensorView<T, 2> y, TensorView<const T, 1> b) {
 /// When `packed` holds a bf16 copy of W, every row count runs on the bf16 product
 /// (bf16_gemm.hpp: Y = bf16(X)·Wᵀ, a row's bits independent of M). Otherwise up to few_rows_max
 /// rows (a decoding step) W is read once by the few-rows kernel (gemv.hpp), from `packed` when
-/// it holds an int8 copy; more rows use the GEMM over the float W, which reuses W from cache.
+/// it holds an int8 copy; more rows with an int8 copy run Y = s ⊙ (bf16(X)·Qᵀ) on the bf16
+/// product where int8_rows_on_bf16() says so (AVX512-BF16); more rows otherwise use the GEMM
+/// over the float W (q·s for an int8 copy), which reuses W from cache.
 /// Precision::bf16 (float only): Y = bf16(X)·bf16(W)ᵀ (+ b), X rounded in this call, and W too
 /// unless `packed` holds its bf16 copy (mixed-precision training's, kept current by the
 /// optimiser: the same values, one pass over the weights fewer).
@@ -62,6 +64,8 @@ void linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, TensorView<con
       return;
     }
     if (packed.type == WeightType::bf16) return bf16_linear_forward(y, x, packed, b);
+    if (packed.type == WeightType::int8 && m > few_rows_max && int8_rows_on_bf16())
+      return int8_rows_linear_forward(y, x, packed, b);
   }
   if constexpr (detail_gemv::simd_type<T>)
     if (m <= few_rows_max) return few_rows_linear_forward<T>(y, x, w, b, packed);

@@ -5,10 +5,12 @@
 ///   int8   1 byte (+ 4 per row):  w_ij = q_ij·s_i,  s_i = max_j |W_ij| / 127,
 ///          q_ij = round(W_ij / s_i) ∈ [−127, 127]  (symmetric, one scale per row)
 /// `round_weights` writes the same values back into the float matrix, so that a GEMM over the
-/// float copy (prefill, evaluation) computes with the numbers the packed kernels read.
+/// float copy (evaluation; int8 prefill on a CPU without AVX512-BF16) computes with the numbers
+/// the packed kernels read.
 /// The bf16 kernels widen every weight to float (or multiply bf16 pairs) and accumulate in
 /// float; the int8 kernels (int8_dot.hpp) quantise the input per chunk of 16 and sum integer
-/// products, then multiply each row's sum by s_i once at the end.
+/// products, then multiply each row's sum by s_i once at the end; many rows with an int8 copy
+/// may run on the bf16 kernels instead, q widened to bf16 (bf16_gemm.hpp).
 #pragma once
 #include "causalqwen/core/bfloat16.hpp"
 #include "causalqwen/core/error.hpp"
