@@ -51,7 +51,36 @@ std::vector<float> product(la::Bf16Isa isa, const std::vector<float>& x, std::si
   return y;
 }
 
+/// Y = s ⊙ (bf16(X)·Qᵀ) (+ b) on the instruction set `isa`, W an int8 copy.
+std::vector<float> int8_product(la::Bf16Isa isa, const std::vector<float>& x, std::size_t M, std::size_t K,
+                                const la::PackedRef& w, const std::vector<float>& b) {
+  std::vector<float> y(M * w.rows);
+  la::detail_bf16::forward_int8(isa, v2(y, M, w.rows), c2(x, M, K), w,
+                                b.empty() ? TensorView<const float, 1>{} : TensorView<const float, 1>(b.data(), {w.rows}));
+  return y;
+}
+
 bool same_bits(float a, float b) { return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b); }
+
+/// On every instruction set this CPU runs: each row of run(isa, X, M) [M, N] (X [M, K]) has the
+/// bits of the same row run alone, and the whole product on one thread the bits of it on all.
+template <class Run>
+void check_rows_independent(const std::vector<float>& x, std::size_t M, std::size_t K, std::size_t N, const Run& run) {
+  for (const auto isa : cpu_isas()) {
+    CAPTURE(isa_name(isa));
+    const auto all = run(isa, x, M);
+    for (std::size_t m = 0; m < M; ++m) {
+      const std::vector<float> row(x.begin() + std::ptrdiff_t(m * K), x.begin() + std::ptrdiff_t((m + 1) * K));
+      const auto alone = run(isa, row, 1);
+      for (std::size_t n = 0; n < N; ++n) CHECK(same_bits(alone[n], all[m * N + n]));
+    }
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const auto one_thread = run(isa, x, M);
+    omp_set_num_threads(threads);
+    for (std::size_t i = 0; i < M * N; ++i) CHECK(same_bits(one_thread[i], all[i]));
+  }
+}
 
 // M: one row, a tile and a tail, and from 24 rows on (AVX2: the lane products) one block of 48
 // rows and more; N: a single panel group, tails of 4 and 8, and (lane products) past one task of
@@ -100,20 +129,9 @@ TEST_CASE("bf16 product: a row's bits do not depend on the rows beside it, its p
   const std::size_t M = 19, K = 400, N = 44;  // large enough to run on the threads
   const auto x = normal_vector(M * K, rng), w = normal_vector(N * K, rng, 0.05);
   const la::PackedMatrix p(la::WeightType::bf16, c2(w, N, K));
-  for (const auto isa : cpu_isas()) {
-    CAPTURE(isa_name(isa));
-    const auto all = product(isa, x, M, K, p.ref(), {});
-    for (std::size_t m = 0; m < M; ++m) {
-      const std::vector<float> row(x.begin() + std::ptrdiff_t(m * K), x.begin() + std::ptrdiff_t((m + 1) * K));
-      const auto alone = product(isa, row, 1, K, p.ref(), {});
-      for (std::size_t n = 0; n < N; ++n) CHECK(same_bits(alone[n], all[m * N + n]));
-    }
-    const int threads = omp_get_max_threads();
-    omp_set_num_threads(1);
-    const auto one_thread = product(isa, x, M, K, p.ref(), {});
-    omp_set_num_threads(threads);
-    for (std::size_t i = 0; i < M * N; ++i) CHECK(same_bits(one_thread[i], all[i]));
-  }
+  check_rows_independent(x, M, K, N, [&](la::Bf16Isa isa, const std::vector<float>& rows, std::size_t count) {
+    return product(isa, rows, count, K, p.ref(), {});
+  });
 }
 
 TEST_CASE("bf16 product: rows of a copy from a panel group onwards, as linear_forward is given them") {
@@ -139,17 +157,6 @@ TEST_CASE("bf16 product: rows of a copy from a panel group onwards, as linear_fo
   CHECK_THROWS_WITH_AS(la::bf16_linear_forward(v2(y3, M, N), c2(x, M, K), q.ref()), doctest::Contains("W is int8, not a bf16 copy"),
                        cq::DomainError);
 }
-
-namespace {
-/// Y = s ⊙ (bf16(X)·Qᵀ) (+ b) on the instruction set `isa`, W an int8 copy.
-std::vector<float> int8_product(la::Bf16Isa isa, const std::vector<float>& x, std::size_t M, std::size_t K,
-                                const la::PackedRef& w, const std::vector<float>& b) {
-  std::vector<float> y(M * w.rows);
-  la::detail_bf16::forward_int8(isa, v2(y, M, w.rows), c2(x, M, K), w,
-                                b.empty() ? TensorView<const float, 1>{} : TensorView<const float, 1>(b.data(), {w.rows}));
-  return y;
-}
-}  // namespace
 
 TEST_CASE("int8 weights on the bf16 product (many rows): s·(bf16(X)·q) + b, every kernel with the portable loop's bits, "
           "within float rounding of a double loop") {
@@ -196,20 +203,9 @@ TEST_CASE("int8 weights on the bf16 product: a row's bits do not depend on the r
   const auto x = normal_vector(M * K, rng);
   auto w = normal_vector(N * K, rng, 0.05);
   const la::PackedMatrix p(la::WeightType::int8, c2(w, N, K));
-  for (const auto isa : cpu_isas()) {
-    CAPTURE(isa_name(isa));
-    const auto all = int8_product(isa, x, M, K, p.ref(), {});
-    for (std::size_t m = 0; m < M; ++m) {
-      const std::vector<float> row(x.begin() + std::ptrdiff_t(m * K), x.begin() + std::ptrdiff_t((m + 1) * K));
-      const auto alone = int8_product(isa, row, 1, K, p.ref(), {});
-      for (std::size_t n = 0; n < N; ++n) CHECK(same_bits(alone[n], all[m * N + n]));
-    }
-    const int threads = omp_get_max_threads();
-    omp_set_num_threads(1);
-    const auto one_thread = int8_product(isa, x, M, K, p.ref(), {});
-    omp_set_num_threads(threads);
-    for (std::size_t i = 0; i < M * N; ++i) CHECK(same_bits(one_thread[i], all[i]));
-  }
+  check_rows_independent(x, M, K, N, [&](la::Bf16Isa isa, const std::vector<float>& rows, std::size_t count) {
+    return int8_product(isa, rows, count, K, p.ref(), {});
+  });
   // linear_forward over the float W holding q·s, as a model with int8 weights keeps it
   la::round_weights(la::WeightType::int8, v2(w, N, K));
   const auto through_linear = [&](std::size_t rows) {
