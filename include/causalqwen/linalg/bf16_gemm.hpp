@@ -607,7 +607,7 @@ void multiply(Bf16Isa isa, const XRow* xb, std::size_t M, std::size_t Kp, const 
     thread_local PageBuffer<std::uint16_t> task_panels;  // [per_task, Kp], grown once per shape
     const std::uint16_t* first_group = task_group(isa, w, n0, n1, Kp, per_task, task_panels);
     Prefetcher next;  // the float rows the next task packs, read into L2 while this one multiplies
-    if (!w.panels && n1 < N) {  // R's rows [n1, n2): rows of src, or its columns when transposed
+    if (!w.panels && !w.int8_panels && n1 < N) {  // R's rows [n1, n2): rows of src, or its columns when transposed
       const std::size_t n2 = std::min(N, n1 + per_task);
       next = w.transposed ? Prefetcher(w.src + n1, w.ld, w.K, n2 - n1, tile_calls)
                           : Prefetcher(w.src + n1 * w.ld, w.ld, n2 - n1, w.K, tile_calls);
