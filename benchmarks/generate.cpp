@@ -288,8 +288,9 @@ int main(int argc, char** argv) {
     for (std::size_t S : prefill_lengths) {
       const double tps = double(S) / ours["prefill"][type_name][std::to_string(S)].get<double>();
       const double gflops = tps * prefill_flops_per_token(S) / 1e9;
-      const bool on_vdpbf16ps = cq::linalg::bf16_kernel_isa() == cq::linalg::Bf16Isa::avx512_bf16 &&
-                                (type_name == "bf16" || (type_name == "int8" && cq::linalg::int8_rows_on_bf16()));
+      const bool on_vdpbf16ps = type_name == "bf16"   ? cq::linalg::bf16_kernel_isa() == cq::linalg::Bf16Isa::avx512_bf16
+                                : type_name == "int8" ? cq::linalg::int8_rows_on_bf16()
+                                                      : false;
       const double peak = on_vdpbf16ps ? bf16_peak : f32_peak;
       fmt::print("{:<8} {:>4} {:>10.1f} {:>10.0f} {:>22.2f}\n", type_name, S, tps, gflops, peak > 0 ? gflops * 1e9 / peak : 0.0);
     }
