@@ -10,6 +10,9 @@
 // linear_forward / linear_backward_input / linear_backward_weight with Precision::bf16: both
 // operands rounded and packed at every call) against the same three in float, for M = 128 and
 // M = 512 tokens.
+// A third table times one layer's attention over a prompt (nn::CausalSelfAttention through a
+// KV cache, the Qwen2.5-0.5B heads: 14 query heads, 2 KV heads of 64) with its products in float
+// and in bf16 (bf16_products, as beside bf16 or int8 weights), for 512 and 4,096 tokens.
 // Each figure is the median of 9 timed calls after 2 untimed ones.
 //
 //   OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 build/bin/bench_bf16_gemm [THREADS=2]
@@ -18,6 +21,7 @@
 
 #include <causalqwen/linalg/bf16_gemm.hpp>
 #include <causalqwen/linalg/gemm.hpp>
+#include <causalqwen/nn/attention.hpp>
 
 #include <fmt/core.h>
 #include <omp.h>
@@ -157,5 +161,30 @@ int main(int argc, char** argv) {
                  (t[0][0] + t[0][1] + t[0][2]) / (t[1][0] + t[1][1] + t[1][2]));
     }
   fmt::print("(each cell: float GFLOP/s / bf16 GFLOP/s, and the speed-up)\n");
+
+  fmt::print("\nattention of one layer over a prompt (14 heads, 2 KV heads of 64, through a KV cache), float "
+             "against bf16 products\n");
+  fmt::print("{:>6} {:>10} {:>10} {:>11} {:>11} {:>10}\n", "tokens", "float ms", "bf16 ms", "float GF/s", "bf16 GF/s",
+             "float/bf16");
+  cq::nn::CausalSelfAttention<float> attention{14, 2, 64};
+  for (const std::size_t S : {std::size_t{512}, std::size_t{4096}}) {
+    std::vector<float> qkv(S * attention.qkv_width()), out(S * attention.q_width());
+    for (auto& v : qkv) v = normal(rng);
+    cq::nn::KvCache<float> kv;
+    cq::nn::CausalSelfAttention<float>::Workspace workspace;
+    const auto prefill = [&](bool bf16) {
+      attention.bf16_products = bf16;
+      kv.reset(1, 1, attention.num_kv_heads, attention.head_dim, S);
+      std::fill_n(kv.mask.begin(), S, std::int64_t{1});
+      attention.forward_cached(0, qkv.data(), 1, S, kv, out.data(), workspace);
+    };
+    // Q·Kᵀ and P·V over the keys up to each 64-token block's end, for every query head
+    double flops = 0;
+    for (std::size_t i0 = 0; i0 < S; i0 += 64) flops += 2 * 2.0 * 14 * double(std::min<std::size_t>(64, S - i0)) * double(std::min(S, i0 + 64)) * 64;
+    const double t_float = median_seconds([&] { prefill(false); }), t_bf16 = median_seconds([&] { prefill(true); });
+    fmt::print("{:>6} {:>10.2f} {:>10.2f} {:>11.0f} {:>11.0f} {:>9.2f}x\n", S, t_float * 1e3, t_bf16 * 1e3,
+               flops / t_float / 1e9, flops / t_bf16 / 1e9, t_float / t_bf16);
+  }
+  fmt::print("(GFLOP/s counts Q.K^T and P.V over the keys each 64-token block of queries reads)\n");
   return 0;
 }

@@ -244,50 +244,137 @@ TEST_CASE("float attention: P has the bits of the scalar softmax over the same s
   const std::size_t s = 150, nh = 6, nkv = 2, d = 16, G = nh / nkv;
   nn::CausalSelfAttention<float> attn{nh, nkv, d};
   const std::size_t Q = attn.qkv_width();
-  std::vector<std::int64_t> mask(s, 1);
-  for (std::size_t j : {0, 1, 2, 70, 149}) mask[j] = 0;  // left padding and two holes
-  std::normal_distribution<float> normal(0.0f, 2.0f);
+  // with padding and holes (the mask read for every key), and with every key visible (the mask
+  // skipped, the scores scaled and their maximum taken in one vector pass)
+  for (const bool holes : {true, false}) {
+    CAPTURE(holes);
+    std::vector<std::int64_t> mask(s, 1);
+    if (holes)
+      for (std::size_t j : {0, 1, 2, 70, 149}) mask[j] = 0;  // left padding and two holes
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    std::vector<float> qkv(s * Q);
+    for (auto& v : qkv) v = normal(rng);
+    std::vector<float> out(s * nh * d), probs(nh * s * s);
+    nn::CausalSelfAttention<float>::Cache c;
+    nn::CausalSelfAttention<float>::Workspace ws;
+    c.probs = TensorView<float, 5>(probs.data(), attn.probs_shape(1, s));
+    attn.forward(TensorView<const float, 3>(qkv.data(), {1, s, Q}), TensorView<const std::int64_t, 2>(mask.data(), {1, s}),
+                 TensorView<float, 3>(out.data(), {1, s, nh * d}), c, ws);
+    const float scale = 1.0f / std::sqrt(float(d));
+    std::size_t differ = 0;
+    for (std::size_t h = 0; h < nh; ++h)
+      for (std::size_t i = 0; i < s; ++i) {
+        const std::size_t kvh = h / G;
+        std::vector<float> x(i + 1);
+        float mx = -INFINITY;
+        for (std::size_t j = 0; j <= i; ++j) {
+          float dot = 0.0f;
+          for (std::size_t e = 0; e < d; ++e) dot = std::fma(qkv[i * Q + h * d + e], qkv[j * Q + nh * d + kvh * d + e], dot);
+          x[j] = dot * scale;
+          if (mask[j]) mx = std::max(mx, x[j]);
+        }
+        float sum = 0.0f;
+        for (std::size_t j = 0; j <= i; ++j) sum += (x[j] = mask[j] ? std::exp(x[j] - mx) : 0.0f);
+        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        for (std::size_t j = 0; j < s; ++j) {
+          const float p = j <= i ? x[j] * inv : 0.0f;
+          differ += std::bit_cast<std::uint32_t>(p) != std::bit_cast<std::uint32_t>(c.prob(0, h, i, j));
+        }
+      }
+    INFO("seed ", seed);
+    CHECK(differ == 0);
+
+    // the same prompt through the decoding path (its keys into a KV cache, P one block at a time)
+    nn::KvCache<float> kv;
+    kv.reset(1, 1, nkv, d);
+    kv.make_room(s);
+    std::copy(mask.begin(), mask.end(), kv.mask.begin());
+    std::vector<float> out_cached(s * nh * d);
+    attn.forward_cached(0, qkv.data(), 1, s, kv, out_cached.data(), ws);
+    std::size_t out_differ = 0;
+    for (std::size_t e = 0; e < out.size(); ++e)
+      out_differ += std::bit_cast<std::uint32_t>(out[e]) != std::bit_cast<std::uint32_t>(out_cached[e]);
+    CHECK(out_differ == 0);
+  }
+}
+
+TEST_CASE("bf16 attention: near the exact attention, the same bits fed at once or a token at a time, on every kernel") {
+  // bf16_products rounds q, k, P and v to bf16 and sums the exact products in float, each sum in
+  // an order fixed by the head size (Q·Kᵀ) or by the keys (P·V), so that a prompt gives the same
+  // bits in one call as through the KV cache a token at a time, whichever bf16 kernel runs.
+  namespace la = causalqwen::linalg;
+  const std::uint64_t seed = cqtest::test_seed(20261128, "bf16_attention");
+  std::mt19937_64 rng(seed);
+  const std::size_t s = 150, nh = 6, nkv = 2, d = 64, G = nh / nkv;  // three 64-token query blocks
+  nn::CausalSelfAttention<float> attn{nh, nkv, d};
+  const std::size_t Q = attn.qkv_width();
+  std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> qkv(s * Q);
   for (auto& v : qkv) v = normal(rng);
-  std::vector<float> out(s * nh * d), probs(nh * s * s);
-  nn::CausalSelfAttention<float>::Cache c;
-  nn::CausalSelfAttention<float>::Workspace ws;
-  c.probs = TensorView<float, 5>(probs.data(), attn.probs_shape(1, s));
-  attn.forward(TensorView<const float, 3>(qkv.data(), {1, s, Q}), TensorView<const std::int64_t, 2>(mask.data(), {1, s}),
-               TensorView<float, 3>(out.data(), {1, s, nh * d}), c, ws);
-  const float scale = 1.0f / std::sqrt(float(d));
-  std::size_t differ = 0;
-  for (std::size_t h = 0; h < nh; ++h)
-    for (std::size_t i = 0; i < s; ++i) {
-      const std::size_t kvh = h / G;
-      std::vector<float> x(i + 1);
-      float mx = -INFINITY;
-      for (std::size_t j = 0; j <= i; ++j) {
-        float dot = 0.0f;
-        for (std::size_t e = 0; e < d; ++e) dot = std::fma(qkv[i * Q + h * d + e], qkv[j * Q + nh * d + kvh * d + e], dot);
-        x[j] = dot * scale;
-        if (mask[j]) mx = std::max(mx, x[j]);
+  for (const bool holes : {false, true}) {
+    CAPTURE(holes);
+    std::vector<std::int64_t> mask(s, 1);
+    if (holes)
+      for (std::size_t j : {0, 1, 2, 70, 149}) mask[j] = 0;  // left padding and two holes
+    nn::CausalSelfAttention<float>::Workspace ws;
+    // the whole prompt at once (keys through the cache), or `step` tokens per call
+    const auto run = [&](bool bf16, std::size_t step) {
+      attn.bf16_products = bf16;
+      nn::KvCache<float> kv;
+      kv.reset(1, 1, nkv, d, s);
+      std::copy(mask.begin(), mask.end(), kv.mask.begin());
+      std::vector<float> out(s * nh * d);
+      for (std::size_t t0 = 0; t0 < s; t0 += step) {
+        const std::size_t n = std::min(step, s - t0);
+        attn.forward_cached(0, qkv.data() + t0 * Q, 1, n, kv, out.data() + t0 * nh * d, ws);
+        kv.length += n;
       }
-      float sum = 0.0f;
-      for (std::size_t j = 0; j <= i; ++j) sum += (x[j] = mask[j] ? std::exp(x[j] - mx) : 0.0f);
-      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-      for (std::size_t j = 0; j < s; ++j) {
-        const float p = j <= i ? x[j] * inv : 0.0f;
-        differ += std::bit_cast<std::uint32_t>(p) != std::bit_cast<std::uint32_t>(c.prob(0, h, i, j));
-      }
+      return out;
+    };
+    const auto bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+      std::size_t differ = 0;
+      for (std::size_t e = 0; e < a.size(); ++e) differ += std::bit_cast<std::uint32_t>(a[e]) != std::bit_cast<std::uint32_t>(b[e]);
+      return differ;
+    };
+    const auto whole = run(true, s), as_float = run(false, s);
+    CHECK(bits(whole, run(true, 1)) == 0);   // a token at a time
+    CHECK(bits(whole, run(true, 37)) == 0);  // blocks that straddle the 64-token query blocks
+    for (const auto kernel : {la::Bf16Kernel::avx2, la::Bf16Kernel::portable}) {
+      la::set_bf16_kernel(kernel);
+      const auto other = run(true, s);
+      la::set_bf16_kernel(la::Bf16Kernel::automatic);
+      CHECK(bits(whole, other) == 0);
     }
-  INFO("seed ", seed);
-  CHECK(differ == 0);
-
-  // the same prompt through the decoding path (its keys into a KV cache, P one block at a time)
-  nn::KvCache<float> kv;
-  kv.reset(1, 1, nkv, d);
-  kv.make_room(s);
-  std::copy(mask.begin(), mask.end(), kv.mask.begin());
-  std::vector<float> out_cached(s * nh * d);
-  attn.forward_cached(0, qkv.data(), 1, s, kv, out_cached.data(), ws);
-  std::size_t out_differ = 0;
-  for (std::size_t e = 0; e < out.size(); ++e)
-    out_differ += std::bit_cast<std::uint32_t>(out[e]) != std::bit_cast<std::uint32_t>(out_cached[e]);
-  CHECK(out_differ == 0);
+    // against the exact attention (double) over the float inputs: within bf16's rounding
+    double worst = 0, worst_float = 0, v_max = 0;
+    for (std::size_t h = 0; h < nh; ++h)
+      for (std::size_t i = 0; i < s; ++i) {
+        const std::size_t kvh = h / G;
+        std::vector<double> p(i + 1, 0.0);
+        double mx = -INFINITY, z = 0;
+        for (std::size_t j = 0; j <= i; ++j) {
+          if (!mask[j]) continue;
+          double dot = 0;
+          for (std::size_t e = 0; e < d; ++e) dot += double(qkv[i * Q + h * d + e]) * qkv[j * Q + nh * d + kvh * d + e];
+          p[j] = dot / std::sqrt(double(d));
+          mx = std::max(mx, p[j]);
+        }
+        for (std::size_t j = 0; j <= i; ++j) z += (p[j] = mask[j] ? std::exp(p[j] - mx) : 0.0);
+        for (std::size_t e = 0; e < d; ++e) {
+          double o = 0;
+          for (std::size_t j = 0; j <= i; ++j) {
+            const double v = qkv[j * Q + nh * d + nkv * d + kvh * d + e];
+            o += z > 0 ? p[j] / z * v : 0.0;
+            v_max = std::max(v_max, std::abs(v));
+          }
+          const std::size_t at = i * nh * d + h * d + e;
+          worst = std::max(worst, std::abs(whole[at] - o));
+          worst_float = std::max(worst_float, std::abs(as_float[at] - o));
+        }
+      }
+    MESSAGE("holes ", holes, ": max |out - exact| bf16 ", worst, ", float ", worst_float, " (max |v| ", v_max, ")");
+    CHECK(worst > worst_float);  // the products did run in bf16
+    CHECK(worst <= 0.01 * v_max);
+    CHECK(worst_float <= 1e-5 * v_max);
+  }
 }

@@ -19,6 +19,7 @@
 #include "causalqwen/core/exp_float.hpp"
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/core/threading.hpp"
+#include "causalqwen/linalg/bf16_gemm.hpp"
 #include "causalqwen/linalg/matmul.hpp"
 #include "causalqwen/linalg/row_sums.hpp"
 #include "causalqwen/nn/kv_cache.hpp"
@@ -32,11 +33,38 @@
 
 namespace causalqwen::nn {
 
+namespace detail_attention {
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/// x_j ← x_j·scale for j < n, and max_j of the scaled values (NaN passed over, −∞ when n = 0),
+/// 16 lanes at a time in one pass: lane l keeps max(v, m) as vmaxps takes it (m when v is a NaN
+/// or a zero of either sign equal to m), the bits of the scalar `m < v ? v : m`.
+__attribute__((target("avx512f"))) inline float scale_and_max_avx512(float* x, std::size_t n, float scale) {
+  const __m512 s = _mm512_set1_ps(scale);
+  __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (std::size_t j = 0; j < n; j += 16) {
+    const __mmask16 live = n - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - j)) - 1u);
+    const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + j), s);
+    _mm512_mask_storeu_ps(x + j, live, v);
+    m = _mm512_mask_max_ps(m, live, v, m);
+  }
+  return _mm512_reduce_max_ps(m);
+}
+#endif
+
+}  // namespace detail_attention
+
 template <class T>
 struct CausalSelfAttention {
   using Op = linalg::Op;
   std::size_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
   static constexpr std::ptrdiff_t block = 64;  // query tokens per triangular block
+  /// Whether the forward products (Q·Kᵀ and P·V) run in bf16 with float sums
+  /// (linalg::bf16_matmul: q, k, P and v rounded to bf16, every product exact), as the layers of
+  /// a model with bf16 or int8 weights do; float models only. The sums' order depends on the
+  /// head size and on the keys alone, so a prompt gives the same bits in one prefill as fed a
+  /// token at a time. Backward stays float (training never runs with such weights).
+  bool bf16_products = false;
 
   std::size_t group() const { return num_heads / num_kv_heads; }
   std::size_t q_width() const { return num_heads * head_dim; }
@@ -222,13 +250,22 @@ struct CausalSelfAttention {
     w.q.resize(seq * group() * head_dim);
     w.o.resize(seq * group() * head_dim);
     mat(w.q.data(), S, G * D) = strided_mat(base + g * group() * head_dim, S, G * D, stride);
+    // a mask of all ones hides nothing: the softmax then skips reading it for every score
+    if (keep && std::all_of(keep, keep + total, [](std::int64_t m) { return m != 0; })) keep = nullptr;
+    // C [M,N] = A·op(B): float, or bf16 with float sums (bf16_products)
+    const auto product = [&](Op op_b, std::size_t M, std::size_t N, std::size_t K_len, const T* a, std::size_t lda,
+                             const T* b, std::size_t ldb, T* c, std::size_t ldc) {
+      if constexpr (std::is_same_v<T, float>)
+        if (bf16_products) return linalg::bf16_matmul(Op::plain, op_b, M, N, K_len, a, lda, b, ldb, c, ldc, false);
+      linalg::matmul<T>(Op::plain, op_b, M, N, K_len, a, lda, b, ldb, c, ldc, false);
+    };
     for (std::ptrdiff_t i0 = 0; i0 < S; i0 += block) {
       const std::size_t r0 = Gs * std::size_t(i0), nr = Gs * std::size_t(std::min(block, S - i0)),
                         nc = L + std::size_t(i0) + nr / Gs;
       T* P_block = whole_p ? P + r0 * total : P;  // [nr, total]
-      linalg::matmul<T>(Op::plain, Op::transposed, nr, nc, Ds, w.q.data() + r0 * Ds, Ds, K, kv_ld, P_block, total, false);
+      product(Op::transposed, nr, nc, Ds, w.q.data() + r0 * Ds, Ds, K, kv_ld, P_block, total);  // scores Q·Kᵀ
       softmax_rows(P_block, total, r0, nr, L, keep, scale, whole_p ? total : nc);
-      linalg::matmul<T>(Op::plain, Op::plain, nr, Ds, nc, P_block, total, V, kv_ld, w.o.data() + r0 * Ds, Ds, false);
+      product(Op::plain, nr, Ds, nc, P_block, total, V, kv_ld, w.o.data() + r0 * Ds, Ds);  // O = P·V
     }
     strided_mat(out + g * group() * head_dim, S, G * D, ostride) = mat(static_cast<const T*>(w.o.data()), S, G * D);
   }
@@ -254,8 +291,7 @@ struct CausalSelfAttention {
         const std::size_t n = L + (r0 + local) / group() + 1;
         lengths[local - first] = n;
         T* row = P_rows + local * ld;
-        for (std::size_t j = 0; j < n; ++j) row[j] *= scale;
-        const T mx = visible_max(row, n, keep);
+        const T mx = scale_and_max(row, n, keep, scale);
         if constexpr (std::is_same_v<T, float>) {
           constexpr float masked = -std::numeric_limits<float>::infinity();
           for (std::size_t j = 0; j < n; ++j) row[j] = (!keep || keep[j]) ? row[j] - mx : masked;
@@ -281,6 +317,18 @@ struct CausalSelfAttention {
         std::fill(row + n, row + end, T(0));
       }
     });
+  }
+
+  /// x_j ← x_j·scale for j < n, then visible_max of the scaled row: one pass on AVX-512 when every
+  /// key is visible (a maximum does not depend on the order it is taken in, but for the sign of a
+  /// zero maximum, which no x − max then changes).
+  static T scale_and_max(T* x, std::size_t n, const std::int64_t* keep, T scale) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if constexpr (std::is_same_v<T, float>)
+      if (!keep && linalg::cpu_has_avx512f()) return detail_attention::scale_and_max_avx512(x, n, scale);
+#endif
+    for (std::size_t j = 0; j < n; ++j) x[j] *= scale;
+    return visible_max(x, n, keep);
   }
 
   /// max_j x_j over the visible keys j < n (keep[j] = 1, or all when keep is null); −∞ when none

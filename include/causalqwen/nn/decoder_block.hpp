@@ -195,10 +195,14 @@ struct DecoderBlock {
     rope_.rotate(c.qkv.data, Q, 0, config.num_heads, rope_table);
     rope_.rotate(c.qkv.data, Q, config.num_heads * D, config.num_kv_heads, rope_table);
     c.rope = &rope_table;
+    // attention in bf16 beside an inference copy of the weights in bf16 or int8 (mixed-precision
+    // training, whose copies are bf16 too, keeps attention float)
+    auto attention_ = attention();
+    attention_.bf16_products = p.qkv.packed.packed() && p.qkv.precision == linalg::Precision::f32;
     if (kv)
-      attention().forward_cached(layer, c.qkv.data, B, S, *kv, c.attn_out.data, w.attn);
+      attention_.forward_cached(layer, c.qkv.data, B, S, *kv, c.attn_out.data, w.attn);
     else
-      attention().forward(c.qkv.reshape(Shape<3>{B, S, Q}), mask,
+      attention_.forward(c.qkv.reshape(Shape<3>{B, S, Q}), mask,
                           c.attn_out.reshape(Shape<3>{B, S, config.num_heads * D}), c.attn, w.attn);
     Linear<T>::forward(p.o_proj, c.attn_out, c.x2, c.o_in);
     autodiff::eval_add(c.x2, autodiff::constant(x));  // x2 = x + o
