@@ -1284,9 +1284,10 @@ inline std::size_t row_outer_tasks(std::size_t tiles) {
 /// paired block by block inside each task (a task: some columns of C and every row), so B is read
 /// once, row by row, with no transposing. The blocks' sums run in a per-task buffer, each block
 /// resuming the last one's (OuterStore::resume: the bits of one pass), and are then stored in C or
-/// added to it. `b_panels` (optional): a bf16 copy of B in panels (panel_index, cols rounded up
-/// to 16), which is then paired instead of rounding B's floats again (the same bits; B's floats
-/// are not read); `b_abs`: B is |the copy's values|.
+/// added to it; with a single block (K ≤ 2 · row_outer_block_pairs) and C overwritten, the kernel
+/// stores them in C itself. `b_panels` (optional): a bf16 copy of B in panels (panel_index, cols
+/// rounded up to 16), which is then paired instead of rounding B's floats again (the same bits;
+/// B's floats are not read); `b_abs`: B is |the copy's values|.
 template <class Word>
 void row_outer_product(Bf16Isa isa, std::size_t M, std::size_t cols, std::size_t K, const float* a, std::size_t lda,
                        const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
@@ -1304,8 +1305,10 @@ void row_outer_product(Bf16Isa isa, std::size_t M, std::size_t cols, std::size_t
     const std::size_t j0 = t * tiles / tasks * outer_cols, width = std::min(cols, (t + 1) * tiles / tasks * outer_cols) - j0;
     thread_local PageBuffer<Word> b_block;  // [lines · block_pairs, task_cols]
     thread_local PageBuffer<float> sums;    // [M, task_cols]
+    // one block of pairs and C overwritten: the kernel stores its sums in C itself
+    const bool direct = !accumulate && P <= block_pairs;
     b_block.grow(lines * block_pairs * task_cols);
-    sums.grow(M * task_cols);
+    if (!direct) sums.grow(M * task_cols);
     constexpr std::size_t tile_cols = lines == 2 ? outer_cols_avx2 : outer_cols;
     const std::size_t tile_calls = ((width + tile_cols - 1) / tile_cols) * ((M + outer_rows - 1) / outer_rows);
     for (std::size_t p0 = 0; p0 < P; p0 += block_pairs) {
@@ -1323,9 +1326,11 @@ void row_outer_product(Bf16Isa isa, std::size_t M, std::size_t cols, std::size_t
           pair_row_on(isa, b + 2 * p0 * ldb + j0, ldb, K - 2 * p0, width, task_cols, p, b_block.data());
         next = Prefetcher(b + k_next * ldb + j0, ldb, next_rows, width, tile_calls);
       }
-      outer_rows_of(isa, aw + lines * p0, {1, ld_words}, b_block.data(), task_cols, lines * pairs, 0, M, width, sums.data(),
-                    task_cols, p0 == 0 ? OuterStore::set : OuterStore::resume, &next);
+      outer_rows_of(isa, aw + lines * p0, {1, ld_words}, b_block.data(), task_cols, lines * pairs, 0, M, width,
+                    direct ? c + j0 : sums.data(), direct ? ldc : task_cols, p0 == 0 ? OuterStore::set : OuterStore::resume,
+                    &next);
     }
+    if (direct) return;
     for (std::size_t m = 0; m < M; ++m) {
       float* c_row = c + m * ldc + j0;
       const float* s_row = sums.data() + m * task_cols;

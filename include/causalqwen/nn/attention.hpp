@@ -86,6 +86,7 @@ struct CausalSelfAttention {
   /// Scratch, grown once and reused.
   struct Workspace {
     std::vector<T> q, o, dq, dp;  // [S·G, D] ×3, [S·G, S] (decoding: one block's scores [G·64, L+S])
+    std::vector<T> kt;            // bf16_products: the group's keys transposed, Kᵀ [D, L+S]
   };
 
   /// The shape of Cache::probs for B×S tokens.
@@ -109,6 +110,7 @@ struct CausalSelfAttention {
     for_each_group(batch, seq, w, [&](std::size_t b, std::size_t g, Workspace& wt) {
       const T* base = qkv.data + b * seq * qkv_width();
       if (!keep && wt.dp.size() < block_rows * seq) wt.dp.resize(block_rows * seq);
+      if (bf16_products && wt.kt.size() < head_dim * seq) wt.kt.resize(head_dim * seq);
       T* P = keep ? c.probs.data + (b * num_kv_heads + g) * seq * group() * seq : wt.dp.data();
       attend(base, g, seq, 0, base + q_width() + g * head_dim, base + q_width() + kv_width() + g * head_dim, qkv_width(),
              mask.empty() ? nullptr : mask.data + b * seq, P, keep, out.data + b * seq * q_width(), wt);
@@ -138,6 +140,7 @@ struct CausalSelfAttention {
     const std::size_t block_rows = group() * std::min<std::size_t>(seq, block);
     for_each_group(batch, seq, w, [&](std::size_t b, std::size_t g, Workspace& wt) {
       if (wt.dp.size() < block_rows * kv.capacity) wt.dp.resize(block_rows * kv.capacity);
+      if (bf16_products && wt.kt.size() < head_dim * kv.capacity) wt.kt.resize(head_dim * kv.capacity);
       attend(qkv + b * seq * qkv_width(), g, seq, L, kv.key_block(layer, b, g), kv.value_block(layer, b, g), D,
              kv.mask.data() + b * kv.capacity, wt.dp.data(), false, out + b * seq * q_width(), wt);
     });
@@ -252,20 +255,31 @@ struct CausalSelfAttention {
     mat(w.q.data(), S, G * D) = strided_mat(base + g * group() * head_dim, S, G * D, stride);
     // a mask of all ones hides nothing: the softmax then skips reading it for every score
     if (keep && std::all_of(keep, keep + total, [](std::int64_t m) { return m != 0; })) keep = nullptr;
-    // C [M,N] = A·op(B): float, or bf16 with float sums (bf16_products)
-    const auto product = [&](Op op_b, std::size_t M, std::size_t N, std::size_t K_len, const T* a, std::size_t lda,
-                             const T* b, std::size_t ldb, T* c, std::size_t ldc) {
-      if constexpr (std::is_same_v<T, float>)
-        if (bf16_products) return linalg::bf16_matmul(Op::plain, op_b, M, N, K_len, a, lda, b, ldb, c, ldc, false);
-      linalg::matmul<T>(Op::plain, op_b, M, N, K_len, a, lda, b, ldb, c, ldc, false);
-    };
+    // bf16_products: both products on the bf16 product's outer-product kernel (bf16_matmul of two
+    // plain operands), whose outputs are each a sum over D (the scores) or over the keys (P·V)
+    // with no lanes to add up at the end; the scores read the keys transposed once per call, Kᵀ
+    // [D, L+S] in the workspace, of which each block reads its first nc columns
+    const bool bf16 = std::is_same_v<T, float> && bf16_products;
+    if (bf16)
+      strided_mat(w.kt.data(), std::ptrdiff_t(Ds), std::ptrdiff_t(total), std::ptrdiff_t(total)) =
+          strided_mat(K, std::ptrdiff_t(total), std::ptrdiff_t(Ds), std::ptrdiff_t(kv_ld)).transpose();
     for (std::ptrdiff_t i0 = 0; i0 < S; i0 += block) {
       const std::size_t r0 = Gs * std::size_t(i0), nr = Gs * std::size_t(std::min(block, S - i0)),
                         nc = L + std::size_t(i0) + nr / Gs;
       T* P_block = whole_p ? P + r0 * total : P;  // [nr, total]
-      product(Op::transposed, nr, nc, Ds, w.q.data() + r0 * Ds, Ds, K, kv_ld, P_block, total);  // scores Q·Kᵀ
+      const T* Q_block = w.q.data() + r0 * Ds;   // [nr, D]
+      T* O_block = w.o.data() + r0 * Ds;         // [nr, D]
+      if constexpr (std::is_same_v<T, float>) {
+        if (bf16) {
+          linalg::bf16_matmul(Op::plain, Op::plain, nr, nc, Ds, Q_block, Ds, w.kt.data(), total, P_block, total, false);
+          softmax_rows(P_block, total, r0, nr, L, keep, scale, whole_p ? total : nc);
+          linalg::bf16_matmul(Op::plain, Op::plain, nr, Ds, nc, P_block, total, V, kv_ld, O_block, Ds, false);
+          continue;
+        }
+      }
+      linalg::matmul<T>(Op::plain, Op::transposed, nr, nc, Ds, Q_block, Ds, K, kv_ld, P_block, total, false);  // Q·Kᵀ
       softmax_rows(P_block, total, r0, nr, L, keep, scale, whole_p ? total : nc);
-      product(Op::plain, nr, Ds, nc, P_block, total, V, kv_ld, w.o.data() + r0 * Ds, Ds);  // O = P·V
+      linalg::matmul<T>(Op::plain, Op::plain, nr, Ds, nc, P_block, total, V, kv_ld, O_block, Ds, false);  // P·V
     }
     strided_mat(out + g * group() * head_dim, S, G * D, ostride) = mat(static_cast<const T*>(w.o.data()), S, G * D);
   }
