@@ -13,6 +13,8 @@
 /// keys j < block end), so GEMMs run outside any `omp parallel` region and are threaded by
 /// linalg::matmul; the softmax rows run in parallel with OpenMP. dK and dV of a group come
 /// out of one product each (dK = dSᵀ·Q sums over the group's heads), so there are no races.
+/// Beside bf16 or int8 weights (`bf16_products`) the two forward products run on the bf16
+/// product instead, q, k, P and v rounded to bf16, the softmax still in float.
 #pragma once
 #include "causalqwen/core/eigen_map.hpp"
 #include "causalqwen/core/error.hpp"

@@ -203,7 +203,7 @@ struct DecoderBlock {
       attention_.forward_cached(layer, c.qkv.data, B, S, *kv, c.attn_out.data, w.attn);
     else
       attention_.forward(c.qkv.reshape(Shape<3>{B, S, Q}), mask,
-                          c.attn_out.reshape(Shape<3>{B, S, config.num_heads * D}), c.attn, w.attn);
+                         c.attn_out.reshape(Shape<3>{B, S, config.num_heads * D}), c.attn, w.attn);
     Linear<T>::forward(p.o_proj, c.attn_out, c.x2, c.o_in);
     autodiff::eval_add(c.x2, autodiff::constant(x));  // x2 = x + o
     RMSNorm<T>::forward({p.post_norm}, eps, c.x2, c.h2, c.norm2);
