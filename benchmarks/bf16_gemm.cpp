@@ -12,7 +12,9 @@
 // M = 512 tokens.
 // A third table times one layer's attention over a prompt (nn::CausalSelfAttention through a
 // KV cache, the Qwen2.5-0.5B heads: 14 query heads, 2 KV heads of 64) with its products in float
-// and in bf16 (bf16_products, as beside bf16 or int8 weights), for 512 and 4,096 tokens.
+// and in bf16 (bf16_products, as beside bf16 or int8 weights, the cache then in bf16), for 512 and
+// 4,096 tokens; a fourth, one decoding step's attention after a prompt of 512, 4,096 and 16,384
+// tokens, likewise.
 // Each figure is the median of 9 timed calls after 2 untimed ones.
 //
 //   OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 build/bin/bench_bf16_gemm [THREADS=2]
@@ -174,6 +176,7 @@ int main(int argc, char** argv) {
     cq::nn::CausalSelfAttention<float>::Workspace workspace;
     const auto prefill = [&](bool bf16) {
       attention.bf16_products = bf16;
+      kv.use_storage(bf16 ? cq::nn::KvStorage::bf16 : cq::nn::KvStorage::f32);
       kv.reset(1, 1, attention.num_kv_heads, attention.head_dim, S);
       std::fill_n(kv.mask.begin(), S, std::int64_t{1});
       attention.forward_cached(0, qkv.data(), 1, S, kv, out.data(), workspace);
@@ -186,5 +189,37 @@ int main(int argc, char** argv) {
                flops / t_float / 1e9, flops / t_bf16 / 1e9, t_float / t_bf16);
   }
   fmt::print("(GFLOP/s counts Q.K^T and P.V over the keys each 64-token block of queries reads)\n");
+
+  fmt::print("\none decoding step's attention in one layer after a prompt of L tokens (the same heads; the new "
+             "token's key and value appended to the cache), float against bf16 products\n");
+  fmt::print("{:>6} {:>10} {:>10} {:>13} {:>13} {:>10}\n", "L", "float us", "bf16 us", "float KV MB", "bf16 KV MB",
+             "float/bf16");
+  for (const std::size_t L : {std::size_t{512}, std::size_t{4096}, std::size_t{16384}}) {
+    std::vector<float> qkv((L + 1) * attention.qkv_width()), out((L + 1) * attention.q_width());
+    for (auto& v : qkv) v = normal(rng);
+    cq::nn::KvCache<float> kv;
+    cq::nn::CausalSelfAttention<float>::Workspace workspace;
+    double t[2], kv_mb[2];
+    for (const bool bf16 : {false, true}) {
+      attention.bf16_products = bf16;
+      kv.use_storage(bf16 ? cq::nn::KvStorage::bf16 : cq::nn::KvStorage::f32);
+      kv.reset(1, 1, attention.num_kv_heads, attention.head_dim, L + 1);
+      std::fill_n(kv.mask.begin(), L + 1, std::int64_t{1});
+      attention.forward_cached(0, qkv.data(), 1, L, kv, out.data(), workspace);  // the prompt
+      kv.length = L;
+      constexpr int steps = 20;  // steps per timed call, each undone (the cache back to L tokens)
+      t[bf16] = median_seconds([&] {
+                  for (int s = 0; s < steps; ++s) {
+                    attention.forward_cached(0, qkv.data() + L * attention.qkv_width(), 1, 1, kv, out.data(), workspace);
+                    kv.length = L;
+                  }
+                }) /
+                steps;
+      kv_mb[bf16] = double(kv.bytes()) / 1e6;
+    }
+    fmt::print("{:>6} {:>10.1f} {:>10.1f} {:>13.2f} {:>13.2f} {:>9.2f}x\n", L, t[0] * 1e6, t[1] * 1e6, kv_mb[0], kv_mb[1],
+               t[0] / t[1]);
+  }
+  fmt::print("(KV MB: the layer's cache, keys, values and mask)\n");
   return 0;
 }

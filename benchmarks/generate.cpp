@@ -18,12 +18,15 @@
 //       greedy with a KV cache and the tied lm_head over all 151,936 rows.
 // Run with OMP_WAIT_POLICY=PASSIVE (and OPENBLAS_CORETYPE=SkylakeX for both sides).
 // usage: bench_generate [THREADS=2] [DECODE_STEPS=24] [--no-torch] [--only f32|bf16|int8] [--decode-only]
-//                       [--prefill S,S,...]
+//                       [--prefill S,S,...] [--context L]
 //   --only TYPE     measure that weight type alone
 //   --prefill S,…   the prompt lengths of the prefill phases, on both sides (default 128,512; up
 //                   to 8192: e.g. 4096 for a long prompt, where attention weighs most)
 //   --decode-only   skip the prefill phases and the peaks (decode after the 128-token prompt only):
 //                   a short run, for alternating with a peer's decode in the same minutes
+//   --context L     decode after an L-token prompt instead of 128 (1 to 8192; ours only, with
+//                   --no-torch): the steps then also read L keys and values per layer from the KV
+//                   cache (float, or bf16 beside bf16 and int8 weights), whose bytes are printed
 #include "thread_settings.hpp"
 #include <causalqwen/core/page_buffer.hpp>
 #include <causalqwen/core/process_usage.hpp>
@@ -84,7 +87,8 @@ int main(int argc, char** argv) {
   cqbench::use_library_thread_settings(argv);
   const auto usage = [] {
     std::fprintf(stderr, "usage: bench_generate [THREADS >= 1] [DECODE_STEPS >= 3: the first two are warm-up] [--no-torch] "
-                         "[--only f32|bf16|int8] [--decode-only] [--prefill S,S,... (1 to 8192)]\n");
+                         "[--only f32|bf16|int8] [--decode-only] [--prefill S,S,... (1 to 8192)] [--context L (1 to 8192; "
+                         "with --no-torch)]\n");
     return 2;
   };
   int threads = 2;
@@ -92,6 +96,7 @@ int main(int argc, char** argv) {
   bool torch = true, decode_only = false;
   std::vector<std::string> types = {"f32", "bf16", "int8"};
   std::vector<std::size_t> prefill_lengths = {128, 512};
+  std::size_t context = 128;  // the prompt before the decode steps
   int positional = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -115,6 +120,13 @@ int main(int argc, char** argv) {
         prefill_lengths.push_back(S);
         start = comma + 1;
       }
+    } else if (arg == "--context" && i + 1 < argc) {
+      char* end = nullptr;
+      context = std::strtoul(argv[++i], &end, 10);
+      if (*end != '\0' || context < 1 || context > 8192) {
+        std::fprintf(stderr, "bench_generate: --context takes a prompt length from 1 to 8192, got '%s'\n", argv[i]);
+        return usage();
+      }
     } else if (arg == "--only" && i + 1 < argc) {
       const std::string t = argv[++i];
       if (t != "f32" && t != "bf16" && t != "int8") {
@@ -132,6 +144,10 @@ int main(int argc, char** argv) {
     }
   }
   if (threads < 1 || decode_steps < 3) return usage();
+  if (context != 128 && torch) {
+    std::fprintf(stderr, "bench_generate: the PyTorch peer decodes after 128 tokens; --context %zu needs --no-torch\n", context);
+    return usage();
+  }
   omp_set_num_threads(threads);
   fmt::print("threads {}\n", threads);
   const auto probe = probe_array();
@@ -170,7 +186,7 @@ int main(int argc, char** argv) {
     head.step(model->head_params(), params.version(), {z, {1, H}}, det, {}, decision);
   };
   typename cq::model::CausalQwen<float>::InferenceState state;
-  std::vector<std::int64_t> ids(std::max<std::size_t>(128, *std::max_element(prefill_lengths.begin(), prefill_lengths.end())));
+  std::vector<std::int64_t> ids(std::max(context, *std::max_element(prefill_lengths.begin(), prefill_lengths.end())));
   for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>((i * 7919) % 151000);
 
   // multiply-adds of a prefill of S tokens, per token: the linear layers, and causal attention
@@ -212,9 +228,9 @@ int main(int argc, char** argv) {
     const double bytes = type == cq::linalg::WeightType::f32
                              ? bytes_per_token
                              : double(model->packed_bytes()) + double(per_token_params - packed_params) * sizeof(float);
-    model->begin_inference(state, 1, 128 + decode_steps + 1);
-    const auto z = model->forward_cached({ids.data(), {1, 128}}, {}, {}, {}, state);
-    head_step(z.data + 127 * H);
+    model->begin_inference(state, 1, context + decode_steps + 1);
+    const auto z = model->forward_cached({ids.data(), {1, context}}, {}, {}, {}, state);
+    head_step(z.data + (context - 1) * H);
     std::vector<double> times;
     // the memory's speed changes from minute to minute on shared machines: probe it just before
     // and just after the decode steps, and report decode's GB/s against the mean of the two
@@ -236,11 +252,18 @@ int main(int argc, char** argv) {
     fmt::print("decode {}: {:.3f} GB read per token, {:.1f} minor page faults per token after the two warm-up steps, system "
                "time {:.1f} % of wall\n",
                type_name, bytes / 1e9, double(usage.minor_faults) / double(decode_steps - 2), 100.0 * usage.system_share());
+    const auto& kv = state.backbone.kv;
+    fmt::print("decode {}: the KV cache holds {} keys and values, {:.1f} MB of them read per token after {} tokens (not in "
+               "the GB above)\n",
+               type_name, kv.storage == cq::nn::KvStorage::bf16 ? "bf16" : "float",
+               double(2 * bc.num_layers * bc.num_kv_heads * bc.head_dim() * (context + decode_steps / 2)) *
+                   (kv.storage == cq::nn::KvStorage::bf16 ? 2.0 : 4.0) / 1e6,
+               context);
     // the head alone (the fused vocabulary pass dominates it)
     std::vector<double> ht;
     for (int r = 0; r < 8; ++r) {
       const double t = now();
-      head_step(z.data + 127 * H);
+      head_step(z.data + (context - 1) * H);
       ht.push_back(now() - t);
     }
     ours["head"][type_name] = median(ht);
@@ -269,7 +292,7 @@ int main(int argc, char** argv) {
   const double dp = peer.is_null() ? 0 : 1.0 / peer["decode_s_per_token"].get<double>();
   for (const auto& type_name : types) {
     const double d = 1.0 / ours["decode"][type_name].get<double>();
-    fmt::print("{:<26} {:>12.2f} {:>14.2f} {:>11.2f}x\n", fmt::format("decode {} (after 128)", type_name), d, dp,
+    fmt::print("{:<26} {:>12.2f} {:>14.2f} {:>11.2f}x\n", fmt::format("decode {} (after {})", type_name, context), d, dp,
                dp > 0 ? d / dp : 0.0);
   }
   fmt::print("\n{:<6} {:>12} {:>10} {:>10} {:>12} {:>16} {:>14}\n", "decode", "GB/token", "tok/s", "GB/s", "probe GB/s",

@@ -301,7 +301,9 @@ TEST_CASE("float attention: P has the bits of the scalar softmax over the same s
 TEST_CASE("bf16 attention: near the exact attention, the same bits fed at once or a token at a time, on every kernel") {
   // bf16_products rounds q, k, P and v to bf16 and sums the exact products in float, each sum in
   // an order fixed by the head size (Q·Kᵀ) or by the keys (P·V), so that a prompt gives the same
-  // bits in one call as through the KV cache a token at a time, whichever bf16 kernel runs.
+  // bits in one call as through the KV cache a token at a time, whichever bf16 kernel runs; the
+  // cache then holds its keys and values in bf16 (rounded once, as the products round them), and
+  // gives the same bits whether it grows step by step, was reserved, or was filled in float first.
   namespace la = causalqwen::linalg;
   const std::uint64_t seed = cqtest::test_seed(20261128, "bf16_attention");
   std::mt19937_64 rng(seed);
@@ -317,18 +319,24 @@ TEST_CASE("bf16 attention: near the exact attention, the same bits fed at once o
     if (holes)
       for (std::size_t j : {0, 1, 2, 70, 149}) mask[j] = 0;  // left padding and two holes
     nn::CausalSelfAttention<float>::Workspace ws;
-    // the whole prompt at once (keys through the cache), or `step` tokens per call
-    const auto run = [&](bool bf16, std::size_t step) {
-      attn.bf16_products = bf16;
+    // the whole prompt at once (keys through the cache), or `step` tokens per call; `reserved`:
+    // the cache sized for the prompt first (else it grows as the tokens come); `float_until`: the
+    // tokens before it through float products and a float cache, which then turns to bf16
+    const auto run = [&](bool bf16, std::size_t step, bool reserved = true, std::size_t float_until = 0) {
       nn::KvCache<float> kv;
-      kv.reset(1, 1, nkv, d, s);
-      std::copy(mask.begin(), mask.end(), kv.mask.begin());
+      kv.use_storage(bf16 && float_until == 0 ? nn::KvStorage::bf16 : nn::KvStorage::f32);
+      kv.reset(1, 1, nkv, d, reserved ? s : 0);
       std::vector<float> out(s * nh * d);
       for (std::size_t t0 = 0; t0 < s; t0 += step) {
         const std::size_t n = std::min(step, s - t0);
+        if (bf16 && t0 == float_until) kv.use_storage(nn::KvStorage::bf16);
+        attn.bf16_products = bf16 && t0 >= float_until;
+        kv.make_room(n);
+        std::copy_n(mask.begin() + t0, n, kv.mask.begin() + t0);
         attn.forward_cached(0, qkv.data() + t0 * Q, 1, n, kv, out.data() + t0 * nh * d, ws);
         kv.length += n;
       }
+      if (bf16) CHECK(kv.bytes() == 2 * nkv * kv.capacity * d * 2 + kv.capacity * 8);  // half a float cache's keys and values
       return out;
     };
     const auto bits = [](const std::vector<float>& a, const std::vector<float>& b) {
@@ -337,8 +345,31 @@ TEST_CASE("bf16 attention: near the exact attention, the same bits fed at once o
       return differ;
     };
     const auto whole = run(true, s), as_float = run(false, s);
-    CHECK(bits(whole, run(true, 1)) == 0);   // a token at a time
-    CHECK(bits(whole, run(true, 37)) == 0);  // blocks that straddle the 64-token query blocks
+    CHECK(bits(whole, run(true, 1)) == 0);          // a token at a time
+    CHECK(bits(whole, run(true, 37)) == 0);         // blocks that straddle the 64-token query blocks
+    CHECK(bits(whole, run(true, 1, false)) == 0);   // the cache growing (its keys moved within their panels)
+    CHECK(bits(whole, run(true, 37, false)) == 0);
+    {  // the first 74 tokens in float (a float cache, turned to bf16 then): the tokens after them as before
+      const auto turned = run(true, 37, true, 74);
+      CHECK(bits(std::vector<float>(whole.begin() + 74 * nh * d, whole.end()),
+                 std::vector<float>(turned.begin() + 74 * nh * d, turned.end())) == 0);
+    }
+    {  // the prompt without a cache (its keys and values in panels of the workspace)
+      attn.bf16_products = true;
+      std::vector<float> out(s * nh * d);
+      nn::CausalSelfAttention<float>::Cache c;
+      attn.forward(TensorView<const float, 3>(qkv.data(), {1, s, Q}), TensorView<const std::int64_t, 2>(mask.data(), {1, s}),
+                   TensorView<float, 3>(out.data(), {1, s, nh * d}), c, ws);
+      CHECK(bits(whole, out) == 0);
+    }
+    {  // a cache whose storage does not match the products is refused, naming both
+      attn.bf16_products = true;
+      nn::KvCache<float> kv;
+      kv.reset(1, 1, nkv, d, s);
+      std::vector<float> out(nh * d);
+      CHECK_THROWS_WITH(attn.forward_cached(0, qkv.data(), 1, 1, kv, out.data(), ws),
+                        doctest::Contains("the cache stores float keys and values but the products run in bf16"));
+    }
     for (const auto kernel : {la::Bf16Kernel::avx2, la::Bf16Kernel::portable}) {
       la::set_bf16_kernel(kernel);
       const auto other = run(true, s);

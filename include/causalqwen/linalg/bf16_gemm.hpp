@@ -1285,20 +1285,20 @@ inline std::size_t row_outer_tasks(std::size_t tiles) {
 /// once, row by row, with no transposing. The blocks' sums run in a per-task buffer, each block
 /// resuming the last one's (OuterStore::resume: the bits of one pass), and are then stored in C or
 /// added to it; with a single block (K ≤ 2 · row_outer_block_pairs) and C overwritten, the kernel
-/// stores them in C itself. `b_panels` (optional): a bf16 copy of B in panels (panel_index, cols
-/// rounded up to 16), which is then paired instead of rounding B's floats again (the same bits;
-/// B's floats are not read); `b_abs`: B is |the copy's values|.
+/// stores them in C itself. `b_panels` (optional): a bf16 copy of B in panels (panel_index, rows of
+/// `b_panel_cols` values: cols rounded up to 16 when 0), which is then paired instead of rounding
+/// B's floats again (the same bits; B's floats are not read); `b_abs`: B is |the copy's values|.
 template <class Word>
 void row_outer_product(Bf16Isa isa, std::size_t M, std::size_t cols, std::size_t K, const float* a, std::size_t lda,
                        const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
-                       const std::uint16_t* b_panels = nullptr, bool b_abs = false) {
+                       const std::uint16_t* b_panels = nullptr, bool b_abs = false, std::size_t b_panel_cols = 0) {
   if (M == 0 || cols == 0) return;
   constexpr std::size_t lines = rows_per_pair<Word>, block_pairs = row_outer_block_pairs<Word>;
   const std::size_t P = (K + 1) / 2, ld_words = lines * ((P + 15) / 16 * 16);
   thread_local PageBuffer<Word> a_words;  // [M, ld_words]
   pair_columns_on(isa, a, lda, M, K, ld_words, a_words.grow(M * ld_words));
   const Word* aw = a_words.data();
-  const std::size_t Kp_b = (cols + panel_cols - 1) / panel_cols * panel_cols;  // b_panels' padded row length
+  const std::size_t Kp_b = b_panel_cols ? b_panel_cols : (cols + panel_cols - 1) / panel_cols * panel_cols;  // b_panels' row length
   constexpr std::size_t task_cols = row_outer_task_tiles * outer_cols;  // the widest task
   const std::size_t tiles = (cols + outer_cols - 1) / outer_cols, tasks = row_outer_tasks(tiles);
   parallel_for(tasks, M * cols * K / 8, [&](std::size_t t) {
@@ -1344,10 +1344,11 @@ void row_outer_product(Bf16Isa isa, std::size_t M, std::size_t cols, std::size_t
 /// `multiply`; then the sums of `multiply`. Aᵀ·B and A·B (B stored with K as its rows) run on
 /// the outer-product kernel instead, with its order of the sums. `b_panels` (optional): a bf16 copy
 /// of B in panels, of op(B)ᵀ [N,K] for A·Bᵀ or of B [K,N] for A·B, read instead of rounding B
-/// (the same bits); `b_abs`: B holds |the copy's values| (the sign bits cleared).
+/// (the same bits); `b_abs`: B holds |the copy's values| (the sign bits cleared); `b_panel_cols`
+/// (A·B only): the panels' row length, when longer than N rounded up to 16.
 inline void matmul(Bf16Isa isa, bool a_transposed, bool b_transposed, std::size_t M, std::size_t N, std::size_t K,
                    const float* a, std::size_t lda, const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
-                   const std::uint16_t* b_panels = nullptr, bool b_abs = false) {
+                   const std::uint16_t* b_panels = nullptr, bool b_abs = false, std::size_t b_panel_cols = 0) {
   if (M == 0 || N == 0) return;
   if (K == 0) {  // an empty sum: C = 0, or C unchanged
     if (!accumulate)
@@ -1359,8 +1360,9 @@ inline void matmul(Bf16Isa isa, bool a_transposed, bool b_transposed, std::size_
                                 : outer_product<std::uint32_t>(isa, M, N, K, a, lda, b, ldb, c, ldc, accumulate);
   if (!a_transposed && !b_transposed)
     return isa == Bf16Isa::avx2
-               ? row_outer_product<float>(isa, M, N, K, a, lda, b, ldb, c, ldc, accumulate, b_panels, b_abs)
-               : row_outer_product<std::uint32_t>(isa, M, N, K, a, lda, b, ldb, c, ldc, accumulate, b_panels, b_abs);
+               ? row_outer_product<float>(isa, M, N, K, a, lda, b, ldb, c, ldc, accumulate, b_panels, b_abs, b_panel_cols)
+               : row_outer_product<std::uint32_t>(isa, M, N, K, a, lda, b, ldb, c, ldc, accumulate, b_panels, b_abs,
+                                                  b_panel_cols);
   const std::size_t Kp = (K + panel_cols - 1) / panel_cols * panel_cols;
   // the panels' row j is column j of op(B): stored as row j when B is transposed
   const PanelSource panels{b_transposed ? b_panels : nullptr, b, ldb, K, !b_transposed, b_transposed && b_abs};
@@ -1442,21 +1444,25 @@ inline Precision parse_precision(std::string_view s) {
 /// products of mixed-precision training. `b_copy` (optional; ignored unless it is a bf16 copy):
 /// B's values in bf16 already, read instead of rounding B again, with the same results: the copy
 /// of W [N,K] for X·Wᵀ (op_b transposed), or of W [K,N] for dY·W (op_b plain), its first row at a
-/// multiple of 4 of its panels; B's floats are then not read. A copy read as |W| (PackedRef::abs)
-/// gives the products with |W|.
+/// multiple of 4 of its panels; B's floats are then not read (b may be null). A copy read as |W|
+/// (PackedRef::abs) gives the products with |W|. For dY·W the copy's rows may be longer than N
+/// (cols_padded: a store of more columns, of which B is the first N, as a KV cache's keys).
 inline void bf16_matmul(Op op_a, Op op_b, std::size_t M, std::size_t N, std::size_t K, const float* a, std::size_t lda,
                         const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
                         const PackedRef& b_copy = {}) {
   const std::uint16_t* b_panels = nullptr;
   if (b_copy.type == WeightType::bf16 && op_a == Op::plain) {
     const bool transposed = op_b == Op::transposed;
-    detail::require(b_copy.rows == (transposed ? N : K) && b_copy.cols == (transposed ? K : N) && b_copy.row0 % panel_rows == 0,
-                    "bf16_matmul", "the bf16 copy [{},{}] (first row {}) is not B {} starting at a multiple of 4", b_copy.rows,
-                    b_copy.cols, b_copy.row0, transposed ? shape_string(Shape<2>{N, K}) : shape_string(Shape<2>{K, N}));
+    const std::size_t padded = (b_copy.cols + panel_cols - 1) / panel_cols * panel_cols;
+    detail::require(b_copy.rows == (transposed ? N : K) && b_copy.cols == (transposed ? K : N) && b_copy.row0 % panel_rows == 0 &&
+                        b_copy.cols_padded % panel_cols == 0 && (transposed ? b_copy.cols_padded == padded : b_copy.cols_padded >= padded),
+                    "bf16_matmul", "the bf16 copy [{},{}] (first row {}, rows of {} in its panels) is not B {} starting at a multiple of 4",
+                    b_copy.rows, b_copy.cols, b_copy.row0, b_copy.cols_padded,
+                    transposed ? shape_string(Shape<2>{N, K}) : shape_string(Shape<2>{K, N}));
     b_panels = b_copy.bf16 + b_copy.row0 * b_copy.cols_padded;
   }
   detail_bf16::matmul(bf16_kernel_isa(), op_a == Op::transposed, op_b == Op::transposed, M, N, K, a, lda, b, ldb,
-                      c, ldc, accumulate, b_panels, b_copy.abs);
+                      c, ldc, accumulate, b_panels, b_copy.abs, b_panels ? b_copy.cols_padded : 0);
 }
 
 }  // namespace causalqwen::linalg

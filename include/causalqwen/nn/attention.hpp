@@ -14,7 +14,8 @@
 /// linalg::matmul; the softmax rows run in parallel with OpenMP. dK and dV of a group come
 /// out of one product each (dK = dSᵀ·Q sums over the group's heads), so there are no races.
 /// Beside bf16 or int8 weights (`bf16_products`) the two forward products run on the bf16
-/// product instead, q, k, P and v rounded to bf16, the softmax still in float.
+/// product instead, q, k, P and v rounded to bf16, the softmax still in float; the keys and
+/// values are then read from bf16 panels (a KvCache with bf16 storage, or the workspace).
 #pragma once
 #include "causalqwen/core/eigen_map.hpp"
 #include "causalqwen/core/error.hpp"
@@ -87,9 +88,11 @@ struct CausalSelfAttention {
   };
   /// Scratch, grown once and reused.
   struct Workspace {
-    std::vector<T> q, o, dq, dp;  // [S·G, D] ×3, [S·G, S] (decoding: one block's scores [G·64, L+S])
-    std::vector<T> kt;            // bf16_products: the group's keys transposed, Kᵀ [D, L+S]
+    std::vector<T> q, o, dq, dp;         // [S·G, D] ×3, [S·G, S] (decoding: one block's scores [G·64, L+S])
+    std::vector<std::uint16_t> kt, v;    // bf16_products without a cache: the group's Kᵀ [D, S'] and V [S', D'] in bf16 panels
   };
+  /// Whether the forward products run in bf16 (bf16_products, for float models).
+  bool products_in_bf16() const { return std::is_same_v<T, float> && bf16_products; }
 
   /// The shape of Cache::probs for B×S tokens.
   Shape<5> probs_shape(std::size_t batch, std::size_t seq) const {
@@ -109,32 +112,53 @@ struct CausalSelfAttention {
     c.qkv = qkv;
     c.mask = mask;
     const std::size_t block_rows = group() * std::min<std::size_t>(seq, block);
+    // bf16 products: the group's keys and values rounded once into panels of the workspace
+    const std::size_t kt_cols = (seq + 15) / 16 * 16, v_cols = (head_dim + 15) / 16 * 16;
     for_each_group(batch, seq, w, [&](std::size_t b, std::size_t g, Workspace& wt) {
       const T* base = qkv.data + b * seq * qkv_width();
       if (!keep && wt.dp.size() < block_rows * seq) wt.dp.resize(block_rows * seq);
-      if (bf16_products && wt.kt.size() < head_dim * seq) wt.kt.resize(head_dim * seq);
       T* P = keep ? c.probs.data + (b * num_kv_heads + g) * seq * group() * seq : wt.dp.data();
-      attend(base, g, seq, 0, base + q_width() + g * head_dim, base + q_width() + kv_width() + g * head_dim, qkv_width(),
-             mask.empty() ? nullptr : mask.data + b * seq, P, keep, out.data + b * seq * q_width(), wt);
+      Keys keys{base + q_width() + g * head_dim, base + q_width() + kv_width() + g * head_dim, qkv_width()};
+      if constexpr (std::is_same_v<T, float>) {
+        if (products_in_bf16()) {
+          if (wt.kt.size() < (head_dim + 3) / 4 * 4 * kt_cols) wt.kt.resize((head_dim + 3) / 4 * 4 * kt_cols);
+          if (wt.v.size() < kt_cols * v_cols) wt.v.resize(kt_cols * v_cols);
+          store_bf16_keys_values(keys.K, keys.V, keys.ld, head_dim, 0, seq, wt.kt.data(), kt_cols, wt.v.data(), v_cols);
+          keys.kt = wt.kt.data(), keys.kt_cols = kt_cols, keys.v = wt.v.data(), keys.v_cols = v_cols;
+        }
+      }
+      attend(base, g, seq, 0, keys, mask.empty() ? nullptr : mask.data + b * seq, P, keep, out.data + b * seq * q_width(), wt);
     });
   }
 
   /// Decoding against a cache: the S new tokens of each row (qkv [B·S, (nh+2nkv)·D], rotated)
   /// take slots L … L+S−1 of layer `layer` (L = kv.length; the caller has made room and set the
   /// slots' mask); their keys and values are appended, and query slot L+i attends to the keys
-  /// j ≤ L+i whose mask is 1. out [B·S, nh·D]. Nothing is kept for backward.
+  /// j ≤ L+i whose mask is 1. out [B·S, nh·D]. Nothing is kept for backward. The cache stores
+  /// bf16 exactly when the products run in bf16 (KvCache::use_storage).
   void forward_cached(std::size_t layer, const T* qkv, std::size_t batch, std::size_t seq, KvCache<T>& kv, T* out,
                       Workspace& w) const {
     const std::size_t D = head_dim, L = kv.length;
     const std::size_t k0 = q_width(), v0 = k0 + kv_width();
+    const bool bf16 = products_in_bf16();
+    detail::require((kv.storage == KvStorage::bf16) == bf16, "CausalSelfAttention::forward_cached",
+                    "the cache stores {} keys and values but the products run in {} (KvCache::use_storage sets the storage)",
+                    kv.storage == KvStorage::bf16 ? "bf16" : "float", bf16 ? "bf16" : "float");
     for (std::size_t b = 0; b < batch; ++b)
       for (std::size_t g = 0; g < num_kv_heads; ++g) {
+        const T* rows = qkv + b * seq * qkv_width();
+        if constexpr (std::is_same_v<T, float>) {
+          if (bf16) {
+            store_bf16_keys_values(rows + k0 + g * D, rows + v0 + g * D, qkv_width(), D, L, seq, kv.key_panel_block(layer, b, g),
+                                   kv.capacity, kv.value_panel_block(layer, b, g), kv.value_panel_cols());
+            continue;
+          }
+        }
         T* K = kv.key_block(layer, b, g);
         T* V = kv.value_block(layer, b, g);
         for (std::size_t s = 0; s < seq; ++s) {
-          const T* row = qkv + (b * seq + s) * qkv_width();
-          std::copy_n(row + k0 + g * D, D, K + (L + s) * D);
-          std::copy_n(row + v0 + g * D, D, V + (L + s) * D);
+          std::copy_n(rows + s * qkv_width() + k0 + g * D, D, K + (L + s) * D);
+          std::copy_n(rows + s * qkv_width() + v0 + g * D, D, V + (L + s) * D);
         }
       }
     // P of one query block at a time, [block_rows, L + seq]: sized for the cache's capacity, so
@@ -142,9 +166,11 @@ struct CausalSelfAttention {
     const std::size_t block_rows = group() * std::min<std::size_t>(seq, block);
     for_each_group(batch, seq, w, [&](std::size_t b, std::size_t g, Workspace& wt) {
       if (wt.dp.size() < block_rows * kv.capacity) wt.dp.resize(block_rows * kv.capacity);
-      if (bf16_products && wt.kt.size() < head_dim * kv.capacity) wt.kt.resize(head_dim * kv.capacity);
-      attend(qkv + b * seq * qkv_width(), g, seq, L, kv.key_block(layer, b, g), kv.value_block(layer, b, g), D,
-             kv.mask.data() + b * kv.capacity, wt.dp.data(), false, out + b * seq * q_width(), wt);
+      const Keys keys = bf16 ? Keys{nullptr, nullptr, 0, kv.key_panel_block(layer, b, g), kv.capacity,
+                                    kv.value_panel_block(layer, b, g), kv.value_panel_cols()}
+                             : Keys{kv.key_block(layer, b, g), kv.value_block(layer, b, g), D};
+      attend(qkv + b * seq * qkv_width(), g, seq, L, keys, kv.mask.data() + b * kv.capacity, wt.dp.data(), false,
+             out + b * seq * q_width(), wt);
     });
   }
 
@@ -235,9 +261,22 @@ struct CausalSelfAttention {
     }
   }
 
+  /// The keys and values a group attends to: float rows K and V [L+S, D] (leading dimension ld),
+  /// or, when the products run in bf16, the bf16 panels of Kᵀ [D, ·] (rows of kt_cols values) and
+  /// of V [·, D'] (rows of v_cols values).
+  struct Keys {
+    const T* K = nullptr;
+    const T* V = nullptr;
+    std::size_t ld = 0;
+    const std::uint16_t* kt = nullptr;
+    std::size_t kt_cols = 0;
+    const std::uint16_t* v = nullptr;
+    std::size_t v_cols = 0;
+  };
+
   /// One KV group g of one row: its G query heads, gathered from `base` (the row's q|k|v
   /// [S, (nh+2nkv)·D]) as a [S·G, D] matrix (row i·G + g' = token i, head g'), meet the keys
-  /// K [L+S, D] and values V [L+S, D] (row-major, leading dimension `kv_ld`) block by block (64
+  /// K [L+S, D] and values V [L+S, D] (`keys`) block by block (64
   /// query tokens per block, each against the keys j < L + block end): the block's scores, their
   /// softmax and its product with V run one after the other, while the block's rows of P are
   /// still in cache (a prompt of 4,096 tokens has a P of 470 MB per group: written whole and read
@@ -245,8 +284,8 @@ struct CausalSelfAttention {
   ///   P [S·G, L+S] = softmax over the visible keys of (Q·Kᵀ/√D);  O = P·V → out (row stride nh·D)
   /// `whole_p`: P is [S·G, L+S] and kept (training's backward reads it); else P holds one block's
   /// rows [G·64, L+S] and is reused by the next block (decoding keeps nothing).
-  void attend(const T* base, std::size_t g, std::size_t seq, std::size_t L, const T* K, const T* V, std::size_t kv_ld,
-              const std::int64_t* keep, T* P, bool whole_p, T* out, Workspace& w) const {
+  void attend(const T* base, std::size_t g, std::size_t seq, std::size_t L, const Keys& keys, const std::int64_t* keep, T* P,
+              bool whole_p, T* out, Workspace& w) const {
     const auto S = static_cast<std::ptrdiff_t>(seq), D = static_cast<std::ptrdiff_t>(head_dim),
                G = static_cast<std::ptrdiff_t>(group());
     const auto stride = static_cast<std::ptrdiff_t>(qkv_width()), ostride = static_cast<std::ptrdiff_t>(q_width());
@@ -257,14 +296,12 @@ struct CausalSelfAttention {
     mat(w.q.data(), S, G * D) = strided_mat(base + g * group() * head_dim, S, G * D, stride);
     // a mask of all ones hides nothing: the softmax then skips reading it for every score
     if (keep && std::all_of(keep, keep + total, [](std::int64_t m) { return m != 0; })) keep = nullptr;
-    // bf16_products: both products on the bf16 product's outer-product kernel (bf16_matmul of two
-    // plain operands), whose outputs are each a sum over D (the scores) or over the keys (P·V)
-    // with no lanes to add up at the end; the scores read the keys transposed once per call, Kᵀ
-    // [D, L+S] in the workspace, of which each block reads its first nc columns
-    const bool bf16 = std::is_same_v<T, float> && bf16_products;
-    if (bf16)
-      strided_mat(w.kt.data(), std::ptrdiff_t(Ds), std::ptrdiff_t(total), std::ptrdiff_t(total)) =
-          strided_mat(K, std::ptrdiff_t(total), std::ptrdiff_t(Ds), std::ptrdiff_t(kv_ld)).transpose();
+    // bf16 products: both on the bf16 product's outer-product kernel (bf16_matmul of two plain
+    // operands), whose outputs are each a sum over D (the scores) or over the keys (P·V) with no
+    // lanes to add up at the end; B is the panels of Kᵀ [D, L+S] (each block reads its first nc
+    // columns) or of V [L+S, D] (its first nc rows)
+    const T *K = keys.K, *V = keys.V;
+    const std::size_t kv_ld = keys.ld;
     for (std::ptrdiff_t i0 = 0; i0 < S; i0 += block) {
       const std::size_t r0 = Gs * std::size_t(i0), nr = Gs * std::size_t(std::min(block, S - i0)),
                         nc = L + std::size_t(i0) + nr / Gs;
@@ -272,10 +309,13 @@ struct CausalSelfAttention {
       const T* Q_block = w.q.data() + r0 * Ds;   // [nr, D]
       T* O_block = w.o.data() + r0 * Ds;         // [nr, D]
       if constexpr (std::is_same_v<T, float>) {
-        if (bf16) {
-          linalg::bf16_matmul(Op::plain, Op::plain, nr, nc, Ds, Q_block, Ds, w.kt.data(), total, P_block, total, false);
+        if (products_in_bf16()) {
+          using linalg::WeightType;
+          const linalg::PackedRef kt{.type = WeightType::bf16, .rows = Ds, .cols = nc, .cols_padded = keys.kt_cols, .bf16 = keys.kt};
+          const linalg::PackedRef v{.type = WeightType::bf16, .rows = nc, .cols = Ds, .cols_padded = keys.v_cols, .bf16 = keys.v};
+          linalg::bf16_matmul(Op::plain, Op::plain, nr, nc, Ds, Q_block, Ds, nullptr, 0, P_block, total, false, kt);
           softmax_rows(P_block, total, r0, nr, L, keep, scale, whole_p ? total : nc);
-          linalg::bf16_matmul(Op::plain, Op::plain, nr, Ds, nc, P_block, total, V, kv_ld, O_block, Ds, false);
+          linalg::bf16_matmul(Op::plain, Op::plain, nr, Ds, nc, P_block, total, nullptr, 0, O_block, Ds, false, v);
           continue;
         }
       }

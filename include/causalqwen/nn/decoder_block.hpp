@@ -104,6 +104,12 @@ struct DecoderBlock {
   static void use_precision(Params& p, linalg::Precision precision) {
     for (auto* map : packable(p)) map->precision = precision;
   }
+  /// Whether the layer's attention runs its products in bf16: beside an inference copy of the
+  /// weights in bf16 or int8 (mixed-precision training, whose copies are bf16 too, keeps
+  /// attention float). A KV cache then stores bf16 (KvStorage::bf16).
+  static bool attention_in_bf16(const Params& p) {
+    return std::is_same_v<T, float> && p.qkv.packed.packed() && p.qkv.precision == linalg::Precision::f32;
+  }
   /// Points the layer's views at the packed copies in `w` (or at none: a default PackedWeights).
   static void use_packed(Params& p, const PackedWeights& w) {
     const auto maps = packable(p);
@@ -195,10 +201,8 @@ struct DecoderBlock {
     rope_.rotate(c.qkv.data, Q, 0, config.num_heads, rope_table);
     rope_.rotate(c.qkv.data, Q, config.num_heads * D, config.num_kv_heads, rope_table);
     c.rope = &rope_table;
-    // attention in bf16 beside an inference copy of the weights in bf16 or int8 (mixed-precision
-    // training, whose copies are bf16 too, keeps attention float)
     auto attention_ = attention();
-    attention_.bf16_products = p.qkv.packed.packed() && p.qkv.precision == linalg::Precision::f32;
+    attention_.bf16_products = attention_in_bf16(p);
     if (kv)
       attention_.forward_cached(layer, c.qkv.data, B, S, *kv, c.attn_out.data, w.attn);
     else

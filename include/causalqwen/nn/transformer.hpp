@@ -215,6 +215,15 @@ class Transformer {
     require_shape(e, {B, S, H}, "Transformer::forward_cached", "embeddings");
     if (!attention_mask.empty()) require_shape(attention_mask, {B, S}, "Transformer::forward_cached", "attention_mask");
     if (!position_ids.empty()) require_shape(position_ids, {B, S}, "Transformer::forward_cached", "position_ids");
+    detail::require(packed.empty() || packed.size() == config_.num_layers, "Transformer::forward_cached",
+                    "packed weights for {} layers, the stack has {}", packed.size(), config_.num_layers);
+    auto& p = bind(params, state.bound_params);
+    for (std::size_t i = 0; i < config_.num_layers; ++i)
+      DecoderBlock<T>::use_packed(p.layers[i], packed.empty() ? typename DecoderBlock<T>::PackedWeights{} : packed[i]);
+    // keys and values in bf16 when the attention's products run in bf16 (converted once when the
+    // weights changed type since the cache was filled)
+    const bool bf16_attention = config_.num_layers > 0 && DecoderBlock<T>::attention_in_bf16(p.layers[0]);
+    kv.use_storage(bf16_attention ? KvStorage::bf16 : KvStorage::f32);
     kv.make_room(S);
     const std::size_t L = kv.length;
     state.positions.resize(M);
@@ -229,11 +238,6 @@ class Transformer {
       }
     prepare_inference(state, B, S);
     block_.rope().build(TensorView<const std::int64_t, 1>(state.positions.data(), {M}), state.rope);
-    detail::require(packed.empty() || packed.size() == config_.num_layers, "Transformer::forward_cached",
-                    "packed weights for {} layers, the stack has {}", packed.size(), config_.num_layers);
-    auto& p = bind(params, state.bound_params);
-    for (std::size_t i = 0; i < config_.num_layers; ++i)
-      DecoderBlock<T>::use_packed(p.layers[i], packed.empty() ? typename DecoderBlock<T>::PackedWeights{} : packed[i]);
     const T* in = e.data;
     T* out = state.hidden_a.data();
     for (std::size_t i = 0; i < config_.num_layers; ++i) {
