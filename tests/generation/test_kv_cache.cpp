@@ -1,6 +1,6 @@
 // KV cache: a prefill followed by decode steps gives, at every token position, the z of the
 // full forward pass over the whole sequence (same masks and positions), for several batch
-// shapes with left and right padding, and chunked prefills.
+// shapes with left and right padding, and chunked prefills; and the cache's bf16 storage.
 #include "../support/qwen2_stack.hpp"
 #include "../support/test_support.hpp"
 
@@ -134,4 +134,58 @@ TEST_CASE("KV cache: wrong batch is an error") {
   CHECK(cqtest::error_message<cq::DomainError>([&] {
           model.forward_cached({ids.data(), {1, 3}}, {}, {}, {}, state);
         }).find("the cache holds 2 rows") != std::string::npos);
+}
+
+TEST_CASE("KV cache: bf16 storage holds each key and value rounded once, through growth and back to float") {
+  // A cache of 2 rows × 2 KV heads × D = 20 (not a multiple of 16: padded panels), filled in float,
+  // turned to bf16 (every value rounded to nearest even), grown (the keys move within their
+  // panels), turned back to float (exact): each value is then bf16(the original); the bf16
+  // cache takes 2 bytes per value of its panels (half a float cache when D is a multiple of 16).
+  const std::uint64_t seed = cqtest::test_seed(20261128, "kv_cache_bf16_storage");
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  const std::size_t B = 2, layers = 2, nkv = 2, D = 20, n = 37;
+  nn::KvCache<float> kv;
+  kv.reset(B, layers, nkv, D, n);
+  CHECK(kv.capacity == 48);  // a multiple of 16
+  std::vector<float> original(layers * B * nkv * n * D);
+  for (std::size_t l = 0; l < layers; ++l)
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t g = 0; g < nkv; ++g)
+        for (std::size_t t = 0; t < n; ++t)
+          for (std::size_t d = 0; d < D; ++d) {
+            const float x = normal(rng);
+            original[(((l * B + b) * nkv + g) * n + t) * D + d] = x;
+            kv.key_block(l, b, g)[t * D + d] = x;
+            kv.value_block(l, b, g)[t * D + d] = -x;
+          }
+  kv.length = n;
+  const std::size_t float_bytes = kv.bytes(), mask_bytes = kv.mask.size() * sizeof(std::int64_t);
+  kv.use_storage(nn::KvStorage::bf16);
+  CHECK(kv.keys.empty());
+  // Kᵀ rows padded to 4 (20), V rows to 16 (32) values of 2 bytes, against 2 × 20 floats per slot
+  CHECK(float_bytes - mask_bytes == layers * B * nkv * kv.capacity * 2 * D * 4);
+  CHECK(kv.bytes() - mask_bytes == layers * B * nkv * kv.capacity * (20 + 32) * 2);
+  kv.reserve(100);  // grows to 112 slots
+  CHECK(kv.capacity == 112);
+  kv.use_storage(nn::KvStorage::bf16);  // already bf16: nothing happens
+  kv.use_storage(nn::KvStorage::f32);
+  CHECK(kv.key_panels.empty());
+  std::size_t differ = 0;
+  for (std::size_t l = 0; l < layers; ++l)
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t g = 0; g < nkv; ++g)
+        for (std::size_t t = 0; t < n; ++t)
+          for (std::size_t d = 0; d < D; ++d) {
+            const float rounded = cq::bf16_to_float(cq::float_to_bf16(original[(((l * B + b) * nkv + g) * n + t) * D + d]));
+            differ += kv.key_block(l, b, g)[t * D + d] != rounded;
+            differ += kv.value_block(l, b, g)[t * D + d] != -rounded;
+          }
+  INFO("seed ", seed);
+  CHECK(differ == 0);
+  // a double cache has no bf16 storage
+  nn::KvCache<double> kd;
+  kd.reset(1, 1, 1, 4, 4);
+  CHECK(cqtest::error_message<cq::DomainError>([&] { kd.use_storage(nn::KvStorage::bf16); })
+            .find("bf16 storage holds the keys of a float model only") != std::string::npos);
 }

@@ -13,7 +13,7 @@
 /// Storage (`KvStorage`): float, or, for a float model whose attention runs its products in bf16
 /// (beside bf16 or int8 weights), bf16 in the panels those products read (linalg/packed_weight.hpp:
 /// groups of 4 rows, chunks of 16 columns), half the bytes per token to hold and to read at
-/// every step:
+/// every step when D is a multiple of 16 (the rows are padded with zeros to 4 and 16 values):
 ///   key_panels   of (l, b, g): Kᵀ [D, capacity]   (row d, column t = k_t,d rounded to bf16)
 ///   value_panels of (l, b, g): V  [capacity, D']  (D' = D rounded up to 16)
 /// Each value is rounded once (nearest even) when its token is appended, as the bf16 products
