@@ -66,6 +66,13 @@ inline double bytes_per_weight(WeightType t, std::size_t cols) {
 ///   w_rc at  (r / 4)·4·cols_padded + (c / 16)·64 + (r % 4)·16 + c % 16
 inline constexpr std::size_t panel_rows = 4, panel_cols = 16;
 
+/// A row length of `cols` values rounded up to whole chunks of 16: a panel store's cols_padded.
+constexpr std::size_t panel_padded_cols(std::size_t cols) noexcept { return (cols + panel_cols - 1) / panel_cols * panel_cols; }
+/// Values in a panel store of `rows` rows (rounded up to whole groups of 4) of cols_padded each.
+constexpr std::size_t panel_store_size(std::size_t rows, std::size_t cols_padded) noexcept {
+  return (rows + panel_rows - 1) / panel_rows * panel_rows * cols_padded;
+}
+
 /// Index of w_rc in a panel store of `cols_padded` (a multiple of 16) columns.
 constexpr std::size_t panel_index(std::size_t r, std::size_t c, std::size_t cols_padded) noexcept {
   return (r / panel_rows) * panel_rows * cols_padded + (c / panel_cols) * (panel_rows * panel_cols) +
@@ -124,8 +131,8 @@ class PackedMatrix {
   /// Packs the float matrix w [rows, cols] (see the file comment for the rules), into a buffer on
   /// huge pages when it is large (core/page_buffer.hpp: decoding streams it once per token).
   PackedMatrix(WeightType type, TensorView<const float, 2> w)
-      : type_(type), rows_(w.shape[0]), cols_(w.shape[1]), cols_padded_((cols_ + panel_cols - 1) / panel_cols * panel_cols) {
-    const std::size_t n = (rows_ + panel_rows - 1) / panel_rows * panel_rows * cols_padded_;
+      : type_(type), rows_(w.shape[0]), cols_(w.shape[1]), cols_padded_(panel_padded_cols(cols_)) {
+    const std::size_t n = panel_store_size(rows_, cols_padded_);
     if (type == WeightType::bf16) {
       bf16_ = PageBuffer<std::uint16_t>(n);
       parallel_for(rows_, rows_ * cols_, [&](std::size_t r) {

@@ -113,7 +113,7 @@ struct CausalSelfAttention {
     c.mask = mask;
     const std::size_t block_rows = group() * std::min<std::size_t>(seq, block);
     // bf16 products: the group's keys and values rounded once into panels of the workspace
-    const std::size_t kt_cols = (seq + 15) / 16 * 16, v_cols = (head_dim + 15) / 16 * 16;
+    const std::size_t kt_cols = linalg::panel_padded_cols(seq), v_cols = linalg::panel_padded_cols(head_dim);
     for_each_group(batch, seq, w, [&](std::size_t b, std::size_t g, Workspace& wt) {
       const T* base = qkv.data + b * seq * qkv_width();
       if (!keep && wt.dp.size() < block_rows * seq) wt.dp.resize(block_rows * seq);
@@ -121,8 +121,8 @@ struct CausalSelfAttention {
       Keys keys{base + q_width() + g * head_dim, base + q_width() + kv_width() + g * head_dim, qkv_width()};
       if constexpr (std::is_same_v<T, float>) {
         if (products_in_bf16()) {
-          if (wt.kt.size() < (head_dim + 3) / 4 * 4 * kt_cols) wt.kt.resize((head_dim + 3) / 4 * 4 * kt_cols);
-          if (wt.v.size() < kt_cols * v_cols) wt.v.resize(kt_cols * v_cols);
+          if (wt.kt.size() < linalg::panel_store_size(head_dim, kt_cols)) wt.kt.resize(linalg::panel_store_size(head_dim, kt_cols));
+          if (wt.v.size() < linalg::panel_store_size(seq, v_cols)) wt.v.resize(linalg::panel_store_size(seq, v_cols));
           store_bf16_keys_values(keys.K, keys.V, keys.ld, head_dim, 0, seq, wt.kt.data(), kt_cols, wt.v.data(), v_cols);
           keys.kt = wt.kt.data(), keys.kt_cols = kt_cols, keys.v = wt.v.data(), keys.v_cols = v_cols;
         }

@@ -116,7 +116,7 @@ struct KvCache {
 
   /// Makes room for `slots` slots in total (filled slots are kept).
   void reserve(std::size_t slots) {
-    slots = (slots + 15) / 16 * 16;
+    slots = linalg::panel_padded_cols(slots);
     if (slots <= capacity) return;
     const std::size_t old = capacity;
     for (std::size_t l = 0; l < num_layers; ++l) {
@@ -155,7 +155,7 @@ struct KvCache {
     return value_panels[l].data() + (b * num_kv_heads + g) * value_panel_size(capacity);
   }
   /// D rounded up to 16: the length of a row of the value panels.
-  std::size_t value_panel_cols() const { return (head_dim + linalg::panel_cols - 1) / linalg::panel_cols * linalg::panel_cols; }
+  std::size_t value_panel_cols() const { return linalg::panel_padded_cols(head_dim); }
 
   /// Bytes held by the cache.
   std::size_t bytes() const {
@@ -166,11 +166,9 @@ struct KvCache {
 
  private:
   /// Values in one (b, g) block of the key panels, Kᵀ [D rounded up to 4, cap].
-  std::size_t key_panel_size(std::size_t cap) const {
-    return (head_dim + linalg::panel_rows - 1) / linalg::panel_rows * linalg::panel_rows * cap;
-  }
+  std::size_t key_panel_size(std::size_t cap) const { return linalg::panel_store_size(head_dim, cap); }
   /// Values in one (b, g) block of the value panels, V [cap, D'].
-  std::size_t value_panel_size(std::size_t cap) const { return cap * value_panel_cols(); }
+  std::size_t value_panel_size(std::size_t cap) const { return linalg::panel_store_size(cap, value_panel_cols()); }
   /// Where k_t,d and v_t,d lie in their blocks.
   static std::size_t key_index(std::size_t t, std::size_t d, std::size_t cap) { return linalg::panel_index(d, t, cap); }
   std::size_t value_index(std::size_t t, std::size_t d) const { return linalg::panel_index(t, d, value_panel_cols()); }
