@@ -18,12 +18,14 @@
 //       greedy with a KV cache and the tied lm_head over all 151,936 rows.
 // Run with OMP_WAIT_POLICY=PASSIVE (and OPENBLAS_CORETYPE=SkylakeX for both sides).
 // usage: bench_generate [THREADS=2] [DECODE_STEPS=24] [--no-torch] [--only f32|bf16|int8] [--decode-only]
-//                       [--prefill S,S,...] [--context L]
+//                       [--prefill-only] [--prefill S,S,...] [--context L]
 //   --only TYPE     measure that weight type alone
 //   --prefill S,…   the prompt lengths of the prefill phases, on both sides (default 128,512; up
 //                   to 8192: e.g. 4096 for a long prompt, where attention weighs most)
 //   --decode-only   skip the prefill phases and the peaks (decode after the 128-token prompt only):
 //                   a short run, for alternating with a peer's decode in the same minutes
+//   --prefill-only  skip the decode phases (with --no-torch): a short run, for alternating with a
+//                   peer's prefill in the same minutes
 //   --context L     decode after an L-token prompt instead of 128 (1 to 8192; ours only, with
 //                   --no-torch): the steps then also read L keys and values per layer from the KV
 //                   cache (float, or bf16 beside bf16 and int8 weights), whose bytes are printed
@@ -87,13 +89,13 @@ int main(int argc, char** argv) {
   cqbench::use_library_thread_settings(argv);
   const auto usage = [] {
     std::fprintf(stderr, "usage: bench_generate [THREADS >= 1] [DECODE_STEPS >= 3: the first two are warm-up] [--no-torch] "
-                         "[--only f32|bf16|int8] [--decode-only] [--prefill S,S,... (1 to 8192)] [--context L (1 to 8192; "
+                         "[--only f32|bf16|int8] [--decode-only | --prefill-only] [--prefill S,S,... (1 to 8192)] [--context L (1 to 8192; "
                          "with --no-torch)]\n");
     return 2;
   };
   int threads = 2;
   std::size_t decode_steps = 24;
-  bool torch = true, decode_only = false;
+  bool torch = true, decode_only = false, prefill_only = false;
   std::vector<std::string> types = {"f32", "bf16", "int8"};
   std::vector<std::size_t> prefill_lengths = {128, 512};
   std::size_t context = 128;  // the prompt before the decode steps
@@ -104,6 +106,8 @@ int main(int argc, char** argv) {
       torch = false;
     } else if (arg == "--decode-only") {
       decode_only = true;
+    } else if (arg == "--prefill-only") {
+      prefill_only = true;
     } else if (arg == "--prefill" && i + 1 < argc) {
       prefill_lengths.clear();
       std::string list = argv[++i];
@@ -144,6 +148,14 @@ int main(int argc, char** argv) {
     }
   }
   if (threads < 1 || decode_steps < 3) return usage();
+  if (decode_only && prefill_only) {
+    std::fprintf(stderr, "bench_generate: --decode-only and --prefill-only exclude each other\n");
+    return usage();
+  }
+  if (prefill_only && (torch || context != 128)) {
+    std::fprintf(stderr, "bench_generate: --prefill-only measures ours alone and decodes nothing: it needs --no-torch and no --context\n");
+    return usage();
+  }
   if (context != 128 && torch) {
     std::fprintf(stderr, "bench_generate: the PyTorch peer decodes after 128 tokens; --context %zu needs --no-torch\n", context);
     return usage();
@@ -225,6 +237,7 @@ int main(int argc, char** argv) {
     const auto type = cq::linalg::parse_weight_type(type_name);
     model->use_weights(type);
     if (!decode_only) measure_prefill(type_name);
+    if (prefill_only) continue;
     const double bytes = type == cq::linalg::WeightType::f32
                              ? bytes_per_token
                              : double(model->packed_bytes()) + double(per_token_params - packed_params) * sizeof(float);
@@ -290,21 +303,23 @@ int main(int argc, char** argv) {
       fmt::print("{:<26} {:>12.1f} {:>14.1f} {:>11.2f}x\n", fmt::format("prefill {} S = {}", type_name, S), o, p, p > 0 ? o / p : 0.0);
     }
   const double dp = peer.is_null() ? 0 : 1.0 / peer["decode_s_per_token"].get<double>();
-  for (const auto& type_name : types) {
+  for (const auto& type_name : prefill_only ? std::vector<std::string>{} : types) {
     const double d = 1.0 / ours["decode"][type_name].get<double>();
     fmt::print("{:<26} {:>12.2f} {:>14.2f} {:>11.2f}x\n", fmt::format("decode {} (after {})", type_name, context), d, dp,
                dp > 0 ? d / dp : 0.0);
   }
-  fmt::print("\n{:<6} {:>12} {:>10} {:>10} {:>12} {:>16} {:>14}\n", "decode", "GB/token", "tok/s", "GB/s", "probe GB/s",
-             "of bandwidth", "head alone ms");
-  for (const auto& type_name : types) {
-    const double d = 1.0 / ours["decode"][type_name].get<double>(), bytes = ours["bytes"][type_name].get<double>();
-    const double phase_bw = ours["probe"][type_name].get<double>();
-    fmt::print("{:<6} {:>12.3f} {:>10.2f} {:>10.2f} {:>12.2f} {:>16.2f} {:>14.1f}\n", type_name, bytes / 1e9, d, bytes * d / 1e9,
-               phase_bw / 1e9, bytes * d / phase_bw, ours["head"][type_name].get<double>() * 1e3);
+  if (!prefill_only) {
+    fmt::print("\n{:<6} {:>12} {:>10} {:>10} {:>12} {:>16} {:>14}\n", "decode", "GB/token", "tok/s", "GB/s", "probe GB/s",
+               "of bandwidth", "head alone ms");
+    for (const auto& type_name : types) {
+      const double d = 1.0 / ours["decode"][type_name].get<double>(), bytes = ours["bytes"][type_name].get<double>();
+      const double phase_bw = ours["probe"][type_name].get<double>();
+      fmt::print("{:<6} {:>12.3f} {:>10.2f} {:>10.2f} {:>12.2f} {:>16.2f} {:>14.1f}\n", type_name, bytes / 1e9, d, bytes * d / 1e9,
+                 phase_bw / 1e9, bytes * d / phase_bw, ours["head"][type_name].get<double>() * 1e3);
+    }
+    fmt::print("(probe GB/s: the read bandwidth measured just before and after the phase's decode steps, their mean; "
+               "the PyTorch peer runs in float32)\n");
   }
-  fmt::print("(probe GB/s: the read bandwidth measured just before and after the phase's decode steps, their mean; "
-             "the PyTorch peer runs in float32)\n");
   if (decode_only) return 0;
   fmt::print("\n{:<8} {:>4} {:>10} {:>10} {:>22}\n", "prefill", "S", "tok/s", "GFLOP/s", "of its multiply-add peak");
   for (const auto& type_name : types)

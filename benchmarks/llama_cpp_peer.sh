@@ -27,6 +27,12 @@
 #      rounds whose two probes agree within 10 % (both sides in a minute of the same memory speed:
 #      on these machines the memory switches between about 45 and 80 GB/s from one minute to the
 #      next, and decode is bound by it).
+#   6. prefill S = 512 once more, the two sides alternating in the same minutes (PREFILL_ROUNDS
+#      rounds, default 3: for each type, llama-bench -p 512 -n 0 -r 1, then bench_generate --only
+#      TYPE --prefill 512 --prefill-only), and a fourth table with each round's tokens/s, the
+#      ratio, our fraction of the multiply-add peak that bench_generate measured in the same
+#      process, and the median ratio per type: the CPU's speed, too, moves between minutes, and
+#      a ratio of two runs minutes apart moves with it.
 # Differences to keep in mind: our decode is measured after a 128-token prompt and includes
 # the CausalQwen head over 151666 classes; llama.cpp's tg64 starts from an empty context and
 # ends in the tied LM head over the 151936-token vocabulary.
@@ -39,6 +45,7 @@
 # usage: bash benchmarks/llama_cpp_peer.sh LLAMA_SRC_DIR [WORK_DIR=/tmp/llama-peer]
 #   LLAMA_COMMIT=...  names the llama.cpp commit when LLAMA_SRC_DIR is not a git checkout
 #   ROUNDS=N          alternating decode rounds (step 5; 0 skips it)
+#   PREFILL_ROUNDS=N  alternating prefill rounds (step 6; default 3; 0 skips it)
 #   PYTHON=...        Python with numpy (default /usr/bin/python3)
 set -euo pipefail
 
@@ -152,14 +159,31 @@ for ((r = 1; r <= ROUNDS; ++r)); do
   done
 done
 
-# ---- 6. the tables ------------------------------------------------------------------------
+# ---- 6. prefill, alternating ---------------------------------------------------------------
+PREFILL_ROUNDS=${PREFILL_ROUNDS:-3}
+[[ $PREFILL_ROUNDS =~ ^[0-9]+$ ]] || die "PREFILL_ROUNDS must be a whole number, got '$PREFILL_ROUNDS'"
+for ((r = 1; r <= PREFILL_ROUNDS; ++r)); do
+  for t in f32 bf16 q8_0; do
+    ours_t=$t; [[ $t == q8_0 ]] && ours_t=int8
+    echo "== alternating prefill, round $r of $PREFILL_ROUNDS: llama.cpp $t pp512, then ours $ours_t"
+    OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 "$BIN/llama-bench" -m "$WORK_DIR/qwen2-0.5b-random-$t.gguf" -p 512 -n 0 -r 1 \
+      -t "$THREADS" -o json >"$WORK_DIR/alt-pp-llama-$t-$r.json" 2>>"$WORK_DIR/llama-bench-$t.log" ||
+      die "llama-bench failed on $t pp512 in round $r (log: $WORK_DIR/llama-bench-$t.log)"
+    (cd "$REPO" && OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 \
+      build/bin/bench_generate "$THREADS" 3 --no-torch --only "$ours_t" --prefill 512 --prefill-only) \
+      >"$WORK_DIR/alt-pp-ours-$t-$r.txt" 2>&1 ||
+      { tail -n 20 "$WORK_DIR/alt-pp-ours-$t-$r.txt" >&2; die "bench_generate failed (output: $WORK_DIR/alt-pp-ours-$t-$r.txt)"; }
+  done
+done
+
+# ---- 7. the tables ------------------------------------------------------------------------
 COMMIT=${LLAMA_COMMIT:-$(git -C "$LLAMA_SRC" rev-parse --short HEAD 2>/dev/null || true)}
 echo
-"$PYTHON" - "$WORK_DIR" "$COMMIT" "$(date -u '+%Y-%m-%d %H:%M UTC')" "$THREADS" "$ROUNDS" <<'EOF'
+"$PYTHON" - "$WORK_DIR" "$COMMIT" "$(date -u '+%Y-%m-%d %H:%M UTC')" "$THREADS" "$ROUNDS" "$PREFILL_ROUNDS" <<'EOF'
 import json, os, re, statistics, sys
 
-work, commit, date, threads, rounds = sys.argv[1:6]
-rounds = int(rounds)
+work, commit, date, threads, rounds, prefill_rounds = sys.argv[1:7]
+rounds, prefill_rounds = int(rounds), int(prefill_rounds)
 
 def die(msg):
     sys.exit(f"llama_cpp_peer.sh: error: {msg}")
@@ -300,6 +324,33 @@ if rounds > 0:
         print(f"{label:<6} {'same':>6} {f'({len(same)} of {rounds} rounds with probes within 10 %)':>52} | {same_text}")
         results.append({"type": label, "test": "tg64 alternating", "rounds": ratios, "ours_over_llama_cpp": med,
                         "same_memory_rounds": same, "ours_over_llama_cpp_same_memory": med_same})
+
+# prefill S = 512 with the two sides alternating, type by type, in the same minutes
+if prefill_rounds > 0:
+    print(f"\nprefill S = 512, the two sides alternating ({prefill_rounds} rounds; llama.cpp pp512 with 1 repetition, then ours):")
+    hdr = f"{'type':<6} {'round':>6} {'llama.cpp tok/s':>16} | {'ours tok/s':>11} {'of peak':>8} | {'ours/llama.cpp':>15}"
+    print(hdr)
+    print("-" * len(hdr))
+    for t, label, ours_t in (("f32", "F32", "f32"), ("bf16", "BF16", "bf16"), ("q8_0", "Q8_0", "int8")):
+        ratios = []
+        for r in range(1, prefill_rounds + 1):
+            lpath, opath = os.path.join(work, f"alt-pp-llama-{t}-{r}.json"), os.path.join(work, f"alt-pp-ours-{t}-{r}.txt")
+            try:
+                l = next(x["avg_ts"] for x in json.load(open(lpath)) if x["n_prompt"] == 512)
+            except (OSError, ValueError, StopIteration, KeyError) as e:
+                die(f"cannot read round {r} of {t} pp512 ({lpath}): {e}")
+            o = read_ours(opath)
+            # the last table's row "TYPE 512 tok/s GFLOP/s fraction-of-peak"
+            peak_rows = [m for m in (re.match(rf"^{ours_t}\s+512\s+[0-9.]+\s+[0-9.]+\s+([0-9.]+)$", ln.strip())
+                                     for ln in open(opath)) if m]
+            if f"pp512_{ours_t}" not in o or not peak_rows:
+                die(f"no prefill row for {ours_t} S = 512 in {opath} (bench_generate output format changed?)")
+            ot, of_peak = o[f"pp512_{ours_t}"], float(peak_rows[-1].group(1))
+            ratios.append(ot / l)
+            print(f"{label:<6} {r:>6} {l:>16.2f} | {ot:>11.2f} {of_peak:>8.2f} | {ot / l:>14.2f}x")
+        med = statistics.median(ratios)
+        print(f"{label:<6} {'median':>6} {'':>16} | {'':>11} {'':>8} | {med:>14.2f}x")
+        results.append({"type": label, "test": "pp512 alternating", "rounds": ratios, "ours_over_llama_cpp": med})
 
 json.dump({"llama_cpp_commit": commit, "date": date, "threads": int(threads), "cpu": info.get("cpu_info"),
            "results": results}, open(os.path.join(work, "peer-results.json"), "w"), indent=1)
