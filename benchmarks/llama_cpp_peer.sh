@@ -64,6 +64,10 @@ GGUF_SCRIPT=$REPO/benchmarks/llama_cpp_gguf.py
 THREADS=2
 
 # ---- preconditions, checked before anything slow ------------------------------------------
+ROUNDS=${ROUNDS:-3}
+PREFILL_ROUNDS=${PREFILL_ROUNDS:-3}
+[[ $ROUNDS =~ ^[0-9]+$ ]] || die "ROUNDS must be a whole number, got '$ROUNDS'"
+[[ $PREFILL_ROUNDS =~ ^[0-9]+$ ]] || die "PREFILL_ROUNDS must be a whole number, got '$PREFILL_ROUNDS'"
 [[ -f $LLAMA_SRC/CMakeLists.txt ]] || die "$LLAMA_SRC/CMakeLists.txt not found: not a llama.cpp source tree"
 [[ -f $LLAMA_SRC/gguf-py/gguf/gguf_writer.py ]] || die "$LLAMA_SRC/gguf-py/gguf/gguf_writer.py not found (llama.cpp's gguf-py package)"
 [[ -f $GGUF_SCRIPT ]] || die "$GGUF_SCRIPT not found"
@@ -141,8 +145,6 @@ echo "== ours: build/bin/bench_generate $THREADS 24 --no-torch (output: $WORK_DI
 cat "$WORK_DIR/ours.txt"
 
 # ---- 5. decode, alternating ----------------------------------------------------------------
-ROUNDS=${ROUNDS:-3}
-[[ $ROUNDS =~ ^[0-9]+$ ]] || die "ROUNDS must be a whole number, got '$ROUNDS'"
 rm -f "$WORK_DIR"/alt-*
 for ((r = 1; r <= ROUNDS; ++r)); do
   for t in f32 bf16 q8_0; do
@@ -160,8 +162,6 @@ for ((r = 1; r <= ROUNDS; ++r)); do
 done
 
 # ---- 6. prefill, alternating ---------------------------------------------------------------
-PREFILL_ROUNDS=${PREFILL_ROUNDS:-3}
-[[ $PREFILL_ROUNDS =~ ^[0-9]+$ ]] || die "PREFILL_ROUNDS must be a whole number, got '$PREFILL_ROUNDS'"
 for ((r = 1; r <= PREFILL_ROUNDS; ++r)); do
   for t in f32 bf16 q8_0; do
     ours_t=$t; [[ $t == q8_0 ]] && ours_t=int8
