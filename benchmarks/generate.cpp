@@ -302,13 +302,13 @@ int main(int argc, char** argv) {
       const double p = peer.is_null() ? 0 : double(S) / peer["prefill"][std::to_string(S)].get<double>();
       fmt::print("{:<26} {:>12.1f} {:>14.1f} {:>11.2f}x\n", fmt::format("prefill {} S = {}", type_name, S), o, p, p > 0 ? o / p : 0.0);
     }
-  const double dp = peer.is_null() ? 0 : 1.0 / peer["decode_s_per_token"].get<double>();
-  for (const auto& type_name : prefill_only ? std::vector<std::string>{} : types) {
-    const double d = 1.0 / ours["decode"][type_name].get<double>();
-    fmt::print("{:<26} {:>12.2f} {:>14.2f} {:>11.2f}x\n", fmt::format("decode {} (after {})", type_name, context), d, dp,
-               dp > 0 ? d / dp : 0.0);
-  }
   if (!prefill_only) {
+    const double dp = peer.is_null() ? 0 : 1.0 / peer["decode_s_per_token"].get<double>();
+    for (const auto& type_name : types) {
+      const double d = 1.0 / ours["decode"][type_name].get<double>();
+      fmt::print("{:<26} {:>12.2f} {:>14.2f} {:>11.2f}x\n", fmt::format("decode {} (after {})", type_name, context), d, dp,
+                 dp > 0 ? d / dp : 0.0);
+    }
     fmt::print("\n{:<6} {:>12} {:>10} {:>10} {:>12} {:>16} {:>14}\n", "decode", "GB/token", "tok/s", "GB/s", "probe GB/s",
                "of bandwidth", "head alone ms");
     for (const auto& type_name : types) {
