@@ -355,7 +355,7 @@ TEST_CASE("int8 products: AVX512-VNNI and AVX2 give the portable loop's bits; ro
   }
 }
 
-TEST_CASE("int8 input quantisation: AVX-512 and the portable loop give the same bytes; ties to even, subnormals, tails") {
+TEST_CASE("int8 input quantisation: AVX-512, AVX2 and the portable loop give the same bytes; ties to even, subnormals, tails") {
   const std::uint64_t seed = cqtest::test_seed(20261128, "int8 quantisation");
   std::mt19937_64 rng(seed);
   const std::size_t K = 16 * 6 + 5;  // six whole chunks and a tail of 5
@@ -367,19 +367,32 @@ TEST_CASE("int8 input quantisation: AVX-512 and the portable loop give the same 
   for (std::size_t k = 32; k < 48; ++k) x[k] = 0.0f;                    // chunk 2: zeros
   x[K + 50] = -std::numeric_limits<float>::infinity();                   // row 1, chunk 3
   x[2 * K + K - 1] = std::numeric_limits<float>::quiet_NaN();           // row 2, the tail
-  la::detail_int8::Quantised hw, portable;
-  hw.assign(x.data(), K, 3, K, la::int8_kernel_isa() == la::Int8Isa::avx512_vnni);
-  portable.assign(x.data(), K, 3, K, false);
+  la::detail_int8::Quantised portable;
+  portable.assign(x.data(), K, 3, K, la::Int8Isa::portable);
   const std::size_t chunks = (K + 15) / 16;
-  CHECK(hw.chunks == chunks);
-  CHECK(std::memcmp(hw.mag.data(), portable.mag.data(), 3 * chunks * 16) == 0);
-  CHECK(std::memcmp(hw.sign.data(), portable.sign.data(), 3 * chunks * sizeof(std::uint16_t)) == 0);
   for (std::size_t i = 0; i < 3 * chunks * 16; ++i)  // x̂ = ±|x̂| with its sign bit (the AVX2 kernel's bytes)
     CHECK(int(portable.value[i]) == ((portable.sign[i / 16] >> (i % 16)) & 1u ? -1 : 1) * int(portable.mag[i]));
-  for (std::size_t i = 0; i < 3 * chunks; ++i) {
-    CAPTURE(i);
-    CHECK((hw.scale[i] == portable.scale[i] || (std::isnan(hw.scale[i]) && std::isnan(portable.scale[i]))));
+  // every instruction set this CPU runs, against the portable loop (on a CPU with neither, the
+  // portable loop against itself)
+  std::vector<la::Int8Isa> isas;
+  if (la::detail_int8::cpu_has_avx512_vnni()) isas.push_back(la::Int8Isa::avx512_vnni);
+  if (la::cpu_has_avx2_fma()) isas.push_back(la::Int8Isa::avx2);
+  if (isas.empty()) isas.push_back(la::Int8Isa::portable);
+  for (const la::Int8Isa isa : isas) {
+    CAPTURE(int(isa));
+    la::detail_int8::Quantised hw;
+    hw.assign(x.data(), K, 3, K, isa);
+    CHECK(hw.chunks == chunks);
+    CHECK(std::memcmp(hw.mag.data(), portable.mag.data(), 3 * chunks * 16) == 0);
+    CHECK(std::memcmp(hw.sign.data(), portable.sign.data(), 3 * chunks * sizeof(std::uint16_t)) == 0);
+    if (isa != la::Int8Isa::avx512_vnni) CHECK(std::memcmp(hw.value.data(), portable.value.data(), 3 * chunks * 16) == 0);
+    for (std::size_t i = 0; i < 3 * chunks; ++i) {
+      CAPTURE(i);
+      CHECK((hw.scale[i] == portable.scale[i] || (std::isnan(hw.scale[i]) && std::isnan(portable.scale[i]))));
+    }
   }
+  la::detail_int8::Quantised hw;
+  hw.assign(x.data(), K, 3, K, la::int8_kernel_isa());
   const std::uint8_t expect[] = {127, 2, 4, 2, 0, 0, 127, 126};  // |round-half-even(x)|
   for (std::size_t k = 0; k < 8; ++k) CHECK(int(hw.mag[k]) == int(expect[k]));
   CHECK((hw.sign[0] & 0xFFu) == ((1u << 3) | (1u << 6)));  // −2.5 → −2 and −127; −0.5 → −0 carries no sign

@@ -12,7 +12,8 @@
 /// quantised 16 values at a time with AVX-512, giving the portable loop's bytes. On a CPU with
 /// AVX2 and FMA instead, two rows at a time: vpsignb moves x̂'s signs onto the weights, vpmaddubsw
 /// sums the products of |x̂| with them in pairs (at most 2·127·127, within int16: no saturation)
-/// and vpmaddwd sums the pairs into the four inner sums. Elsewhere a portable loop computes the
+/// and vpmaddwd sums the pairs into the four inner sums; X is quantised 8 values at a time with
+/// AVX2 there, again the portable loop's bytes. Elsewhere a portable loop computes the
 /// same sums in the same order. All three give the same bits. A row's result does
 /// not depend on the other rows, the thread count or the CPU. A non-finite x_j makes its chunk's
 /// t_c non-finite and the outputs NaN.
@@ -84,6 +85,57 @@ CAUSALQWEN_TARGET_VNNI inline std::uint16_t quantise_chunk_avx512(const float* i
   _mm_storeu_si128(reinterpret_cast<__m128i*>(mag), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_abs_ps(q))));
   return static_cast<std::uint16_t>(_mm512_cmp_ps_mask(q, _mm512_setzero_ps(), _CMP_LT_OQ));
 }
+
+#define CAUSALQWEN_TARGET_INT8_AVX2 __attribute__((target("avx2,fma")))
+
+/// x̂ = clamp(round-half-even(x / t), −127, 127) for eight floats (no lambda: GCC compiles a
+/// lambda without its enclosing function's target).
+CAUSALQWEN_TARGET_INT8_AVX2 inline __m256 quantise8_avx2(__m256 x, float t) {
+  const __m256 q = _mm256_round_ps(_mm256_div_ps(x, _mm256_set1_ps(t)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  return _mm256_min_ps(_mm256_max_ps(q, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));
+}
+
+/// One chunk quantised with AVX2, the same bits as the portable loop in Quantised::assign: the
+/// 16 (n ≤ 16 valid) floats at `in` → |x̂| bytes at `mag` and x̂ bytes at `value`, returns the
+/// sign bits; t in `t`. Eight floats per vector: x / t rounded to nearest even (vroundps), clamped
+/// to ±127, then narrowed 32 → 16 → 8 bits with saturation that never binds.
+CAUSALQWEN_TARGET_INT8_AVX2 inline std::uint16_t quantise_chunk_avx2(const float* in, std::size_t n, std::uint8_t* mag,
+                                                                    std::int8_t* value, float& t) {
+  __m256 x_lo, x_hi;  // [8] each, 0 past n
+  if (n == 16) {
+    x_lo = _mm256_loadu_ps(in);
+    x_hi = _mm256_loadu_ps(in + 8);
+  } else {
+    const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    x_lo = _mm256_maskload_ps(in, _mm256_cmpgt_epi32(_mm256_set1_epi32(int(std::min<std::size_t>(n, 8))), index));
+    x_hi = _mm256_maskload_ps(in + 8, _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n > 8 ? n - 8 : 0)), index));
+  }
+  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
+  const __m256 a_lo = _mm256_andnot_ps(sign_bit, x_lo), a_hi = _mm256_andnot_ps(sign_bit, x_hi);
+  // |x| < ∞ is false for ±∞ and NaN (lanes past n hold 0)
+  const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+  const bool finite = (_mm256_movemask_ps(_mm256_cmp_ps(a_lo, inf, _CMP_LT_OQ)) & _mm256_movemask_ps(_mm256_cmp_ps(a_hi, inf, _CMP_LT_OQ))) == 0xFF;
+  __m256 m8 = _mm256_max_ps(a_lo, a_hi);
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  const float m = _mm_cvtss_f32(m4);
+  t = finite ? m / 127.0f : std::numeric_limits<float>::quiet_NaN();
+  if (!(t > 0) || !finite) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(mag), _mm_setzero_si128());
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(value), _mm_setzero_si128());
+    return 0;
+  }
+  const __m256 q_lo = quantise8_avx2(x_lo, t), q_hi = quantise8_avx2(x_hi, t);
+  // int32 → int16 (lanes [lo0-3, hi0-3 | lo4-7, hi4-7]), put back in order, → int8
+  const __m256i q16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(_mm256_cvtps_epi32(q_lo), _mm256_cvtps_epi32(q_hi)), _MM_SHUFFLE(3, 1, 2, 0));
+  const __m128i q8 = _mm_packs_epi16(_mm256_castsi256_si128(q16), _mm256_extracti128_si256(q16, 1));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(value), q8);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(mag), _mm_abs_epi8(q8));
+  const __m256 zero8 = _mm256_setzero_ps();
+  return static_cast<std::uint16_t>(_mm256_movemask_ps(_mm256_cmp_ps(q_lo, zero8, _CMP_LT_OQ)) |
+                                    (_mm256_movemask_ps(_mm256_cmp_ps(q_hi, zero8, _CMP_LT_OQ)) << 8));
+}
 #endif
 
 /// Vectors quantised per chunk of 16 (the file comment): for vector v and chunk c, the 16 bytes
@@ -97,12 +149,14 @@ struct Quantised {
   std::vector<float> scale;
   std::size_t chunks = 0;
 
-  /// Quantises `count` vectors of length K (vector v at x + v·ld) into chunks = ⌈K/16⌉; with AVX-512
-  /// when `hardware` (the same bits; `value` is then left as it was).
-  void assign(const float* x, std::size_t ld, std::size_t count, std::size_t K, bool hardware) {
+  /// Quantises `count` vectors of length K (vector v at x + v·ld) into chunks = ⌈K/16⌉ for the
+  /// kernel `isa`: with AVX-512 (`value` then left as it was: that kernel reads mag and sign), with
+  /// AVX2, or with the portable loop; the same bits on all three.
+  void assign(const float* x, std::size_t ld, std::size_t count, std::size_t K, Int8Isa isa) {
     chunks = (K + panel_cols - 1) / panel_cols;
+    const bool with_values = isa != Int8Isa::avx512_vnni;
     if (mag.size() < count * chunks * panel_cols) mag.resize(count * chunks * panel_cols);
-    if (!hardware && value.size() < count * chunks * panel_cols) value.resize(count * chunks * panel_cols);
+    if (with_values && value.size() < count * chunks * panel_cols) value.resize(count * chunks * panel_cols);
     if (sign.size() < count * chunks) sign.resize(count * chunks);
     if (scale.size() < count * chunks) scale.resize(count * chunks);
     for (std::size_t v = 0; v < count; ++v)
@@ -110,12 +164,15 @@ struct Quantised {
         const float* in = x + v * ld + c * panel_cols;
         const std::size_t n = std::min(panel_cols, K - c * panel_cols), at = v * chunks + c;
 #ifdef CAUSALQWEN_INT8_KERNEL
-        if (hardware) {
+        if (isa == Int8Isa::avx512_vnni) {
           sign[at] = quantise_chunk_avx512(in, n, mag.data() + at * panel_cols, scale[at]);
           continue;
         }
+        if (isa == Int8Isa::avx2) {
+          sign[at] = quantise_chunk_avx2(in, n, mag.data() + at * panel_cols, value.data() + at * panel_cols, scale[at]);
+          continue;
+        }
 #endif
-        (void)hardware;
         float m = 0;
         bool finite = true;
         for (std::size_t k = 0; k < n; ++k) {
@@ -211,8 +268,6 @@ CAUSALQWEN_TARGET_VNNI inline void group_lanes_avx512(const std::int8_t* group, 
   _mm512_storeu_ps(lanes_x, acc_x);
   if constexpr (WithScale) _mm512_storeu_ps(lanes_s, acc_s);
 }
-
-#define CAUSALQWEN_TARGET_INT8_AVX2 __attribute__((target("avx2,fma")))
 
 /// Bytes ahead of the AVX2 kernel's reads at which it asks for W's next lines (1.05× on a
 /// matrix read from L3 here, one thread).
@@ -325,7 +380,7 @@ inline void int8_linear_forward(TensorView<float, 2> y, TensorView<const float, 
   thread_local detail_int8::Quantised quantised;  // grown once per shape
   const detail_int8::Quantised& xq = quantised;  // the caller's: the workers' thread_local would be their own
   const Int8Isa isa = int8_kernel_isa();
-  quantised.assign(x.data, K, M, K, isa == Int8Isa::avx512_vnni);
+  quantised.assign(x.data, K, M, K, isa);
   constexpr std::size_t rows_per_task = 64;
   parallel_for((N + rows_per_task - 1) / rows_per_task, M * N * K / 4 + N * K, [&](std::size_t t) {
     const std::size_t n1 = std::min(N, (t + 1) * rows_per_task);
@@ -351,8 +406,8 @@ inline void int8_cauchy_rows(const PackedRef& w, const float* loc_a, const float
   thread_local detail_int8::Quantised quantised_loc, quantised_scale;
   const detail_int8::Quantised &aq = quantised_loc, &sq = quantised_scale;  // the caller's, for the workers
   const Int8Isa isa = int8_kernel_isa();
-  quantised_loc.assign(loc_a, C, R, C, isa == Int8Isa::avx512_vnni);
-  if (scale_a) quantised_scale.assign(scale_a, C, R, C, isa == Int8Isa::avx512_vnni);
+  quantised_loc.assign(loc_a, C, R, C, isa);
+  if (scale_a) quantised_scale.assign(scale_a, C, R, C, isa);
   constexpr std::size_t rows_per_task = 256;
   parallel_for((N + rows_per_task - 1) / rows_per_task, N * C, [&](std::size_t t) {
     const std::size_t n1 = std::min(N, (t + 1) * rows_per_task);
