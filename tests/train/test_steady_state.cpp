@@ -309,3 +309,25 @@ TEST_CASE("steady state: a prefill and decode steps allocate nothing and fault n
     check_steady("prefill + 6 decode steps", generate);
   }
 }
+
+TEST_CASE("steady state: a shape check that passes makes no text, one that fails names both shapes") {
+  // a message is formatted only on failure: the text of [16,1024,151936] (16 characters) would
+  // not fit a std::string's inline buffer and would allocate on every check of every step
+  std::vector<float> data(16 * 3 * 5);
+  const cq::TensorView<float, 3> long_extents(data.data(), {16, 1024, 151936});
+  std::size_t rows = 0;
+  const Usage passing = measure(100, [&] {
+    cq::require_shape(long_extents, {16, 1024, 151936}, "check", "X");
+    rows += long_extents.reshape(cq::Shape<2>{16 * 1024, 151936}).shape[0];
+  });
+  CHECK(rows == 100 * 16 * 1024);
+  report("100 passing shape checks of [16,1024,151936]", 100, passing);
+  CHECK(passing.allocations == 0);
+  const cq::TensorView<float, 3> small(data.data(), {16, 3, 5});
+  CHECK_THROWS_WITH_AS(cq::require_shape(small, {16, 3, 6}, "check", "X"),
+                       "causalqwen::check: X must have shape [16,3,6], got [16,3,5]", cq::DomainError);
+  CHECK_THROWS_WITH_AS((void)small.reshape(cq::Shape<2>{7, 11}), "causalqwen::TensorView::reshape: cannot view [16,3,5] as [7,11]",
+                       cq::DomainError);
+  CHECK(cq::shape_string(cq::Shape<0>{}) == "[]");
+  CHECK(cq::shape_string(std::vector<std::size_t>{2, 5, 8}) == "[2,5,8]");
+}

@@ -54,7 +54,7 @@ struct is_view_node<Leaf<T>> : std::true_type {};
 template <class T, std::size_t N>
 Leaf<T> var(TensorView<const T, N> value, TensorView<T, N> grad) {
   detail::require(value.shape == grad.shape, "autodiff::var", "value {} and grad {} differ",
-                  shape_string(value.shape), shape_string(grad.shape));
+                  shape_text(value.shape), shape_text(grad.shape));
   return Leaf<T>{{}, value.data, grad.data, value.size()};
 }
 template <class T, std::size_t N>

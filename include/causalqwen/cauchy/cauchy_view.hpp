@@ -31,7 +31,7 @@ struct CauchyView {
   /// Declares loc and scale (same shape) to be the parameters of Cauchy variables of kind K.
   CauchyView(TensorView<T, Rank> loc_view, TensorView<T, Rank> scale_view) : loc(loc_view), scale(scale_view) {
     detail::require(loc_view.shape == scale_view.shape, "CauchyView", "loc {} and scale {} must have the same shape",
-                    shape_string(loc_view.shape), shape_string(scale_view.shape));
+                    shape_text(loc_view.shape), shape_text(scale_view.shape));
   }
   /// A mutable view converts to a read-only one of the same kind.
   template <class U>

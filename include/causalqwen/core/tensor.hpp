@@ -68,7 +68,7 @@ struct TensorView {
   TensorView<T, M> reshape(Shape<M> extents) const {
     TensorView<T, M> out(data, extents);
     detail::require(out.size() == size(), "TensorView::reshape", "cannot view {} as {}",
-                    shape_string(shape), shape_string(extents));
+                    shape_text(shape), shape_text(extents));
     return out;
   }
   /// As a [rows, size/rows] matrix keeping the last extent: [B,S,H] → [B·S, H].
@@ -85,7 +85,7 @@ template <class T, std::size_t N>
 void require_shape(const TensorView<T, N>& v, const Shape<N>& expected, const char* fn,
                    const char* what) {
   detail::require(v.shape == expected, fn, "{} must have shape {}, got {}", what,
-                  shape_string(expected), shape_string(v.shape));
+                  shape_text(expected), shape_text(v.shape));
 }
 
 }  // namespace causalqwen

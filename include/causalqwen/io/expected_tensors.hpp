@@ -43,13 +43,13 @@ void check_expected(const Source& source, std::span<const ExpectedTensor> expect
   for (const auto& e : expected) {
     expected_names.insert(e.name);
     if (!source.contains(e.name)) {
-      missing.push_back(fmt::format("'{}' {}", e.name, shape_string(e.shape)));
+      missing.push_back(fmt::format("'{}' {}", e.name, shape_text(e.shape)));
       continue;
     }
     const auto& shape = source.info(e.name).shape;
     if (shape != e.shape)
       wrong_shape.push_back(fmt::format("'{}' has shape {}, expected {}", e.name,
-                                        shape_string(shape), shape_string(e.shape)));
+                                        shape_text(shape), shape_text(e.shape)));
   }
   if (extra == ExtraTensors::error)
     for (const auto& name : source.names())

@@ -221,8 +221,8 @@ class SafetensorsFile {
   void require_shape(const TensorInfo& t, std::span<const std::size_t> expected) const {
     if (!std::equal(t.shape.begin(), t.shape.end(), expected.begin(), expected.end()))
       throw FormatError(fmt::format("{}: tensor '{}' has shape {}, expected {}",
-                                    path().string(), t.name, shape_string(t.shape),
-                                    shape_string(expected)));
+                                    path().string(), t.name, shape_text(t.shape),
+                                    shape_text(expected)));
   }
 
  private:
@@ -236,7 +236,7 @@ class SafetensorsFile {
     causalqwen::detail::require(size == t.element_count(), fn,
                                 "tensor '{}' in {} has {} elements (shape {}), the output {}",
                                 t.name, path().string(), t.element_count(),
-                                shape_string(t.shape), size);
+                                shape_text(t.shape), size);
   }
 
   template <class... Args>
@@ -379,7 +379,7 @@ class SafetensorsFile {
            t.data_begin, t.data_end, data_size);
     if (t.byte_size() != expected_bytes)
       fail("tensor '{}': data_offsets [{},{}] hold {} bytes, but shape {} of {} needs {}", name,
-           t.data_begin, t.data_end, t.byte_size(), shape_string(t.shape), dtype_name(t.dtype),
+           t.data_begin, t.data_end, t.byte_size(), shape_text(t.shape), dtype_name(t.dtype),
            expected_bytes);
     return t;
   }

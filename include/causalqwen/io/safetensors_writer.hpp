@@ -214,7 +214,7 @@ class SafetensorsWriter {
     for (auto e : shape) n *= e;
     require(n == size, "SafetensorsWriter::add",
                     "tensor '{}': shape {} has {} elements, the data {}", name,
-                    shape_string(shape), n, size);
+                    shape_text(shape), n, size);
   }
 
   // The file order of the Python library: descending dtype rank, then name.

@@ -75,8 +75,8 @@ void abs_linear_backward_weight(TensorView<T, 2> dw, TensorView<const T, 2> dsca
                                 WeightGradSink<T>* sink = nullptr, Precision precision = Precision::f32) {
   const std::size_t m = dscale_out.shape[0], n = dscale_out.shape[1], k = scale.shape[1];
   detail::require(scale.shape[0] == m, "abs_linear_backward_weight",
-                  "scale {} does not match dscale' {}", shape_string(scale.shape),
-                  shape_string(dscale_out.shape));
+                  "scale {} does not match dscale' {}", shape_text(scale.shape),
+                  shape_text(dscale_out.shape));
   require_shape(w, {n, k}, "abs_linear_backward_weight", "W");
   require_shape(dw, {n, k}, "abs_linear_backward_weight", "dW");
   if (offer_to_weight_grad_sink<T>(sink, dw, dscale_out, scale, w)) return;

@@ -37,7 +37,7 @@ class Bf16Copies final : public UpdateFollower<float> {
     const std::size_t rows = w.shape[0], cols = w.shape[1];
     const auto offset = static_cast<std::size_t>(w.data - params.data());
     detail::require(w.data >= params.data() && offset + rows * cols <= params.size(), "Bf16Copies::add",
-                    "the matrix {} is not a view of the parameter arena", shape_string(w.shape));
+                    "the matrix {} is not a view of the parameter arena", shape_text(w.shape));
     Matrix m;
     m.offset = offset, m.rows = rows, m.cols = cols, m.cols_padded = (cols + panel_cols - 1) / panel_cols * panel_cols;
     m.panels = PageBuffer<std::uint16_t>((rows + panel_rows - 1) / panel_rows * panel_rows * m.cols_padded);  // zero padding

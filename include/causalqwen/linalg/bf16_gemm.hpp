@@ -817,7 +817,7 @@ inline void require_copy_fits(WeightType type, const char* fn, TensorView<float,
   const std::size_t M = x.shape[0], K = x.shape[1], N = w.rows;
   detail::require(w.type == type, fn, "W is {}, not {} {} copy", weight_type_name(w.type), type == WeightType::int8 ? "an" : "a",
                   weight_type_name(type));
-  detail::require(w.cols == K, fn, "W [{},{}] does not match X {}", N, w.cols, shape_string(x.shape));
+  detail::require(w.cols == K, fn, "W [{},{}] does not match X {}", N, w.cols, shape_text(x.shape));
   detail::require(w.row0 % panel_rows == 0, fn, "W starts at row {} of its panels, not at a multiple of 4", w.row0);
   require_shape(y, {M, N}, fn, "Y");
   if (!b.empty()) require_shape(b, {N}, fn, "b");
@@ -1458,7 +1458,7 @@ inline void bf16_matmul(Op op_a, Op op_b, std::size_t M, std::size_t N, std::siz
                         b_copy.cols_padded % panel_cols == 0 && (transposed ? b_copy.cols_padded == padded : b_copy.cols_padded >= padded),
                     "bf16_matmul", "the bf16 copy [{},{}] (first row {}, rows of {} in its panels) is not B {} starting at a multiple of 4",
                     b_copy.rows, b_copy.cols, b_copy.row0, b_copy.cols_padded,
-                    transposed ? shape_string(Shape<2>{N, K}) : shape_string(Shape<2>{K, N}));
+                    transposed ? shape_text(Shape<2>{N, K}) : shape_text(Shape<2>{K, N}));
     b_panels = b_copy.bf16 + b_copy.row0 * b_copy.cols_padded;
   }
   detail_bf16::matmul(bf16_kernel_isa(), op_a == Op::transposed, op_b == Op::transposed, M, N, K, a, lda, b, ldb,

@@ -33,7 +33,7 @@ void cauchy_linear(CauchyView<T, 2, Kind::marginal> out, TensorView<const T, 2> 
   const std::size_t N = w.shape[0], C = w.shape[1], R = a.loc.shape[0];
   if (packed.packed())
     detail::require(packed.rows == N && packed.cols == C, "cauchy_linear", "the packed W [{},{}] is not W {}", packed.rows,
-                    packed.cols, shape_string(w.shape));
+                    packed.cols, shape_text(w.shape));
   const bool with_scale = !out.scale.empty();
   require_shape(a.loc, {R, C}, "cauchy_linear", "loc of the input");
   require_shape(out.loc, {R, N}, "cauchy_linear", "loc of the output");

@@ -53,7 +53,7 @@ void linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, TensorView<con
                     TensorView<const T, 1> b = {}, const PackedRef& packed = {}, Precision precision = Precision::f32) {
   const std::size_t m = x.shape[0], k = x.shape[1], n = w.shape[0];
   detail::require(w.shape[1] == k, "linear_forward", "W {} does not match X {}",
-                  shape_string(w.shape), shape_string(x.shape));
+                  shape_text(w.shape), shape_text(x.shape));
   require_shape(y, {m, n}, "linear_forward", "Y");
   if (!b.empty()) require_shape(b, {n}, "linear_forward", "b");
   require_precision_fits<T>(precision, "linear_forward");
@@ -80,7 +80,7 @@ void linear_backward_input(TensorView<T, 2> dx, TensorView<const T, 2> dy,
                            TensorView<const T, 2> w, Precision precision = Precision::f32, const PackedRef& packed = {}) {
   const std::size_t m = dy.shape[0], n = dy.shape[1], k = w.shape[1];
   detail::require(w.shape[0] == n, "linear_backward_input", "W {} does not match dY {}",
-                  shape_string(w.shape), shape_string(dy.shape));
+                  shape_text(w.shape), shape_text(dy.shape));
   require_shape(dx, {m, k}, "linear_backward_input", "dX");
   require_precision_fits<T>(precision, "linear_backward_input");
   if constexpr (std::is_same_v<T, float>)
@@ -98,7 +98,7 @@ void linear_backward_weight(TensorView<T, 2> dw, TensorView<const T, 2> dy,
                             Precision precision = Precision::f32) {
   const std::size_t m = dy.shape[0], n = dy.shape[1], k = x.shape[1];
   detail::require(x.shape[0] == m, "linear_backward_weight", "X {} does not match dY {}",
-                  shape_string(x.shape), shape_string(dy.shape));
+                  shape_text(x.shape), shape_text(dy.shape));
   require_shape(dw, {n, k}, "linear_backward_weight", "dW");
   if (offer_to_weight_grad_sink<T>(sink, dw, dy, x)) return;
   require_precision_fits<T>(precision, "linear_backward_weight");

@@ -240,7 +240,7 @@ void few_rows_linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, Tenso
     if (packed.type == WeightType::int8) return int8_linear_forward(y, x, packed, b);
   const std::size_t M = x.shape[0], K = x.shape[1], N = packed.packed() ? packed.rows : w.shape[0];
   const std::size_t WK = packed.packed() ? packed.cols : w.shape[1];
-  detail::require(WK == K, "few_rows_linear_forward", "W [{},{}] does not match X {}", N, WK, shape_string(x.shape));
+  detail::require(WK == K, "few_rows_linear_forward", "W [{},{}] does not match X {}", N, WK, shape_text(x.shape));
   require_shape(y, {M, N}, "few_rows_linear_forward", "Y");
   if (!b.empty()) require_shape(b, {N}, "few_rows_linear_forward", "b");
   with_weight_rows<T>(w, packed, [&](const auto& rows) {

@@ -374,7 +374,7 @@ inline void int8_linear_forward(TensorView<float, 2> y, TensorView<const float, 
                                 TensorView<const float, 1> b = {}) {
   const std::size_t M = x.shape[0], K = x.shape[1], N = w.rows;
   detail::require(w.type == WeightType::int8, "int8_linear_forward", "W is {}, not an int8 copy", weight_type_name(w.type));
-  detail::require(w.cols == K, "int8_linear_forward", "W [{},{}] does not match X {}", N, w.cols, shape_string(x.shape));
+  detail::require(w.cols == K, "int8_linear_forward", "W [{},{}] does not match X {}", N, w.cols, shape_text(x.shape));
   require_shape(y, {M, N}, "int8_linear_forward", "Y");
   if (!b.empty()) require_shape(b, {N}, "int8_linear_forward", "b");
   thread_local detail_int8::Quantised quantised;  // grown once per shape

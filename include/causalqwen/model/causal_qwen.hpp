@@ -278,7 +278,7 @@ class CausalQwen<T, RuntimeConfig> {
   HeadMetrics forward(const Batch<T>& b, Cache& cache, ActionMode mode, SamplingNoise<T> noise,
                       const linalg::GradientTarget<T>* grads) {
     const std::size_t B = b.input_ids.shape[0], S = b.input_ids.shape[1], M = B * S, H = cfg_.hidden_size();
-    detail::require(B > 0 && S > 0, "CausalQwen", "input_ids {} is empty", shape_string(b.input_ids.shape));
+    detail::require(B > 0 && S > 0, "CausalQwen", "input_ids {} is empty", shape_text(b.input_ids.shape));
     require_shape(b.labels, {B, S}, "CausalQwen", "labels");
     if (!b.target_values.empty()) require_shape(b.target_values, {B, S}, "CausalQwen", "target_values");
     const auto e = embed(b.input_ids, b.numeric_values, cache.embedding, cache.e);                         // [B,S,H]

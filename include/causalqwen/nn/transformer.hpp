@@ -125,7 +125,7 @@ class Transformer {
                                  TensorView<const std::int64_t, 2> attention_mask,
                                  TensorView<const std::int64_t, 2> position_ids, Cache& cache) const {
     const std::size_t B = e.shape[0], S = e.shape[1], M = B * S;
-    detail::require(B > 0 && S > 0, "Transformer::forward", "the input {} is empty", shape_string(e.shape));
+    detail::require(B > 0 && S > 0, "Transformer::forward", "the input {} is empty", shape_text(e.shape));
     require_shape(e, {B, S, config_.hidden_size}, "Transformer::forward", "embeddings");
     if (!attention_mask.empty()) require_shape(attention_mask, {B, S}, "Transformer::forward", "attention_mask");
     if (!position_ids.empty()) require_shape(position_ids, {B, S}, "Transformer::forward", "position_ids");
