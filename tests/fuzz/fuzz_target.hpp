@@ -4,6 +4,7 @@
 #pragma once
 #include <causalqwen/core/error.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -11,7 +12,9 @@
 #include <fstream>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <unistd.h>
+#include <vector>
 
 namespace cqfuzz {
 
@@ -25,10 +28,33 @@ void refused_or_ok(Body&& body) {
   }
 }
 
+/// The scratch paths made while the current input runs; each is removed when the input ends.
+inline std::vector<std::filesystem::path>& scratch_made() {
+  static std::vector<std::filesystem::path> made;
+  return made;
+}
+
 /// A path of this process's own in the temporary directory: causalqwen_fuzz_<pid>_<name>.
 inline std::filesystem::path scratch(const char* name) {
-  return std::filesystem::temp_directory_path() / ("causalqwen_fuzz_" + std::to_string(::getpid()) + "_" + name);
+  auto path = std::filesystem::temp_directory_path() / ("causalqwen_fuzz_" + std::to_string(::getpid()) + "_" + name);
+  auto& made = scratch_made();
+  if (std::find(made.begin(), made.end(), path) == made.end()) made.push_back(path);
+  return path;
 }
+
+/// Removes, at the end of an input, every scratch file or directory it made.
+struct ScratchSweep {
+  ScratchSweep() = default;
+  ScratchSweep(const ScratchSweep&) = delete;
+  ScratchSweep& operator=(const ScratchSweep&) = delete;
+  ~ScratchSweep() {
+    for (const auto& path : scratch_made()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+    scratch_made().clear();
+  }
+};
 
 /// Writes `bytes` to `path` (replacing it) and returns the path.
 inline std::filesystem::path write_file(const std::filesystem::path& path, std::string_view bytes) {
@@ -45,6 +71,7 @@ inline std::filesystem::path as_file(std::string_view bytes, const char* name) {
 void run_one(std::string_view bytes);
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const cqfuzz::ScratchSweep sweep;
   run_one(std::string_view(reinterpret_cast<const char*>(data), size));
   return 0;
 }

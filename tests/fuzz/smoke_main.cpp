@@ -12,6 +12,7 @@
 #include <iterator>
 #include <random>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);
@@ -72,6 +73,16 @@ int main(int argc, char** argv) {
     run(mutate(corpus[rng() % corpus.size()], rng));
     ++executions;
   }
-  std::printf("%zu executions, nothing found\n", executions);
+  // Every input removes the scratch files it wrote; one left in the temporary directory is a finding.
+  const std::string own_prefix = "causalqwen_fuzz_" + std::to_string(::getpid()) + "_";
+  int left_behind = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::temp_directory_path())) {
+    if (entry.path().filename().string().starts_with(own_prefix)) {
+      std::fprintf(stderr, "left behind in the temporary directory: %s\n", entry.path().c_str());
+      ++left_behind;
+    }
+  }
+  if (left_behind > 0) return 1;
+  std::printf("%zu executions, nothing found, no scratch file left behind\n", executions);
   return 0;
 }

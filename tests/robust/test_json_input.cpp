@@ -10,6 +10,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include "../io/io_test_support.hpp"
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -20,10 +22,9 @@ using json = nlohmann::json;
 
 namespace {
 
-/// A file in the temporary directory holding `content`.
+/// A file holding `content`, in a directory of this process's own removed when the tests end.
 std::filesystem::path write_temp(const std::string& name, const std::string& content) {
-  const auto dir = std::filesystem::temp_directory_path() / "causalqwen_test_bad_input";
-  std::filesystem::create_directories(dir);
+  static const iotest::TempDir dir;
   const auto path = dir / name;
   std::ofstream(path, std::ios::binary) << content;
   return path;
