@@ -1,6 +1,7 @@
 // optim/streaming_adamw.hpp: the step without a gradient arena equals AdamW + clip_grad_norm on
 // a whole model (double: to 1e-10; the only differences are summation orders), with gradient
-// accumulation, clipping that triggers and a frozen backbone; bfloat16 moments are
+// accumulation, clipping that triggers and a frozen backbone, and on a slot of several tiles
+// whose products are cut across them, beside directly written slots; bfloat16 moments are
 // reproducible bit for bit and stay close to the float update; the on-demand arena keeps
 // unwritten pages out of memory.
 #include <causalqwen/model/causal_qwen.hpp>
@@ -19,6 +20,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <tuple>
 #include <vector>
 
 namespace cq = causalqwen;
@@ -104,6 +106,82 @@ TEST_CASE_TEMPLATE("StreamingAdamW equals AdamW + clip_grad_norm on a whole mode
   SUBCASE("frozen backbone") {
     compare_with_adamw<T>(seed, 2, 1, 1.0, {.freeze = cqm::Freeze::backbone}, tol);
   }
+}
+
+TEST_CASE_TEMPLATE("StreamingAdamW: a slot of several tiles with products cut across them, beside directly written slots",
+                   T, float, double) {
+  // big.weight [3000, 1024] spans two tiles of 2²¹ elements; its plain products cover rows
+  // [0, 700), [700, 1900), [1900, 3000), a |W| product rows [500, 2500), and its last row is also
+  // written directly (as the <NUM> row of W_cls is). small.weight has one product and shares its
+  // first and last pages with directly written biases, whose zeros must not stop the Gram norm.
+  const auto seed = test_seed(53, "streaming-tiles");
+  const double tol = std::is_same_v<T, double> ? 1e-10 : 2e-4;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  const auto random = [&](std::size_t n, double scale) {
+    std::vector<T> v(n);
+    for (auto& x : v) x = static_cast<T>(normal(rng) * scale);
+    return v;
+  };
+  constexpr std::size_t K = 1024, M = 4;
+  auto layout = std::make_shared<cq::Layout>();
+  layout->add("edge.bias", {300});
+  layout->add("big.weight", {3000, K});
+  layout->add("small.weight", {64, K});
+  layout->add("edge2.bias", {100});
+  cq::Arena<T> params_a(layout), params_b(layout), reference(layout);
+  const auto start = random(params_a.size(), 0.1);
+  std::copy(start.begin(), start.end(), params_a.data());
+  std::copy(start.begin(), start.end(), params_b.data());
+  co::AdamW<T> adam(layout);
+  co::StreamingAdamW<T> streaming(layout);
+  const auto slot_rows = [&](cq::Arena<T>& arena, const char* name, std::size_t row0, std::size_t rows) {
+    return cq::TensorView<T, 2>{arena.data() + layout->slot(name).offset + row0 * K, {rows, K}};
+  };
+  const auto x = random(M * K, 1.0);
+  const cq::TensorView<const T, 2> x_view{x.data(), {M, K}};
+  struct Cut {
+    const char* slot;
+    std::size_t row0, rows;
+    bool abs;
+  };
+  for (const Cut cut : {Cut{"big.weight", 0, 700, false}, Cut{"big.weight", 700, 1200, false}, Cut{"big.weight", 1900, 1100, false},
+                        Cut{"big.weight", 500, 2000, true}, Cut{"small.weight", 0, 64, false}}) {
+    const auto dy = random(M * cut.rows, 1.0);
+    const cq::TensorView<const T, 2> dy_view{dy.data(), {M, cut.rows}};
+    const auto w = slot_rows(params_a, cut.slot, cut.row0, cut.rows);
+    const cq::TensorView<const T, 2> w_view{w.data, w.shape};
+    if (cut.abs) {
+      cq::linalg::abs_linear_backward_weight<T>(slot_rows(reference, cut.slot, cut.row0, cut.rows), dy_view, x_view, w_view);
+      cq::linalg::abs_linear_backward_weight<T>(slot_rows(streaming.gradients(), cut.slot, cut.row0, cut.rows), dy_view,
+                                                x_view, w_view, streaming.target().sink);
+    } else {
+      cq::linalg::linear_backward_weight<T>(slot_rows(reference, cut.slot, cut.row0, cut.rows), dy_view, x_view);
+      cq::linalg::linear_backward_weight<T>(slot_rows(streaming.gradients(), cut.slot, cut.row0, cut.rows), dy_view, x_view,
+                                            streaming.target().sink);
+    }
+  }
+  // the gradients written directly: both biases and big.weight's last row
+  for (const auto& [name, first, count] : {std::tuple{"edge.bias", std::size_t{0}, std::size_t{300}},
+                                           std::tuple{"edge2.bias", std::size_t{0}, std::size_t{100}},
+                                           std::tuple{"big.weight", 2999 * K, K}}) {
+    const auto g = random(count, 1.0);
+    for (auto* arena : {&reference, &streaming.gradients()})
+      for (std::size_t i = 0; i < count; ++i) arena->data()[layout->slot(name).offset + first + i] += g[i];
+  }
+  CHECK(streaming.factor_bytes() > 0);
+  const double norm_a = co::global_grad_norm(reference), norm_b = streaming.grad_norm(params_b);
+  CHECK(cqtest::close_rel(norm_b, norm_a, tol));
+  CHECK(co::clip_factor(norm_a, 0.5) < 1.0);  // clipping triggers
+  adam.step(params_a, reference, 1e-2, co::clip_factor(norm_a, 0.5));
+  streaming.step(params_b, 1e-2, co::clip_factor(norm_b, 0.5));
+  std::size_t bad = 0;
+  for (const auto& slot : layout->slots())
+    for (std::size_t i = 0; i < slot.size; ++i) {
+      const double a = params_a.data()[slot.offset + i], b = params_b.data()[slot.offset + i];
+      if (!cqtest::close_rel(b, a, tol, 1e-3) && bad++ < 5) MESSAGE(slot.name, "[", i, "]: AdamW ", a, ", streaming ", b);
+    }
+  CHECK(bad == 0);
 }
 
 TEST_CASE("StreamingAdamW keeps the weight gradients as factors, not in the arena") {

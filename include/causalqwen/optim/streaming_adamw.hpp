@@ -22,7 +22,6 @@
 ///   opt.step(model.params(), lr, cq::optim::clip_factor(norm, 1.0));
 #pragma once
 #include "causalqwen/core/arena.hpp"
-#include "causalqwen/core/eigen_map.hpp"
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/param_rules.hpp"
 #include "causalqwen/core/threading.hpp"
@@ -123,12 +122,10 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
         continue;
       }
       const std::size_t cols = row_length(slot), rows = slot.size / cols;
-      const bool has_direct = !grads_.untouched(slot.offset, slot.size);
-      const std::size_t tile_rows = std::max<std::size_t>(1, tile_elements / cols);
-      for (std::size_t r0 = 0; r0 < rows; r0 += tile_rows) {
-        const std::size_t nr = std::min(tile_rows, rows - r0);
+      for (std::size_t r0 = 0, nr = 0; r0 < rows; r0 += nr) {
+        nr = tile_rows_from(s, r0, rows, cols);
         const std::size_t off = slot.offset + r0 * cols;
-        if (form_tile(s, r0, nr, has_direct, tile, tile_abs)) add_signed(tile.data(), tile_abs.data(), params.data() + off, nr * cols);
+        if (form_tile(s, r0, nr, tile, tile_abs)) add_signed(tile.data(), tile_abs.data(), params.data() + off, nr * cols);
         update_elements(params.data() + off, off, nr * cols, k, tile.data());
       }
     }
@@ -231,30 +228,63 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
     return factors_.back();
   }
 
+  /// Whether the gradient arena holds a value other than ±0 within [offset, offset + n). Only
+  /// written pages are read; a page at a slot's edge may have been written for its neighbour
+  /// (or in an earlier step: zero() keeps pages), and then holds zeros here, which add nothing
+  /// to a gradient.
+  bool holds_direct_values(std::size_t offset, std::size_t n) const {
+    bool found = false;
+    grads_.for_each_written_run(offset, n, [&](std::size_t begin, std::size_t end) {
+      if (!found) found = std::any_of(grads_.data() + begin, grads_.data() + end, [](T g) { return g != T(0); });
+    });
+    return found;
+  }
+
+  /// The rows of slot s's next tile from row r0 (of `rows`, each `cols` long): up to
+  /// tile_elements, ending where one of the slot's products starts or ends when one does within
+  /// that reach, so that a tile meets each product whole (one product call per tile, no partial
+  /// blocks of rows).
+  std::size_t tile_rows_from(std::size_t s, std::size_t r0, std::size_t rows, std::size_t cols) const {
+    const std::size_t reach = std::min(rows, r0 + std::max<std::size_t>(1, tile_elements / cols));
+    std::size_t end = 0;
+    for (const auto& p : products_[s])
+      for (const std::size_t edge : {p.row0, p.row0 + p.rows})
+        if (edge > r0 && edge <= reach) end = std::max(end, edge);
+    return (end ? end : reach) - r0;
+  }
+
   /// Rows [r0, r0 + nr) of slot s's gradient: tile = D + Σ plain products, tile_abs = Σ |W|
-  /// products (returns whether there were any).
-  bool form_tile(std::size_t s, std::size_t r0, std::size_t nr, bool has_direct, std::vector<T>& tile,
-                 std::vector<T>& tile_abs) const {
+  /// products (returns whether there were any). A product covering the whole tile, when nothing
+  /// was written there before it, starts its sums from 0 itself (no pass of zeros first).
+  bool form_tile(std::size_t s, std::size_t r0, std::size_t nr, std::vector<T>& tile, std::vector<T>& tile_abs) const {
     const auto& slot = grads_.layout().slots()[s];
     const std::size_t K = row_length(slot);
-    tile.assign(nr * K, T(0));
+    bool tile_started = false, abs_started = false;
     const std::size_t at = slot.offset + r0 * K;
-    if (has_direct)  // only written pages are read
+    if (holds_direct_values(at, nr * K)) {  // only written pages are read
+      tile.assign(nr * K, T(0));
+      tile_started = true;
       grads_.for_each_written_run(at, nr * K, [&](std::size_t begin, std::size_t end) {
         std::copy(grads_.data() + begin, grads_.data() + end, tile.data() + (begin - at));
       });
-    bool any_abs = false;
+    }
     for (const auto& p : products_[s]) {
       const std::size_t a = std::max(r0, p.row0), b = std::min(r0 + nr, p.row0 + p.rows);
       if (a >= b) continue;
-      if (p.abs && !any_abs) tile_abs.assign(nr * K, T(0)), any_abs = true;
-      auto out = mat((p.abs ? tile_abs.data() : tile.data()) + (a - r0) * K, static_cast<std::ptrdiff_t>(b - a),
-                     static_cast<std::ptrdiff_t>(K));
-      // out [b−a, K] += dy[:, rows a…b of dW]ᵀ [b−a, m] · x [m, K]
+      auto& out = p.abs ? tile_abs : tile;
+      bool& started = p.abs ? abs_started : tile_started;
+      const bool whole = a == r0 && b == r0 + nr;
+      if (!started) {
+        if (whole) out.resize(nr * K);  // every element written by the product below
+        else out.assign(nr * K, T(0));
+      }
+      // out [b−a, K] (+)= dy[:, rows a…b of dW]ᵀ [b−a, m] · x [m, K]
       linalg::matmul<T>(linalg::Op::transposed, linalg::Op::plain, b - a, K, p.m, p.dy->data() + p.col0 + (a - p.row0),
-                        p.dy_ld, p.x->data(), K, out.data(), K, true);
+                        p.dy_ld, p.x->data(), K, out.data() + (a - r0) * K, K, started || !whole);
+      started = true;
     }
-    return any_abs;
+    if (!tile_started) tile.assign(nr * K, T(0));  // only |W| products (or none) here
+    return abs_started;
   }
 
   /// ‖slot s's gradient‖² (file comment); `w` is the slot's parameters (for sign(W)).
@@ -262,15 +292,14 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
     const auto& slot = grads_.layout().slots()[s];
     const auto& products = products_[s];
     if (products.empty()) return direct_norm2(slot.offset, slot.size);
-    const bool has_direct = !grads_.untouched(slot.offset, slot.size);
+    const bool has_direct = holds_direct_values(slot.offset, slot.size);
     if (!has_direct && gram_possible(products)) return gram_norm2(products);
     const std::size_t K = row_length(slot), rows = slot.size / K;
-    const std::size_t tile_rows = std::max<std::size_t>(1, tile_elements / K);
     auto &tile = tile_, &tile_abs = tile_abs_;
     double total = 0;
-    for (std::size_t r0 = 0; r0 < rows; r0 += tile_rows) {
-      const std::size_t nr = std::min(tile_rows, rows - r0);
-      if (form_tile(s, r0, nr, has_direct, tile, tile_abs)) add_signed(tile.data(), tile_abs.data(), w + r0 * K, nr * K);
+    for (std::size_t r0 = 0, nr = 0; r0 < rows; r0 += nr) {
+      nr = tile_rows_from(s, r0, rows, K);
+      if (form_tile(s, r0, nr, tile, tile_abs)) add_signed(tile.data(), tile_abs.data(), w + r0 * K, nr * K);
       total += sum_squares(tile.data(), nr * K);
     }
     return total;
