@@ -83,11 +83,12 @@ void adamw_kernel(std::size_t n, T* __restrict p, const T* __restrict grad, T* _
 
 namespace detail_adamw {
 
-/// 32 well-mixed bits of (key, index): the top bits of splitmix64_mix(key + index·γ), the
-/// SplitMix64 output for state key + (index − 1)·γ.
-inline std::uint32_t mix(std::uint64_t key, std::uint64_t index) {
-  return static_cast<std::uint32_t>(splitmix64_mix(key + index * splitmix64_gamma) >> 16);
-}
+/// The state whose mix gives the bits of (key, index): key + index·γ (mod 2⁶⁴), the SplitMix64
+/// state for output index + 1 of a stream started at key. Consecutive indices differ by γ.
+inline std::uint64_t mix_state(std::uint64_t key, std::uint64_t index) { return key + index * splitmix64_gamma; }
+
+/// 32 well-mixed bits of a state: the top bits of splitmix64_mix(state).
+inline std::uint32_t mix_bits(std::uint64_t state) { return static_cast<std::uint32_t>(splitmix64_mix(state) >> 16); }
 
 /// The stochastic-rounding key of step t (one stream of random bits per step).
 inline std::uint64_t rounding_key(std::uint64_t t) { return t * 0x632be59bd9b4e019ull; }
@@ -95,19 +96,22 @@ inline std::uint64_t rounding_key(std::uint64_t t) { return t * 0x632be59bd9b4e0
 }  // namespace detail_adamw
 
 /// adamw_kernel with bfloat16 moments: m and v widened to float, updated as in adamw_kernel,
-/// stored rounded stochastically with bits r = mix(key, first_index + i) (low half for m, high
-/// half for v); θ is updated from the unrounded float moments. `first_index` is the parameter
+/// stored rounded stochastically with bits r = mix_bits(mix_state(key, first_index + i)) (low
+/// half for m, high half for v); θ is updated from the unrounded float moments. `first_index` is the parameter
 /// index of element 0, so the rounding of an element does not depend on how the work is split.
 template <bool HasGrad>
 void adamw_kernel_bf16(std::size_t n, float* __restrict p, const float* __restrict grad, std::uint16_t* __restrict m,
                        std::uint16_t* __restrict v, const AdamWCoefficients<float> k, std::uint64_t key,
                        std::size_t first_index) {
-  for (std::size_t i = 0; i < n; ++i) {
+  // the state advances by γ per element (an addition where the index would take a 64-bit
+  // multiply, which AVX2 emulates with three 32-bit ones): the same bits
+  std::uint64_t state = detail_adamw::mix_state(key, first_index);
+  for (std::size_t i = 0; i < n; ++i, state += splitmix64_gamma) {
     float g = 0.0f;
     if constexpr (HasGrad) g = grad[i] * k.scale;
     const float mi = k.b1 * bf16_to_float(m[i]) + k.one_minus_b1 * g;
     const float vi = k.b2 * bf16_to_float(v[i]) + k.one_minus_b2 * g * g;
-    const std::uint32_t r = detail_adamw::mix(key, first_index + i);
+    const std::uint32_t r = detail_adamw::mix_bits(state);
     m[i] = float_to_bf16_stochastic(mi, r);
     v[i] = float_to_bf16_stochastic(vi, r >> 16);
     p[i] = p[i] * k.keep - k.step_size * mi / (std::sqrt(vi) / k.bc2_sqrt + k.eps);
