@@ -97,8 +97,9 @@ inline std::uint64_t rounding_key(std::uint64_t t) { return t * 0x632be59bd9b4e0
 
 /// adamw_kernel with bfloat16 moments: m and v widened to float, updated as in adamw_kernel,
 /// stored rounded stochastically with bits r = mix_bits(mix_state(key, first_index + i)) (low
-/// half for m, high half for v); θ is updated from the unrounded float moments. `first_index` is the parameter
-/// index of element 0, so the rounding of an element does not depend on how the work is split.
+/// half for m, high half for v); θ is updated from the unrounded float moments. `first_index` is
+/// the parameter index of element 0, so the rounding of an element does not depend on how the
+/// work is split.
 template <bool HasGrad>
 void adamw_kernel_bf16(std::size_t n, float* __restrict p, const float* __restrict grad, std::uint16_t* __restrict m,
                        std::uint16_t* __restrict v, const AdamWCoefficients<float> k, std::uint64_t key,
