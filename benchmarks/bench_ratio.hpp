@@ -37,15 +37,16 @@ class RatioReporter : public benchmark::ConsoleReporter {
     return it == seconds_.end() ? 0.0 : it->second;
   }
 
-  /// Prints "candidate is N.NN× baseline" for every pair; returns the ratios in order.
+  /// Prints "candidate is N.NN× baseline" for every pair whose sides both ran (a side left out
+  /// by --benchmark_filter skips the pair); returns the printed ratios in order.
   std::vector<double> print_ratios() const {
     std::vector<double> ratios;
     fmt::print("\nratios (baseline time / candidate time, same run; > 1 means faster):\n");
     for (const auto& [cand, base] : pairs_) {
-      double tc = seconds(cand), tb = seconds(base);
-      double r = (tc > 0 && tb > 0) ? tb / tc : 0.0;
-      ratios.push_back(r);
-      fmt::print("  {:<52} {:8.2f}x  {}\n", cand, r, base);
+      const double tc = seconds(cand), tb = seconds(base);
+      if (!(tc > 0 && tb > 0)) continue;
+      ratios.push_back(tb / tc);
+      fmt::print("  {:<52} {:8.2f}x  {}\n", cand, tb / tc, base);
     }
     return ratios;
   }

@@ -51,7 +51,8 @@ struct TrainArgs {
   std::string config, preset, data, out, metrics, curves, schedule = "cosine", freeze = "none", layout = "packed";
   std::string action_mode = "deterministic", optimizer = "adamw", moments = "f32", precision = "f32", bf16_copies = "kept";
   std::size_t synthetic = 0, steps = 200, batch = 8, seq = 64, warmup = 20, accumulation = 1, eval_every = 50,
-              eval_batches = 4, checkpoint_every = 100, threads = 2, alpha_steps = 0, hidden = 64, classes = 16;
+              eval_batches = 4, checkpoint_every = 100, threads = 2, alpha_steps = 0, hidden = 64, classes = 16,
+              keep_tiles_mib = 0;
   bool features = false, resume = false, learn_threshold = false;
   std::optional<double> lr, lambda, lambda_final, reg_init_gain;
   std::string reg_bias;
@@ -127,6 +128,10 @@ ct::TrainerOptions trainer_options(const TrainArgs& a) {
   if (a.moments != "f32" && a.moments != "bf16")
     throw cq::DomainError(fmt::format("train: --moments must be f32 or bf16, got '{}'", a.moments));
   o.streaming = a.optimizer == "streaming";
+  if (a.keep_tiles_mib > 0 && !o.streaming)
+    throw cq::DomainError(fmt::format("train: --keep-tiles {} is memory for --optimizer streaming's tiles; --optimizer {} "
+                                      "forms no tiles", a.keep_tiles_mib, a.optimizer));
+  o.keep_tiles_bytes = a.keep_tiles_mib << 20;
   o.moments = a.moments == "bf16" ? cq::optim::MomentStorage::bf16 : cq::optim::MomentStorage::full;
   if (!cq::model::parse_freeze(a.freeze, o.parameters.freeze))
     throw cq::DomainError(fmt::format("train: --freeze must be none, backbone or heads, got '{}'", a.freeze));
@@ -327,6 +332,10 @@ const cqcli::Registration reg{"train", [](CLI::App& app) {
   sub->add_option("--optimizer", a->optimizer,
                   "adamw (a whole gradient arena) or streaming (StreamingAdamW: weight gradients kept as factors and "
                   "formed tile by tile in the update; the same step in less memory)")
+      ->capture_default_str();
+  sub->add_option("--keep-tiles", a->keep_tiles_mib,
+                  "with --optimizer streaming: MiB for the gradient tiles the norm forms (W_cls's), so that the update "
+                  "reads them instead of forming them again (0: none kept, the least memory; W_cls [K, H] needs K*H*4 bytes)")
       ->capture_default_str();
   sub->add_option("--moments", a->moments, "f32, or bf16 (16-bit moments with stochastic rounding: half the optimiser memory; either optimiser)")
       ->capture_default_str();

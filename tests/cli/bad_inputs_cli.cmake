@@ -122,6 +122,9 @@ foreach(latest "../../etc" "step-" "")
                  ${CLI} train --preset tiny --tokenizer ${WORK}/train_tokenizer.json --data ${WORK}/train.jsonl
                  --out ${WORK}/${name} --steps 2 --resume)
 endforeach()
+expect_refusal(keep_tiles_without_streaming "--keep-tiles 8 is memory for --optimizer streaming's tiles; --optimizer adamw forms no tiles"
+               ${CLI} train --preset tiny --tokenizer ${WORK}/train_tokenizer.json --data ${WORK}/train.jsonl
+               --out ${WORK}/keep_tiles --steps 2 --keep-tiles 8)
 
 if(failures)
   message(FATAL_ERROR "bad input not refused as one line with exit status 1 or 2:${failures}")

@@ -174,11 +174,14 @@ void check_steady(const char* what, Step&& step) {
   CHECK(least_faults == 0);
 }
 
-/// Checks training steps of `model` on `batch` with StreamingAdamW (bf16 moments).
-void check_streaming_steps(const char* what, cqm::CausalQwen<float>& model, const cqm::Batch<float>& batch) {
+/// Checks training steps of `model` on `batch` with StreamingAdamW (bf16 moments), keeping up to
+/// `keep_tiles_bytes` of the norm's tiles for the update.
+void check_streaming_steps(const char* what, cqm::CausalQwen<float>& model, const cqm::Batch<float>& batch,
+                           std::size_t keep_tiles_bytes = 0) {
   cqm::CausalQwen<float>::Cache cache;
   cq::optim::StreamingAdamW<float> opt(model.params().shared_layout(), {}, cqm::parameter_rules(model.layout()),
                                        cq::optim::MomentStorage::bf16);
+  opt.set_tile_cache_bytes(keep_tiles_bytes);
   check_steady(what, [&] {
     model.forward_backward(batch, cache, opt.target());
     const double norm = opt.grad_norm(model.params());
@@ -292,6 +295,8 @@ TEST_CASE("steady state: StreamingAdamW on bench_train_step's small shape alloca
   model.init_random(seed);
   const StepBatch data(seed, 8191, 4, 128);
   check_streaming_steps("training step, small shape (StreamingAdamW)", model, data.view());
+  // W_cls's tiles (8192 × 256 floats, 8 MiB) kept from the norm for the update: a buffer sized once
+  check_streaming_steps("training step, small shape (StreamingAdamW, tiles kept)", model, data.view(), std::size_t{16} << 20);
 }
 
 TEST_CASE("steady state: a prefill and decode steps allocate nothing and fault no page, with f32, bf16 and int8 weights") {

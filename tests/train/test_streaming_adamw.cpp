@@ -1,7 +1,9 @@
 // optim/streaming_adamw.hpp: the step without a gradient arena equals AdamW + clip_grad_norm on
 // a whole model (double: to 1e-10; the only differences are summation orders), with gradient
 // accumulation, clipping that triggers and a frozen backbone, and on a slot of several tiles
-// whose products are cut across them, beside directly written slots; bfloat16 moments are
+// whose products are cut across them, beside directly written slots; tiles kept from the norm
+// give the step the same bits as tiles formed again, and are not used once the parameters or the
+// gradient changed; bfloat16 moments are
 // reproducible bit for bit and stay close to the float update; the on-demand arena keeps
 // unwritten pages out of memory.
 #include <causalqwen/model/causal_qwen.hpp>
@@ -108,80 +110,158 @@ TEST_CASE_TEMPLATE("StreamingAdamW equals AdamW + clip_grad_norm on a whole mode
   }
 }
 
-TEST_CASE_TEMPLATE("StreamingAdamW: a slot of several tiles with products cut across them, beside directly written slots",
-                   T, float, double) {
-  // big.weight [3000, 1024] spans two tiles of 2²¹ elements; its plain products cover rows
-  // [0, 700), [700, 1900), [1900, 3000), a |W| product rows [500, 2500), and its last row is also
-  // written directly (as the <NUM> row of W_cls is). small.weight has one product and shares its
-  // first and last pages with directly written biases, whose zeros must not stop the Gram norm.
-  const auto seed = test_seed(53, "streaming-tiles");
-  const double tol = std::is_same_v<T, double> ? 1e-10 : 2e-4;
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal;
-  const auto random = [&](std::size_t n, double scale) {
-    std::vector<T> v(n);
-    for (auto& x : v) x = static_cast<T>(normal(rng) * scale);
-    return v;
-  };
-  constexpr std::size_t K = 1024, M = 4;
-  auto layout = std::make_shared<cq::Layout>();
-  layout->add("edge.bias", {300});
-  layout->add("big.weight", {3000, K});
-  layout->add("small.weight", {64, K});
-  layout->add("edge2.bias", {100});
-  cq::Arena<T> params_a(layout), params_b(layout), reference(layout);
-  const auto start = random(params_a.size(), 0.1);
-  std::copy(start.begin(), start.end(), params_a.data());
-  std::copy(start.begin(), start.end(), params_b.data());
-  co::AdamW<T> adam(layout);
-  co::StreamingAdamW<T> streaming(layout);
-  const auto slot_rows = [&](cq::Arena<T>& arena, const char* name, std::size_t row0, std::size_t rows) {
-    return cq::TensorView<T, 2>{arena.data() + layout->slot(name).offset + row0 * K, {rows, K}};
-  };
-  const auto x = random(M * K, 1.0);
-  const cq::TensorView<const T, 2> x_view{x.data(), {M, K}};
-  struct Cut {
-    const char* slot;
-    std::size_t row0, rows;
-    bool abs;
-  };
-  for (const Cut cut : {Cut{"big.weight", 0, 700, false}, Cut{"big.weight", 700, 1200, false}, Cut{"big.weight", 1900, 1100, false},
-                        Cut{"big.weight", 500, 2000, true}, Cut{"small.weight", 0, 64, false}}) {
-    const auto dy = random(M * cut.rows, 1.0);
-    const cq::TensorView<const T, 2> dy_view{dy.data(), {M, cut.rows}};
-    const auto w = slot_rows(params_a, cut.slot, cut.row0, cut.rows);
-    const cq::TensorView<const T, 2> w_view{w.data, w.shape};
-    if (cut.abs) {
-      cq::linalg::abs_linear_backward_weight<T>(slot_rows(reference, cut.slot, cut.row0, cut.rows), dy_view, x_view, w_view);
-      cq::linalg::abs_linear_backward_weight<T>(slot_rows(streaming.gradients(), cut.slot, cut.row0, cut.rows), dy_view,
-                                                x_view, w_view, streaming.target().sink);
-    } else {
-      cq::linalg::linear_backward_weight<T>(slot_rows(reference, cut.slot, cut.row0, cut.rows), dy_view, x_view);
-      cq::linalg::linear_backward_weight<T>(slot_rows(streaming.gradients(), cut.slot, cut.row0, cut.rows), dy_view, x_view,
-                                            streaming.target().sink);
+namespace {
+
+/// big.weight [3000, 1024] spans two tiles of 2²¹ elements; its plain products cover rows
+/// [0, 700), [700, 1900), [1900, 3000), a |W| product rows [500, 2500), and its last row is also
+/// written directly (as the <NUM> row of W_cls is). small.weight has one product and shares its
+/// first and last pages with directly written biases, whose zeros must not stop the Gram norm.
+/// The same gradient lands in `reference` (a whole arena) and in `streaming` (as factors).
+template <class T>
+struct TiledSlots {
+  static constexpr std::size_t K = 1024, M = 4;
+  std::shared_ptr<cq::Layout> layout;
+  cq::Arena<T> params_a, params_b, reference;
+  co::AdamW<T> adam;
+  co::StreamingAdamW<T> streaming;
+
+  static std::shared_ptr<cq::Layout> make_layout() {
+    auto l = std::make_shared<cq::Layout>();
+    l->add("edge.bias", {300});
+    l->add("big.weight", {3000, K});
+    l->add("small.weight", {64, K});
+    l->add("edge2.bias", {100});
+    return l;
+  }
+
+  TiledSlots(std::uint64_t seed, std::size_t tile_cache_bytes)
+      : layout(make_layout()), params_a(layout), params_b(layout), reference(layout), adam(layout), streaming(layout) {
+    streaming.set_tile_cache_bytes(tile_cache_bytes);
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> normal;
+    const auto random = [&](std::size_t n, double scale) {
+      std::vector<T> v(n);
+      for (auto& x : v) x = static_cast<T>(normal(rng) * scale);
+      return v;
+    };
+    const auto start = random(params_a.size(), 0.1);
+    std::copy(start.begin(), start.end(), params_a.data());
+    std::copy(start.begin(), start.end(), params_b.data());
+    const auto slot_rows = [&](cq::Arena<T>& arena, const char* name, std::size_t row0, std::size_t rows) {
+      return cq::TensorView<T, 2>{arena.data() + layout->slot(name).offset + row0 * K, {rows, K}};
+    };
+    const auto x = random(M * K, 1.0);
+    const cq::TensorView<const T, 2> x_view{x.data(), {M, K}};
+    struct Cut {
+      const char* slot;
+      std::size_t row0, rows;
+      bool abs;
+    };
+    for (const Cut cut : {Cut{"big.weight", 0, 700, false}, Cut{"big.weight", 700, 1200, false},
+                          Cut{"big.weight", 1900, 1100, false}, Cut{"big.weight", 500, 2000, true},
+                          Cut{"small.weight", 0, 64, false}}) {
+      const auto dy = random(M * cut.rows, 1.0);
+      const cq::TensorView<const T, 2> dy_view{dy.data(), {M, cut.rows}};
+      const auto w = slot_rows(params_a, cut.slot, cut.row0, cut.rows);
+      const cq::TensorView<const T, 2> w_view{w.data, w.shape};
+      if (cut.abs) {
+        cq::linalg::abs_linear_backward_weight<T>(slot_rows(reference, cut.slot, cut.row0, cut.rows), dy_view, x_view, w_view);
+        cq::linalg::abs_linear_backward_weight<T>(slot_rows(streaming.gradients(), cut.slot, cut.row0, cut.rows), dy_view,
+                                                  x_view, w_view, streaming.target().sink);
+      } else {
+        cq::linalg::linear_backward_weight<T>(slot_rows(reference, cut.slot, cut.row0, cut.rows), dy_view, x_view);
+        cq::linalg::linear_backward_weight<T>(slot_rows(streaming.gradients(), cut.slot, cut.row0, cut.rows), dy_view, x_view,
+                                              streaming.target().sink);
+      }
+    }
+    // the gradients written directly: both biases and big.weight's last row
+    for (const auto& [name, first, count] : {std::tuple{"edge.bias", std::size_t{0}, std::size_t{300}},
+                                             std::tuple{"edge2.bias", std::size_t{0}, std::size_t{100}},
+                                             std::tuple{"big.weight", 2999 * K, K}}) {
+      const auto g = random(count, 1.0);
+      for (auto* arena : {&reference, &streaming.gradients()})
+        for (std::size_t i = 0; i < count; ++i) arena->data()[layout->slot(name).offset + first + i] += g[i];
     }
   }
-  // the gradients written directly: both biases and big.weight's last row
-  for (const auto& [name, first, count] : {std::tuple{"edge.bias", std::size_t{0}, std::size_t{300}},
-                                           std::tuple{"edge2.bias", std::size_t{0}, std::size_t{100}},
-                                           std::tuple{"big.weight", 2999 * K, K}}) {
-    const auto g = random(count, 1.0);
-    for (auto* arena : {&reference, &streaming.gradients()})
-      for (std::size_t i = 0; i < count; ++i) arena->data()[layout->slot(name).offset + first + i] += g[i];
-  }
-  CHECK(streaming.factor_bytes() > 0);
-  const double norm_a = co::global_grad_norm(reference), norm_b = streaming.grad_norm(params_b);
+};
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("StreamingAdamW: a slot of several tiles with products cut across them, beside directly written slots",
+                   T, float, double) {
+  const auto seed = test_seed(53, "streaming-tiles");
+  const double tol = std::is_same_v<T, double> ? 1e-10 : 2e-4;
+  TiledSlots<T> c(seed, 0);
+  CHECK(c.streaming.factor_bytes() > 0);
+  const double norm_a = co::global_grad_norm(c.reference), norm_b = c.streaming.grad_norm(c.params_b);
   CHECK(cqtest::close_rel(norm_b, norm_a, tol));
   CHECK(co::clip_factor(norm_a, 0.5) < 1.0);  // clipping triggers
-  adam.step(params_a, reference, 1e-2, co::clip_factor(norm_a, 0.5));
-  streaming.step(params_b, 1e-2, co::clip_factor(norm_b, 0.5));
+  c.adam.step(c.params_a, c.reference, 1e-2, co::clip_factor(norm_a, 0.5));
+  c.streaming.step(c.params_b, 1e-2, co::clip_factor(norm_b, 0.5));
   std::size_t bad = 0;
-  for (const auto& slot : layout->slots())
+  for (const auto& slot : c.layout->slots())
     for (std::size_t i = 0; i < slot.size; ++i) {
-      const double a = params_a.data()[slot.offset + i], b = params_b.data()[slot.offset + i];
+      const double a = c.params_a.data()[slot.offset + i], b = c.params_b.data()[slot.offset + i];
       if (!cqtest::close_rel(b, a, tol, 1e-3) && bad++ < 5) MESSAGE(slot.name, "[", i, "]: AdamW ", a, ", streaming ", b);
     }
   CHECK(bad == 0);
+}
+
+TEST_CASE_TEMPLATE("StreamingAdamW: tiles kept from the norm give the step the bits of tiles formed again", T, float, double) {
+  // big.weight takes no Gram form (a |W| product, a row written directly); its tiles are
+  // [0, 1900) and [1900, 3000) (2²¹ elements reach row 2048; the products' edge at 1900 ends the first).
+  const auto seed = test_seed(59, "streaming-kept-tiles");
+  constexpr std::size_t K = TiledSlots<T>::K, first_tile = 1900 * K, all = 3000 * K;
+  // perturb: between grad_norm and the step, flip the sign of some of big.weight's parameters
+  // (sign(W) enters its |W| product), as an optimiser-external change would
+  const auto run = [&](std::size_t cache_bytes, bool perturb, std::size_t expect_kept) {
+    TiledSlots<T> c(seed, cache_bytes);
+    const double norm = c.streaming.grad_norm(c.params_b);
+    CHECK(c.streaming.kept_tile_elements() == expect_kept);
+    CHECK(c.streaming.tile_cache_held_bytes() <= cache_bytes);
+    if (perturb) {
+      T* w = c.params_b.data() + c.layout->slot("big.weight").offset;
+      for (std::size_t i = 0; i < all; i += 7) w[i] = -w[i];
+      c.params_b.touch();
+    }
+    c.streaming.step(c.params_b, 1e-2, co::clip_factor(norm, 0.5));
+    return std::vector<T>(c.params_b.data(), c.params_b.data() + c.params_b.size());
+  };
+  const auto formed_twice = run(0, false, 0);
+  for (const auto& [bytes, kept] : {std::pair{all * sizeof(T), all}, std::pair{(first_tile + 5) * sizeof(T), first_tile},
+                                    std::pair{(first_tile - 1) * sizeof(T), all - first_tile}}) {  // the second only
+    CAPTURE(bytes);
+    const auto with_kept = run(bytes, false, kept);
+    CHECK(std::memcmp(with_kept.data(), formed_twice.data(), formed_twice.size() * sizeof(T)) == 0);
+  }
+  // parameters changed after the norm: the kept tiles are not used
+  const auto perturbed = run(0, true, 0), perturbed_kept = run(all * sizeof(T), true, all);
+  CHECK(std::memcmp(perturbed.data(), formed_twice.data(), formed_twice.size() * sizeof(T)) != 0);
+  CHECK(std::memcmp(perturbed_kept.data(), perturbed.data(), perturbed.size() * sizeof(T)) == 0);
+}
+
+TEST_CASE("StreamingAdamW with kept tiles: a whole model's steps unchanged, and a new gradient forgets them") {
+  const auto seed = test_seed(61, "streaming-kept-model");
+  auto run = [&](std::size_t cache_bytes) {
+    Setup<float> data;
+    cqm::CausalQwen<float> model(Setup<float>::config());
+    model.init_random(seed);
+    co::StreamingAdamW<float> opt(model.params().shared_layout(), {}, cqm::parameter_rules(model.layout()));
+    opt.set_tile_cache_bytes(cache_bytes);
+    typename cqm::CausalQwen<float>::Cache cache;
+    for (int s = 0; s < 3; ++s) {
+      model.forward_backward(data.batch(seed, 2 * s), cache, opt.target());
+      const double norm = opt.grad_norm(model.params());
+      if (cache_bytes) CHECK(opt.kept_tile_elements() > 0);  // W_cls: a |W| product and the <NUM> row
+      // a second micro-batch after the norm (its gradient joins the step): the kept tiles are forgotten
+      model.forward_backward(data.batch(seed, 2 * s + 1), cache, opt.target());
+      CHECK(opt.kept_tile_elements() == 0);
+      opt.step(model.params(), 1e-2, co::clip_factor(norm, 1.0));
+    }
+    return std::vector<float>(model.params().data(), model.params().data() + model.params().size());
+  };
+  const auto formed_twice = run(0), kept = run(std::size_t{1} << 20);
+  CHECK(std::memcmp(kept.data(), formed_twice.data(), kept.size() * sizeof(float)) == 0);
 }
 
 TEST_CASE("StreamingAdamW keeps the weight gradients as factors, not in the arena") {

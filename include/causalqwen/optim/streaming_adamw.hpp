@@ -12,6 +12,11 @@
 ///   step:       per tile: g = D + Σ dYᵀX [+ sign(W) ⊙ Σ dYᵀX for |W| products]; g ← g·grad_scale;
 ///               AdamW on (θ, m, v) of the tile
 ///
+/// A slot that takes no Gram form (W_cls, with its |W| products and the embedding rows written
+/// directly when the embedding is tied) is formed twice, for the norm and again for the update,
+/// unless `set_tile_cache_bytes` gives memory to keep the norm's tiles: the update then reads
+/// the kept ones (the same values) and forms only those that did not fit.
+///
 /// Moments (`MomentStorage`, adamw.hpp): `full` keeps m and v as T, `bf16` as bfloat16 with
 /// stochastic rounding; either way the arithmetic is AdamW's (the same kernels), so results
 /// agree with AdamW + clip_grad_norm of the same storage to the GEMMs' summation order.
@@ -23,6 +28,7 @@
 #pragma once
 #include "causalqwen/core/arena.hpp"
 #include "causalqwen/core/error.hpp"
+#include "causalqwen/core/page_buffer.hpp"
 #include "causalqwen/core/param_rules.hpp"
 #include "causalqwen/core/threading.hpp"
 #include "causalqwen/linalg/matmul.hpp"
@@ -74,11 +80,35 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
   Arena<std::uint16_t>& second_moment_bf16() { return bf16_moment(v16_); }
 
   /// The arena of the small gradients (everything but the weight products kept as factors).
-  Arena<T>& gradients() { return grads_; }
+  /// Handing it out forgets the tiles kept by the last grad_norm (they may no longer hold).
+  Arena<T>& gradients() {
+    forget_kept_tiles();
+    return grads_;
+  }
 
   /// The gradient target to pass to forward_backward: small gradients land in gradients(), the
   /// weight-gradient products are kept as factors (those of frozen slots are dropped).
-  linalg::GradientTarget<T> target() { return {grads_, this}; }
+  linalg::GradientTarget<T> target() {
+    forget_kept_tiles();
+    return {grads_, this};
+  }
+
+  /// Memory for the gradient tiles that grad_norm forms (slots without a Gram form, such as
+  /// W_cls), kept so that the next step reads them instead of forming them again: up to `bytes`,
+  /// whole tiles, in slot order (0, the default: none kept, the least memory). The buffer is
+  /// sized at the next grad_norm to what the model's tiled slots need within `bytes`, and kept.
+  /// Kept tiles are used only by a step on the same parameters, unchanged since grad_norm, with
+  /// no gradient captured in between (target(), gradients() and a new factor forget them).
+  void set_tile_cache_bytes(std::size_t bytes) {
+    tile_cache_bytes_ = bytes;
+    forget_kept_tiles();
+    if (kept_.size() * sizeof(T) > bytes) kept_ = PageBuffer<T>();
+  }
+  std::size_t tile_cache_bytes() const { return tile_cache_bytes_; }
+  /// Bytes of the kept-tile buffer now held (at most tile_cache_bytes()).
+  std::size_t tile_cache_held_bytes() const { return kept_.size() * sizeof(T); }
+  /// Elements of gradient that the last grad_norm kept for the step (in whole tiles).
+  std::size_t kept_tile_elements() const { return kept_used_; }
 
   /// Bytes held by the kept factors (for diagnostics and the benchmark).
   std::size_t factor_bytes() const {
@@ -93,6 +123,7 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
     detail::require(params.size() == grads_.size(), "StreamingAdamW::grad_norm",
                     "the parameter arena ({} elements) does not have the optimiser's layout ({})", params.size(),
                     grads_.size());
+    prepare_kept_tiles(params);
     double total = 0;
     const auto& slots = grads_.layout().slots();
     for (std::size_t s = 0; s < slots.size(); ++s) {
@@ -112,7 +143,8 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
     ++t_;
     auto k = AdamWCoefficients<T>::at(cfg_, t_, lr, grad_scale);
     const auto& slots = grads_.layout().slots();
-    auto &tile = tile_, &tile_abs = tile_abs_;
+    const bool kept_valid = kept_for_ == params.data() && kept_version_ == params.version();
+    std::size_t next_kept = 0;  // kept tiles come in the order grad_norm formed them
     for (std::size_t s = 0; s < slots.size(); ++s) {
       const auto& slot = slots[s];
       if (!rules_.trained(slot.name)) continue;
@@ -125,8 +157,16 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
       for (std::size_t r0 = 0, nr = 0; r0 < rows; r0 += nr) {
         nr = tile_rows_from(s, r0, rows, cols);
         const std::size_t off = slot.offset + r0 * cols;
-        if (form_tile(s, r0, nr, tile, tile_abs)) add_signed(tile.data(), tile_abs.data(), params.data() + off, nr * cols);
-        update_elements(params.data() + off, off, nr * cols, k, tile.data());
+        const T* g = nullptr;  // [nr, cols]
+        if (kept_valid && next_kept < kept_tiles_.size() && kept_tiles_[next_kept].slot == s &&
+            kept_tiles_[next_kept].row0 == r0 && kept_tiles_[next_kept].rows == nr)
+          g = kept_.data() + kept_tiles_[next_kept++].at;
+        else {
+          T* tile = scratch_tile(nr * cols);
+          form_tile(s, r0, nr, tile, params.data() + off);
+          g = tile;
+        }
+        update_elements(params.data() + off, off, nr * cols, k, g);
       }
     }
     params.touch();
@@ -140,6 +180,7 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
     factors_.clear();
     factor_sources_.clear();
     pool_used_ = 0;
+    forget_kept_tiles();
     grads_.zero();
   }
 
@@ -177,6 +218,7 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
   /// WeightGradSink: keeps dY and X of a product whose dW lies in gradients(), split by slot.
   bool accept(TensorView<T, 2> dw, TensorView<const T, 2> dy, TensorView<const T, 2> x,
               TensorView<const T, 2> w) override {
+    forget_kept_tiles();
     const T* base = grads_.data();
     if (dw.data < base || dw.data + dw.size() > base + grads_.size()) return false;
     const std::size_t begin = static_cast<std::size_t>(dw.data - base), K = dw.shape[1], N = dw.shape[0];
@@ -253,38 +295,82 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
     return (end ? end : reach) - r0;
   }
 
-  /// Rows [r0, r0 + nr) of slot s's gradient: tile = D + Σ plain products, tile_abs = Σ |W|
-  /// products (returns whether there were any). A product covering the whole tile, when nothing
-  /// was written there before it, starts its sums from 0 itself (no pass of zeros first).
-  bool form_tile(std::size_t s, std::size_t r0, std::size_t nr, std::vector<T>& tile, std::vector<T>& tile_abs) const {
+  /// Rows [r0, r0 + nr) of slot s's gradient into `tile` (nr·K elements): D + Σ plain products
+  /// + sign(W) ⊙ Σ |W| products, with `w` the same rows of the parameters. A product covering the
+  /// whole tile, when nothing was written there before it, starts its sums from 0 itself (no
+  /// pass of zeros first).
+  void form_tile(std::size_t s, std::size_t r0, std::size_t nr, T* tile, const T* w) const {
     const auto& slot = grads_.layout().slots()[s];
-    const std::size_t K = row_length(slot);
+    const std::size_t K = row_length(slot), n = nr * K;
+    if (tile_abs_.size() < n) tile_abs_.resize(n);
+    T* tile_abs = tile_abs_.data();
     bool tile_started = false, abs_started = false;
     const std::size_t at = slot.offset + r0 * K;
-    if (holds_direct_values(at, nr * K)) {  // only written pages are read
-      tile.assign(nr * K, T(0));
+    if (holds_direct_values(at, n)) {  // only written pages are read
+      parallel_fill(tile, n, T(0));
       tile_started = true;
-      grads_.for_each_written_run(at, nr * K, [&](std::size_t begin, std::size_t end) {
-        std::copy(grads_.data() + begin, grads_.data() + end, tile.data() + (begin - at));
+      grads_.for_each_written_run(at, n, [&](std::size_t begin, std::size_t end) {
+        std::copy(grads_.data() + begin, grads_.data() + end, tile + (begin - at));
       });
     }
     for (const auto& p : products_[s]) {
       const std::size_t a = std::max(r0, p.row0), b = std::min(r0 + nr, p.row0 + p.rows);
       if (a >= b) continue;
-      auto& out = p.abs ? tile_abs : tile;
+      T* out = p.abs ? tile_abs : tile;
       bool& started = p.abs ? abs_started : tile_started;
       const bool whole = a == r0 && b == r0 + nr;
-      if (!started) {
-        if (whole) out.resize(nr * K);  // every element written by the product below
-        else out.assign(nr * K, T(0));
-      }
+      if (!started && !whole) parallel_fill(out, n, T(0));  // else every element is written below
       // out [b−a, K] (+)= dy[:, rows a…b of dW]ᵀ [b−a, m] · x [m, K]
       linalg::matmul<T>(linalg::Op::transposed, linalg::Op::plain, b - a, K, p.m, p.dy->data() + p.col0 + (a - p.row0),
-                        p.dy_ld, p.x->data(), K, out.data() + (a - r0) * K, K, started || !whole);
+                        p.dy_ld, p.x->data(), K, out + (a - r0) * K, K, started || !whole);
       started = true;
     }
-    if (!tile_started) tile.assign(nr * K, T(0));  // only |W| products (or none) here
-    return abs_started;
+    if (!tile_started) parallel_fill(tile, n, T(0));  // only |W| products (or none) here
+    if (abs_started) add_signed(tile, tile_abs, w, n);
+  }
+
+  /// The scratch tile, room for n elements (grown, never shrunk: no allocation in steady state).
+  T* scratch_tile(std::size_t n) const {
+    if (tile_.size() < n) tile_.resize(n);
+    return tile_.data();
+  }
+
+  /// Where grad_norm forms rows [r0, r0 + nr) of slot s (n elements): in the kept-tile buffer
+  /// when the rest of it holds them (recorded for the step), else in the scratch tile.
+  T* tile_for_norm(std::size_t s, std::size_t r0, std::size_t nr, std::size_t n) const {
+    if (kept_used_ + n > kept_.size()) return scratch_tile(n);
+    kept_tiles_.push_back(KeptTile{s, r0, nr, kept_used_});
+    kept_used_ += n;
+    return kept_.data() + (kept_used_ - n);
+  }
+
+  /// Forgets the kept tiles (their buffer stays).
+  void forget_kept_tiles() const {
+    kept_tiles_.clear();
+    kept_used_ = 0;
+    kept_for_ = nullptr;
+  }
+
+  /// Whether slot s's norm takes the Gram form (plain products only, nothing written directly).
+  bool takes_gram_form(std::size_t s) const {
+    const auto& slot = grads_.layout().slots()[s];
+    return !holds_direct_values(slot.offset, slot.size) && gram_possible(products_[s]);
+  }
+
+  /// Before a norm: forgets the kept tiles, sizes their buffer to the trained tiled slots'
+  /// elements within tile_cache_bytes (once per larger need) and ties the next tiles to
+  /// `params` as it is now.
+  void prepare_kept_tiles(const Arena<T>& params) const {
+    forget_kept_tiles();
+    if (tile_cache_bytes_ < sizeof(T)) return;
+    std::size_t want = 0;
+    const auto& slots = grads_.layout().slots();
+    for (std::size_t s = 0; s < slots.size(); ++s)
+      if (rules_.trained(slots[s].name) && !products_[s].empty() && !takes_gram_form(s)) want += slots[s].size;
+    want = std::min(want, tile_cache_bytes_ / sizeof(T));
+    if (kept_.size() < want) kept_ = PageBuffer<T>(want);
+    kept_for_ = params.data();
+    kept_version_ = params.version();
   }
 
   /// ‖slot s's gradient‖² (file comment); `w` is the slot's parameters (for sign(W)).
@@ -292,15 +378,14 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
     const auto& slot = grads_.layout().slots()[s];
     const auto& products = products_[s];
     if (products.empty()) return direct_norm2(slot.offset, slot.size);
-    const bool has_direct = holds_direct_values(slot.offset, slot.size);
-    if (!has_direct && gram_possible(products)) return gram_norm2(products);
+    if (takes_gram_form(s)) return gram_norm2(products);
     const std::size_t K = row_length(slot), rows = slot.size / K;
-    auto &tile = tile_, &tile_abs = tile_abs_;
     double total = 0;
     for (std::size_t r0 = 0, nr = 0; r0 < rows; r0 += nr) {
       nr = tile_rows_from(s, r0, rows, K);
-      if (form_tile(s, r0, nr, tile, tile_abs)) add_signed(tile.data(), tile_abs.data(), w + r0 * K, nr * K);
-      total += sum_squares(tile.data(), nr * K);
+      T* tile = tile_for_norm(s, r0, nr, nr * K);  // [nr, K]
+      form_tile(s, r0, nr, tile, w + r0 * K);
+      total += sum_squares(tile, nr * K);
     }
     return total;
   }
@@ -454,6 +539,16 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
   std::size_t pool_used_ = 0;
   std::vector<std::pair<std::size_t, std::size_t>> pieces_;
   mutable std::vector<T> tile_, tile_abs_;
+  // the tiles grad_norm kept for the step: where each lies in kept_, for which parameters
+  struct KeptTile {
+    std::size_t slot, row0, rows, at;
+  };
+  std::size_t tile_cache_bytes_ = 0;
+  mutable PageBuffer<T> kept_;
+  mutable std::vector<KeptTile> kept_tiles_;
+  mutable std::size_t kept_used_ = 0;
+  mutable const T* kept_for_ = nullptr;
+  mutable std::uint64_t kept_version_ = 0;
   mutable std::vector<double> gram_scratch_;
   mutable std::vector<const Product*> gram_block_;
   mutable std::vector<unsigned char> gram_done_;

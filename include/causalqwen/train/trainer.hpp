@@ -81,6 +81,7 @@ struct TrainerOptions {
   std::optional<optim::AnnealSchedule> lambda;  // λ of each step (none: the model's own, unchanged)
   optim::AdamWConfig adam;
   bool streaming = false;            // optim::StreamingAdamW instead of AdamW + a gradient arena
+  std::size_t keep_tiles_bytes = 0;  // streaming: memory for the norm's tiles, reused by the update
   optim::MomentStorage moments = optim::MomentStorage::full;  // the optimiser's moments: T or bfloat16 (float only)
   model::ParameterOptions parameters;  // frozen group, learnable threshold (model/parameter_rules.hpp)
   optim::ScaleClamp scale_clamp;       // bounds on the abduction scale (none by default)
@@ -127,7 +128,13 @@ class Trainer {
                     "{} micro-batches per step (accumulation) cannot be split evenly over {} processes: choose a "
                     "multiple of {}", o_.accumulation, N, N);
     ranges_ = shard_ranges(learner.params().size(), N);
-    if (o_.streaming) streaming_.emplace(learner.params().shared_layout(), o_.adam, rules_, o_.moments);
+    detail::require(o_.streaming || o_.keep_tiles_bytes == 0, "Trainer",
+                    "keep_tiles_bytes ({}) is memory for the streaming optimiser's tiles; AdamW forms no tiles",
+                    o_.keep_tiles_bytes);
+    if (o_.streaming) {
+      streaming_.emplace(learner.params().shared_layout(), o_.adam, rules_, o_.moments);
+      streaming_->set_tile_cache_bytes(o_.keep_tiles_bytes);
+    }
     else if (N == 1) adam_.emplace(learner.params().shared_layout(), o_.adam, rules_, o_.moments);
     else adam_.emplace(learner.params().shared_layout(), o_.adam, rules_, o_.moments, ranges_[rank()]);
     if (o_.lr.total == 0) o_.lr.total = o_.steps;
