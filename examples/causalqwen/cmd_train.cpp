@@ -36,6 +36,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -131,6 +132,9 @@ ct::TrainerOptions trainer_options(const TrainArgs& a) {
   if (a.keep_tiles_mib > 0 && !o.streaming)
     throw cq::DomainError(fmt::format("train: --keep-tiles {} is memory for --optimizer streaming's tiles; --optimizer {} "
                                       "forms no tiles", a.keep_tiles_mib, a.optimizer));
+  if (a.keep_tiles_mib > (std::numeric_limits<std::size_t>::max() >> 20))
+    throw cq::DomainError(fmt::format("train: --keep-tiles {} MiB does not fit in a byte count; give at most {}",
+                                      a.keep_tiles_mib, std::numeric_limits<std::size_t>::max() >> 20));
   o.keep_tiles_bytes = a.keep_tiles_mib << 20;
   o.moments = a.moments == "bf16" ? cq::optim::MomentStorage::bf16 : cq::optim::MomentStorage::full;
   if (!cq::model::parse_freeze(a.freeze, o.parameters.freeze))

@@ -125,6 +125,9 @@ endforeach()
 expect_refusal(keep_tiles_without_streaming "--keep-tiles 8 is memory for --optimizer streaming's tiles; --optimizer adamw forms no tiles"
                ${CLI} train --preset tiny --tokenizer ${WORK}/train_tokenizer.json --data ${WORK}/train.jsonl
                --out ${WORK}/keep_tiles --steps 2 --keep-tiles 8)
+expect_refusal(keep_tiles_overflow "--keep-tiles 18446744073709551615 MiB does not fit in a byte count"
+               ${CLI} train --preset tiny --tokenizer ${WORK}/train_tokenizer.json --data ${WORK}/train.jsonl
+               --out ${WORK}/keep_tiles --steps 2 --optimizer streaming --keep-tiles 18446744073709551615)
 
 if(failures)
   message(FATAL_ERROR "bad input not refused as one line with exit status 1 or 2:${failures}")
