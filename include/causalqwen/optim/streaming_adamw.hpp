@@ -12,8 +12,8 @@
 ///   step:       per tile: g = D + Σ dYᵀX [+ sign(W) ⊙ Σ dYᵀX for |W| products]; g ← g·grad_scale;
 ///               AdamW on (θ, m, v) of the tile
 ///
-/// A slot that takes no Gram form (W_cls, with its |W| products and the embedding rows written
-/// directly when the embedding is tied) is formed twice, for the norm and again for the update,
+/// A slot that takes no Gram form (W_cls: its |W| products are masked by sign(W), and its <NUM>
+/// row is written directly) is formed twice, for the norm and again for the update,
 /// unless `set_tile_cache_bytes` gives memory to keep the norm's tiles: the update then reads
 /// the kept ones (the same values) and forms only those that did not fit.
 ///
