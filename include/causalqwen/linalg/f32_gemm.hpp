@@ -336,6 +336,10 @@ struct Avx2 {
       acc[r][0] = live ? load_lanes(c + r * ldc, n0) : _mm256_setzero_ps();
       acc[r][1] = live && n1 ? load_lanes(c + r * ldc + 8, n1) : _mm256_setzero_ps();
     }
+    // four steps of k per turn of the loop: rolled, the loop re-read its bound from the stack (all
+    // 16 registers hold accumulators, B and the broadcast) and ran at 60 GFLOP/s on a Zen 3 core
+    // where it runs at 80 unrolled (the demo's class product, K = 64); the chains are unchanged
+#pragma GCC unroll 4
     for (std::size_t k = 0; k < kk; ++k, bp += nr) {
       const __m256 b0 = _mm256_load_ps(bp), b1 = _mm256_load_ps(bp + 8);
 #pragma GCC unroll 6
