@@ -1078,6 +1078,7 @@ CAUSALQWEN_TARGET_AVX2 void outer_tile_avx2(const float* a, PairStrides as, cons
   for (std::size_t r = 0; r < MR; ++r)
     for (std::size_t v = 0; v < 2; ++v)
       acc[r][v] = store == OuterStore::resume ? load8_avx2(c + (n + r) * ldc + j + 8 * v, whole, mask[v]) : _mm256_setzero_ps();
+#pragma GCC unroll 4
   for (std::size_t k = 0; k < K2; ++k) {
     const __m256 b0 = _mm256_loadu_ps(b + k * ldb + j), b1 = _mm256_loadu_ps(b + k * ldb + j + 8);
     const float* ak = a + k * as.p_stride + n * as.row_stride;
