@@ -1,8 +1,8 @@
 // The driver of benchmarks/gemm_ab.sh: times the products of two versions of the library's
 // headers (gemm_before, gemm_after: benchmarks/gemm_ab_products.cpp compiled twice) on the same
-// operands, each call of one followed by the same call of the other, and prints per shape the
-// medians of both and the median of the per-pair ratios before/after (> 1: the later version is
-// faster). On a shared machine whose speed moves between minutes, the ratio of neighbouring calls
+// operands, a few calls of one followed by as many of the other (the first of each untimed), and
+// prints per shape the medians of both and the median of the per-pair ratios before/after (> 1: the
+// later version is faster). On a shared machine whose speed moves between minutes, the ratio of neighbouring calls
 // is steadier than two runs' figures.
 //
 //   gemm_ab [demo|qwen0.5b] [f32|bf16]
@@ -58,17 +58,20 @@ int main(int argc, char** argv) {
       for (auto& v : in) v = normal(rng);
       for (auto& v : w) v = normal(rng);
       const double flop = 2.0 * double(M) * double(N) * double(K);
-      const int pairs = std::max(7, int(4e9 / flop));
+      // Each side runs `runs` calls in a row, the first untimed: a call right after the other
+      // version's finds C's and A's rows in the caches of the threads that version gave them
+      // to, which penalises whichever version deals its rows out differently.
+      constexpr int runs = 4;
+      const int pairs = std::max(7, int(1e9 / flop));
+      const auto timed = [&](auto gemm) {
+        gemm(out.data(), in.data(), w.data(), M, N, K, which, bf16);
+        const double t = now();
+        for (int r = 1; r < runs; ++r) gemm(out.data(), in.data(), w.data(), M, N, K, which, bf16);
+        return (now() - t) / (runs - 1);
+      };
       std::vector<double> before, after, ratio;
-      gemm_before(out.data(), in.data(), w.data(), M, N, K, which, bf16);  // warm-up: buffers, pages
-      gemm_after(out.data(), in.data(), w.data(), M, N, K, which, bf16);
       for (int i = 0; i < pairs; ++i) {
-        double t = now();
-        gemm_before(out.data(), in.data(), w.data(), M, N, K, which, bf16);
-        const double b = now() - t;
-        t = now();
-        gemm_after(out.data(), in.data(), w.data(), M, N, K, which, bf16);
-        const double a = now() - t;
+        const double b = timed(gemm_before), a = timed(gemm_after);
         before.push_back(b);
         after.push_back(a);
         ratio.push_back(b / a);
