@@ -27,8 +27,8 @@ git -C "$root" rev-parse --verify --quiet "$before^{commit}" >/dev/null || {
 }
 # The thread settings of the library's programs (restart_with_passive_omp_wait): PASSIVE when no
 # policy is set, and then a short spin before an idle thread sleeps. Without the spin every
-# barrier inside a product costs a futex wake-up, which weighs on short products and on whichever
-# version leaves the first thread waiting at its barriers.
+# barrier inside a product costs a futex wake-up, which weighs on short products and changes
+# which of two versions looks faster.
 if [ -z "${OMP_WAIT_POLICY:-}" ]; then export OMP_WAIT_POLICY=PASSIVE; fi
 if [ "$(echo "$OMP_WAIT_POLICY" | tr '[:lower:]' '[:upper:]')" = PASSIVE ] && [ -z "${GOMP_SPINCOUNT:-}" ]; then
   export GOMP_SPINCOUNT=10000

@@ -1,9 +1,9 @@
 // The driver of benchmarks/gemm_ab.sh: times the products of two versions of the library's
 // headers (gemm_before, gemm_after: benchmarks/gemm_ab_products.cpp compiled twice) on the same
 // operands, a few calls of one followed by as many of the other (the first of each untimed), and
-// prints per shape the medians of both and the median of the per-pair ratios before/after (> 1: the
-// later version is faster). On a shared machine whose speed moves between minutes, the ratio of neighbouring calls
-// is steadier than two runs' figures.
+// prints per shape the medians of both and the median of the per-pair ratios before/after (> 1:
+// the later version is faster). On a shared machine whose speed moves between minutes, the ratio
+// of neighbouring calls is steadier than two runs' figures.
 //
 //   gemm_ab [demo|qwen0.5b] [f32|bf16]
 #include <algorithm>
@@ -58,9 +58,8 @@ int main(int argc, char** argv) {
       for (auto& v : in) v = normal(rng);
       for (auto& v : w) v = normal(rng);
       const double flop = 2.0 * double(M) * double(N) * double(K);
-      // Each side runs `runs` calls in a row, the first untimed: a call right after the other
-      // version's finds C's and A's rows in the caches of the threads that version gave them
-      // to, which penalises whichever version deals its rows out differently.
+      // Each side runs `runs` calls in a row, the first untimed (it finds its buffers cold and the
+      // operands where the other version's threads left them); the rest are timed together.
       constexpr int runs = 4;
       const int pairs = std::max(7, int(1e9 / flop));
       const auto timed = [&](auto gemm) {
