@@ -39,7 +39,9 @@
 # Both sides run with OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 (what the causalqwen program
 # sets for itself: a 0.1 ms spin before an idle OpenMP thread sleeps; llama.cpp keeps its threads
 # in one parallel region per graph and spins on its own barriers, so it hardly notices); ours
-# also with OPENBLAS_CORETYPE=SkylakeX.
+# also with OPENBLAS_CORETYPE=SkylakeX where the CPU has AVX-512F, and elsewhere with
+# OPENBLAS_CORETYPE unset, so that OpenBLAS picks its own kernels for the CPU (a forced SkylakeX
+# would run AVX-512 instructions there).
 # Raw outputs are kept in WORK_DIR (llama-bench-*.json, ours.txt, peer-results.json).
 #
 # usage: bash benchmarks/llama_cpp_peer.sh LLAMA_SRC_DIR [WORK_DIR=/tmp/llama-peer]
@@ -139,8 +141,11 @@ for t in f32 bf16 q8_0; do
 done
 
 # ---- 4. ours ------------------------------------------------------------------------------
+# OpenBLAS's AVX-512 kernels where the CPU has AVX-512F; elsewhere the ones OpenBLAS picks itself
+if grep -qw avx512f /proc/cpuinfo; then OURS_ENV=(OPENBLAS_CORETYPE=SkylakeX); else OURS_ENV=(-u OPENBLAS_CORETYPE); fi
+OURS_ENV+=(OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000)
 echo "== ours: build/bin/bench_generate $THREADS 24 --no-torch (output: $WORK_DIR/ours.txt)"
-(cd "$REPO" && OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 build/bin/bench_generate "$THREADS" 24 --no-torch) \
+(cd "$REPO" && env "${OURS_ENV[@]}" build/bin/bench_generate "$THREADS" 24 --no-torch) \
   >"$WORK_DIR/ours.txt" 2>&1 || { tail -n 20 "$WORK_DIR/ours.txt" >&2; die "bench_generate failed (output: $WORK_DIR/ours.txt)"; }
 cat "$WORK_DIR/ours.txt"
 
@@ -155,7 +160,7 @@ for ((r = 1; r <= ROUNDS; ++r)); do
       -t "$THREADS" -o json >"$WORK_DIR/alt-llama-$t-$r.json" 2>>"$WORK_DIR/llama-bench-$t.log" ||
       die "llama-bench failed on $t in round $r (log: $WORK_DIR/llama-bench-$t.log)"
     "$PROBE_BIN" --probe "$THREADS" >>"$WORK_DIR/alt-probe-$t-$r.txt"
-    (cd "$REPO" && OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 \
+    (cd "$REPO" && env "${OURS_ENV[@]}" \
       build/bin/bench_generate "$THREADS" 24 --no-torch --only "$ours_t" --decode-only) >"$WORK_DIR/alt-ours-$t-$r.txt" 2>&1 ||
       { tail -n 20 "$WORK_DIR/alt-ours-$t-$r.txt" >&2; die "bench_generate failed (output: $WORK_DIR/alt-ours-$t-$r.txt)"; }
   done
@@ -169,7 +174,7 @@ for ((r = 1; r <= PREFILL_ROUNDS; ++r)); do
     OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 "$BIN/llama-bench" -m "$WORK_DIR/qwen2-0.5b-random-$t.gguf" -p 512 -n 0 -r 1 \
       -t "$THREADS" -o json >"$WORK_DIR/alt-pp-llama-$t-$r.json" 2>>"$WORK_DIR/llama-bench-$t.log" ||
       die "llama-bench failed on $t pp512 in round $r (log: $WORK_DIR/llama-bench-$t.log)"
-    (cd "$REPO" && OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 \
+    (cd "$REPO" && env "${OURS_ENV[@]}" \
       build/bin/bench_generate "$THREADS" 3 --no-torch --only "$ours_t" --prefill 512 --prefill-only) \
       >"$WORK_DIR/alt-pp-ours-$t-$r.txt" 2>&1 ||
       { tail -n 20 "$WORK_DIR/alt-pp-ours-$t-$r.txt" >&2; die "bench_generate failed (output: $WORK_DIR/alt-pp-ours-$t-$r.txt)"; }
