@@ -68,12 +68,6 @@ namespace detail_bf16 {
 inline constexpr std::size_t tile_rows = 6, tile_groups = 2, few_rows_tile_groups = 1;
 /// The AVX2 kernel's micro-tile: 3 rows of X × 1 panel group.
 inline constexpr std::size_t avx2_tile_rows = 3, avx2_tile_groups = 1;
-/// Bytes ahead of its reads at which the AVX2 kernel of a single row of X (a decoding step, one
-/// panel group per tile: W read as one sequential stream) asks for W's next lines. Reading W
-/// from memory on a Zen 3 core, this read 1.1–1.35× faster than two groups per tile without
-/// prefetching (eight FMA chains instead of four, which had measured 1.2× faster on a matrix
-/// held in L3).
-inline constexpr std::size_t avx2_row_prefetch_bytes = 1024;
 /// W rows handed to one task of the thread split (a multiple of 8): 64, or fewer when K is
 /// long, so that a task's bf16 panels (rows × Kp × 2 bytes) stay within task_panel_bytes, in
 /// the core's L2 beside the block of X, while every block of X rows streams over them.
@@ -346,7 +340,15 @@ CAUSALQWEN_TARGET_AVX2 void tile_avx2(const float* xs, std::size_t Kp, std::size
 }
 
 /// tile_avx2 for one row of X (a decoding step) over all of K: X's chunk is loaded once for the
-/// group's 4 W rows, and the lines of W avx2_row_prefetch_bytes ahead are requested as it goes.
+/// group's 4 W rows, and W is read as one sequential stream (one panel group per tile: on a Zen 3
+/// core, with a prefetch 1 KiB ahead, 1.1–1.35× faster than two groups per tile without one),
+/// each vector of it loaded once and no line asked for ahead. On one core of a Zen 4 without
+/// AVX-512, reading W from memory: the prefetch 1 KiB ahead (`__builtin_prefetch`) made this loop
+/// 10–15 % slower (the 24 layers' bf16 pass at 0.66–0.68 of the memory probe against 0.75–0.80
+/// without it, `bench_decode_stream 1 3`, the two builds alternately; on two cores, bound by the
+/// memory, alike), and GCC, left alone, loaded each
+/// vector of W twice (for the mask and for the shift) and X's once per row, 2–3 % slower over the
+/// 24 layers' matrices than holding them in registers, which the empty `asm` statements force.
 /// Kept out of line: inlined into `multiply`, it slowed the prefill's loop around tile_avx2.
 CAUSALQWEN_TARGET_AVX2 __attribute__((noinline)) inline void tile_avx2_row(const float* xs, std::size_t Kp, const std::uint16_t* w_group, const TileOut& o) {
   const std::size_t chunks = Kp / panel_cols;
@@ -355,13 +357,12 @@ CAUSALQWEN_TARGET_AVX2 __attribute__((noinline)) inline void tile_avx2_row(const
   for (std::size_t r = 0; r < panel_rows; ++r) acc[r] = _mm256_setzero_ps();
   for (std::size_t c = 0; c < chunks; ++c) {
     const std::uint16_t* w_chunk = w_group + c * panel_rows * panel_cols;  // 128 bytes: two lines
-    const char* ahead = reinterpret_cast<const char*>(w_chunk) + avx2_row_prefetch_bytes;
-    __builtin_prefetch(ahead, 0, 3);
-    __builtin_prefetch(ahead + 64, 0, 3);
-    const __m256 x_odd = _mm256_loadu_ps(xs + c * panel_cols), x_even = _mm256_loadu_ps(xs + c * panel_cols + panel_cols / 2);
+    __m256 x_odd = _mm256_loadu_ps(xs + c * panel_cols), x_even = _mm256_loadu_ps(xs + c * panel_cols + panel_cols / 2);
+    asm("" : "+x"(x_odd), "+x"(x_even));  // in registers for the four rows, not loaded again by each
 #pragma GCC unroll 4
     for (std::size_t r = 0; r < panel_rows; ++r) {
-      const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w_chunk + r * panel_cols));
+      __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w_chunk + r * panel_cols));
+      asm("" : "+x"(words));  // one load of W's vector, held in a register for the mask and the shift
       const __m256 w_odd = _mm256_castsi256_ps(_mm256_and_si256(words, high_half));
       const __m256 w_even = _mm256_castsi256_ps(_mm256_slli_epi32(words, 16));
       acc[r] = _mm256_fmadd_ps(x_even, w_even, _mm256_fmadd_ps(x_odd, w_odd, acc[r]));

@@ -42,10 +42,18 @@ inline constexpr bool simd_type = std::is_same_v<T, float> || std::is_same_v<T, 
 /// Rows of W handed to one task of the thread split (a multiple of 4).
 inline constexpr std::size_t rows_per_task = 64;
 /// Bytes ahead of its reads at which the kernel walking a bf16 panel group asks for W's next
-/// lines. Over the Cauchy head's W_cls [151936, 896] on one Zen 3 core (AVX2) the pointer walk with
-/// this prefetch read 0.71 of the memory probe's bandwidth (medians of two runs), against 0.64 and
-/// 0.65 indexed, in the same minutes; 512 B to 8 KiB ahead measured alike within the noise.
+/// lines, 0 for none. Over the Cauchy head's W_cls [151936, 896] on one Zen 3 core (AVX2) the
+/// pointer walk with a prefetch 1 KiB ahead read 0.71 of the memory probe's bandwidth (medians of
+/// two runs), against 0.64 and 0.65 indexed, in the same minutes; 512 B to 8 KiB ahead measured
+/// alike within the noise. On a Zen 4 without AVX-512 the same walk read 0.56–0.62 of the probe
+/// on one core with the prefetch and 0.60–0.70 without it, and alike on two (0.71–0.96 against
+/// 0.88–1.01; `bench_decode_stream`, the two builds alternately), so the AVX2 build walks without
+/// it; the AVX-512 build, measured at 0.93–0.97 of the probe with it, keeps it.
+#if XSIMD_WITH_AVX512F
 inline constexpr std::size_t bf16_prefetch_bytes = 1024;
+#else
+inline constexpr std::size_t bf16_prefetch_bytes = 0;
+#endif
 
 }  // namespace detail_gemv
 
@@ -185,12 +193,14 @@ inline void dot_rows(const Rows& w, const T* a, const T* s, std::size_t C, T* lo
       if (w.row0 % panel_rows == 0) {
         // the four rows are one panel group: their weights of each chunk of 16 columns are one
         // contiguous block of 128 bytes (row i's at i·16), read by walking a pointer instead of
-        // indexing, with the block's two lines bf16_prefetch_bytes ahead requested
+        // indexing, with the block's two lines bf16_prefetch_bytes ahead requested (when not 0)
         const std::uint16_t* block = w.at_ptr(0, 0);
         for (; j + panel_cols <= C; j += panel_cols, block += panel_rows * panel_cols) {
-          const char* ahead = reinterpret_cast<const char*>(block) + detail_gemv::bf16_prefetch_bytes;
-          __builtin_prefetch(ahead, 0, 3);
-          __builtin_prefetch(ahead + 64, 0, 3);
+          if constexpr (detail_gemv::bf16_prefetch_bytes > 0) {
+            const char* ahead = reinterpret_cast<const char*>(block) + detail_gemv::bf16_prefetch_bytes;
+            __builtin_prefetch(ahead, 0, 3);
+            __builtin_prefetch(ahead + 64, 0, 3);
+          }
 #pragma GCC unroll 4
           for (std::size_t h = 0; h < panel_cols; h += W)
             step(j + h, [&](std::size_t i) { return detail_gemv::Bf16Rows::widen<B>(block + i * panel_cols + h); });

@@ -269,10 +269,6 @@ CAUSALQWEN_TARGET_VNNI inline void group_lanes_avx512(const std::int8_t* group, 
   if constexpr (WithScale) _mm512_storeu_ps(lanes_s, acc_s);
 }
 
-/// Bytes ahead of the AVX2 kernel's reads at which it asks for W's next lines (1.05× on a
-/// matrix read from L3 here, one thread).
-inline constexpr std::size_t avx2_prefetch_bytes = 1024;
-
 /// t_c·(the four inner sums of two rows × one chunk), added to acc (lane 4r + g: row r of the
 /// two, group g of four columns): w holds the two rows' 16 weights each (|q| when `absolute`),
 /// x the chunk's x̂ and |x̂| in both 128-bit halves.
@@ -289,14 +285,18 @@ CAUSALQWEN_TARGET_INT8_AVX2 inline __m256i both_halves(const void* p) {
   return _mm256_broadcastsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(p)));
 }
 
-/// group_lanes_avx512 on AVX2: the same lanes, two rows per 256-bit vector.
+/// group_lanes_avx512 on AVX2: the same lanes, two rows per 256-bit vector. W is read as one
+/// sequential stream with no software prefetch: asking for its lines 1 KiB ahead (prefetchnta,
+/// which had measured 1.05× on a matrix held in L3) made the 24 layers' int8 pass read 0.60–0.68
+/// of the memory probe on one core of a Zen 4 without AVX-512, against 0.74–0.81 without it
+/// (`bench_decode_stream 1 3`, the two builds alternately, six runs); on two cores, bound by the
+/// memory, and for the Cauchy head (twice the arithmetic per byte) they measured alike.
 template <bool WithScale>
 CAUSALQWEN_TARGET_INT8_AVX2 inline void group_lanes_avx2(const std::int8_t* group, std::size_t chunks, const QuantisedRef& x,
                                                          const QuantisedRef* s, float* lanes_x, float* lanes_s) {
   __m256 acc_x01 = _mm256_setzero_ps(), acc_x23 = _mm256_setzero_ps(), acc_s01 = _mm256_setzero_ps(), acc_s23 = _mm256_setzero_ps();
   for (std::size_t c = 0; c < chunks; ++c) {
     const std::int8_t* w = group + c * panel_rows * panel_cols;
-    __builtin_prefetch(w + avx2_prefetch_bytes, 0, 0);
     const __m256i w01 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));  // rows 0, 1 × 16 columns
     const __m256i w23 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * panel_cols));
     const __m256i xv = both_halves(x.value + c * panel_cols), xm = both_halves(x.mag + c * panel_cols);
