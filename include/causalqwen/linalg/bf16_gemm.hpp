@@ -343,12 +343,12 @@ CAUSALQWEN_TARGET_AVX2 void tile_avx2(const float* xs, std::size_t Kp, std::size
 /// group's 4 W rows, and W is read as one sequential stream (one panel group per tile: on a Zen 3
 /// core, with a prefetch 1 KiB ahead, 1.1–1.35× faster than two groups per tile without one),
 /// each vector of it loaded once and no line asked for ahead. On one core of a Zen 4 without
-/// AVX-512, reading W from memory: the prefetch 1 KiB ahead (`__builtin_prefetch`) made this loop
-/// 10–15 % slower (the 24 layers' bf16 pass at 0.66–0.68 of the memory probe against 0.75–0.80
-/// without it, `bench_decode_stream 1 3`, the two builds alternately; on two cores, bound by the
-/// memory, alike), and GCC, left alone, loaded each
-/// vector of W twice (for the mask and for the shift) and X's once per row, 2–3 % slower over the
-/// 24 layers' matrices than holding them in registers, which the empty `asm` statements force.
+/// AVX-512, reading W from memory: the prefetch 1 KiB ahead (`__builtin_prefetch`) made this
+/// loop 10–15 % slower (the 24 layers' bf16 pass at 0.66–0.68 of the memory probe against
+/// 0.75–0.80 without it, `bench_decode_stream 1 3`, the two builds alternately; on two cores,
+/// bound by the memory, alike), and GCC, left alone, loaded each vector of W twice (for the mask
+/// and for the shift) and X's once per row, 2–3 % slower over the 24 layers' matrices than
+/// holding them in registers, which the empty `asm` statements force.
 /// Kept out of line: inlined into `multiply`, it slowed the prefill's loop around tile_avx2.
 CAUSALQWEN_TARGET_AVX2 __attribute__((noinline)) inline void tile_avx2_row(const float* xs, std::size_t Kp, const std::uint16_t* w_group, const TileOut& o) {
   const std::size_t chunks = Kp / panel_cols;
