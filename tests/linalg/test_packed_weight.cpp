@@ -317,6 +317,23 @@ TEST_CASE("int8 products: AVX512-VNNI and AVX2 give the portable loop's bits; ro
     CHECK(std::memcmp(l1.data(), l2.data(), l1.size() * sizeof(float)) == 0);
     CHECK(std::memcmp(s1.data(), s2.data(), s1.size() * sizeof(float)) == 0);
   }
+  // a scale with exact zeros (still ≥ 0: the AVX2 kernel skips its sign step) and one with
+  // negative values (it does not): the portable loop's bits either way
+  for (const float factor : {0.0f, -1.0f}) {
+    CAPTURE(factor);
+    auto odd_scale = scale;
+    for (std::size_t i = 0; i < odd_scale.size(); i += 3) odd_scale[i] *= factor;
+    la::set_int8_kernel(la::Int8Kernel::portable);
+    la::int8_cauchy_rows(p.ref(), x.data(), odd_scale.data(), M, K, b.data(), l2.data(), s2.data());
+    for (const auto kernel : {la::Int8Kernel::automatic, la::Int8Kernel::avx2}) {
+      la::set_int8_kernel(kernel);
+      CAPTURE(la::int8_kernel_name());
+      std::vector<float> l1(M * N), s1(M * N);
+      la::int8_cauchy_rows(p.ref(), x.data(), odd_scale.data(), M, K, b.data(), l1.data(), s1.data());
+      CHECK(std::memcmp(l1.data(), l2.data(), l1.size() * sizeof(float)) == 0);
+      CHECK(std::memcmp(s1.data(), s2.data(), s1.size() * sizeof(float)) == 0);
+    }
+  }
   la::set_int8_kernel(la::Int8Kernel::automatic);
   // the largest products, ±127·±127, every sign pattern: no kernel saturates its 16-bit pair sums
   {
