@@ -303,36 +303,30 @@ TEST_CASE("int8 products: AVX512-VNNI and AVX2 give the portable loop's bits; ro
   const auto whole = product(la::Int8Kernel::automatic, x.data(), M, p.ref(), false);
   for (std::size_t m = 0; m < M; ++m)
     CHECK(std::memcmp(tail.data() + m * (N - 5), whole.data() + m * N + 5, (N - 5) * sizeof(float)) == 0);
-  // the fused head: both kernels, the same bits
-  auto scale = normal_vector(M * K, rng);
-  for (auto& s : scale) s = std::abs(s) + 0.1f;
-  std::vector<float> l2(M * N), s2(M * N);
-  la::set_int8_kernel(la::Int8Kernel::portable);
-  la::int8_cauchy_rows(p.ref(), x.data(), scale.data(), M, K, b.data(), l2.data(), s2.data());
-  for (const auto kernel : {la::Int8Kernel::automatic, la::Int8Kernel::avx2}) {
-    la::set_int8_kernel(kernel);
-    CAPTURE(la::int8_kernel_name());
-    std::vector<float> l1(M * N), s1(M * N);
-    la::int8_cauchy_rows(p.ref(), x.data(), scale.data(), M, K, b.data(), l1.data(), s1.data());
-    CHECK(std::memcmp(l1.data(), l2.data(), l1.size() * sizeof(float)) == 0);
-    CHECK(std::memcmp(s1.data(), s2.data(), s1.size() * sizeof(float)) == 0);
-  }
-  // a scale with exact zeros (still ≥ 0: the AVX2 kernel skips its sign step) and one with
-  // negative values (it does not): the portable loop's bits either way
-  for (const float factor : {0.0f, -1.0f}) {
-    CAPTURE(factor);
-    auto odd_scale = scale;
-    for (std::size_t i = 0; i < odd_scale.size(); i += 3) odd_scale[i] *= factor;
+  // the fused head: both kernels, the portable loop's bits, for a positive scale, one with exact
+  // zeros (still ≥ 0: the AVX2 kernel skips its sign step) and one with negative values (it
+  // does not)
+  const auto check_head = [&](const std::vector<float>& scale) {
+    std::vector<float> l2(M * N), s2(M * N);
     la::set_int8_kernel(la::Int8Kernel::portable);
-    la::int8_cauchy_rows(p.ref(), x.data(), odd_scale.data(), M, K, b.data(), l2.data(), s2.data());
+    la::int8_cauchy_rows(p.ref(), x.data(), scale.data(), M, K, b.data(), l2.data(), s2.data());
     for (const auto kernel : {la::Int8Kernel::automatic, la::Int8Kernel::avx2}) {
       la::set_int8_kernel(kernel);
       CAPTURE(la::int8_kernel_name());
       std::vector<float> l1(M * N), s1(M * N);
-      la::int8_cauchy_rows(p.ref(), x.data(), odd_scale.data(), M, K, b.data(), l1.data(), s1.data());
+      la::int8_cauchy_rows(p.ref(), x.data(), scale.data(), M, K, b.data(), l1.data(), s1.data());
       CHECK(std::memcmp(l1.data(), l2.data(), l1.size() * sizeof(float)) == 0);
       CHECK(std::memcmp(s1.data(), s2.data(), s1.size() * sizeof(float)) == 0);
     }
+  };
+  auto scale = normal_vector(M * K, rng);
+  for (auto& s : scale) s = std::abs(s) + 0.1f;
+  check_head(scale);
+  for (const float factor : {0.0f, -1.0f}) {
+    CAPTURE(factor);
+    auto odd_scale = scale;
+    for (std::size_t i = 0; i < odd_scale.size(); i += 3) odd_scale[i] *= factor;
+    check_head(odd_scale);
   }
   la::set_int8_kernel(la::Int8Kernel::automatic);
   // the largest products, ±127·±127, every sign pattern: no kernel saturates its 16-bit pair sums
