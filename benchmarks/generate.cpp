@@ -296,18 +296,22 @@ int main(int argc, char** argv) {
     }
   }
   fmt::print("\n{:<26} {:>12} {:>14} {:>12}\n", "", "ours tok/s", "PyTorch tok/s", "ours/PyTorch");
+  // the peer's columns: its tokens/s and our ratio, or a dash where it did not run (--no-torch) or failed
+  const auto peer_cells = [&](double ours_tps, double peer_tps, int decimals) {
+    if (peer.is_null()) return fmt::format("{:>14} {:>12}", "-", "-");
+    return fmt::format("{:>14.{}f} {:>11.2f}x", peer_tps, decimals, ours_tps / peer_tps);
+  };
   for (const auto& type_name : decode_only ? std::vector<std::string>{} : types)
     for (std::size_t S : prefill_lengths) {
       const double o = double(S) / ours["prefill"][type_name][std::to_string(S)].get<double>();
       const double p = peer.is_null() ? 0 : double(S) / peer["prefill"][std::to_string(S)].get<double>();
-      fmt::print("{:<26} {:>12.1f} {:>14.1f} {:>11.2f}x\n", fmt::format("prefill {} S = {}", type_name, S), o, p, p > 0 ? o / p : 0.0);
+      fmt::print("{:<26} {:>12.1f} {}\n", fmt::format("prefill {} S = {}", type_name, S), o, peer_cells(o, p, 1));
     }
   if (!prefill_only) {
     const double dp = peer.is_null() ? 0 : 1.0 / peer["decode_s_per_token"].get<double>();
     for (const auto& type_name : types) {
       const double d = 1.0 / ours["decode"][type_name].get<double>();
-      fmt::print("{:<26} {:>12.2f} {:>14.2f} {:>11.2f}x\n", fmt::format("decode {} (after {})", type_name, context), d, dp,
-                 dp > 0 ? d / dp : 0.0);
+      fmt::print("{:<26} {:>12.2f} {}\n", fmt::format("decode {} (after {})", type_name, context), d, peer_cells(d, dp, 2));
     }
     fmt::print("\n{:<6} {:>12} {:>10} {:>10} {:>12} {:>16} {:>14}\n", "decode", "GB/token", "tok/s", "GB/s", "probe GB/s",
                "of bandwidth", "head alone ms");
