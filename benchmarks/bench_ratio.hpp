@@ -48,6 +48,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
       ratios.push_back(tb / tc);
       fmt::print("  {:<52} {:8.2f}x  {}\n", cand, tb / tc, base);
     }
+    if (ratios.empty()) fmt::print("  none: no pair ran both its sides (--benchmark_filter left one out, or a run failed)\n");
     return ratios;
   }
 
