@@ -582,8 +582,11 @@ TEST_CASE("bf16_matmul reading a bf16 copy of W (mixed-precision training's kept
           "copy read as |W|; a copy of another shape is refused") {
   const std::uint64_t seed = cqtest::test_seed(20261126, "bf16_matmul copies");
   std::mt19937_64 rng(seed);
-  // rows of W odd, a single group, tails of 16 columns, wider than one task of the pairing (256 columns)
+  // rows of W odd, a single group, tails of 16 columns, wider than one task of the pairing (256 columns);
+  // M = 3 and 2 (at most panel_read_max_rows): dY·W on AVX2 reads the copy's panels in its kernel,
+  // M = 13, 40, 17: it pairs them block by block first
   constexpr std::array<std::array<std::size_t, 3>, 5> copy_shapes{{{3, 7, 5}, {13, 33, 17}, {40, 130, 300}, {2, 64, 4}, {17, 300, 96}}};
+  static_assert(la::detail_bf16::panel_read_max_rows >= 3 && la::detail_bf16::panel_read_max_rows < 13);
   for (const auto [M, K, N] : copy_shapes) {  // X [M,K], W [N,K]; dY [M,N]
     CAPTURE(M);
     CAPTURE(K);

@@ -1062,11 +1062,48 @@ CAUSALQWEN_TARGET_AVX2 inline void split_columns_avx2(const float* a, std::size_
     }
 }
 
+/// The split rows of B as the AVX2 outer-product kernel reads them: row k' at b + k'·ldb (the
+/// rows split_row_avx2 and split_panel_row_avx2 write), columns [j, j + 16) as two vectors.
+struct SplitRowsB {
+  const float* b;
+  std::size_t ldb;
+  CAUSALQWEN_TARGET_AVX2 void operator()(std::size_t k, std::size_t j, __m256& b0, __m256& b1) const {
+    b0 = _mm256_loadu_ps(b + k * ldb + j);
+    b1 = _mm256_loadu_ps(b + k * ldb + j + 8);
+  }
+};
+
+/// The same split rows read straight from a bf16 copy of B in panels (panel_index, Kp columns)
+/// and widened in registers: split row k' = 2p + h is the copy's row k0 + 2p + 1 − h (0 at K and
+/// past it), columns [j0 + j, j0 + j + 16), |values| when `abs`: split_panel_row_avx2's values,
+/// with no pass that writes them out first.
+struct PanelRowsB {
+  const std::uint16_t* panels;
+  std::size_t Kp, K, k0, j0;
+  bool abs;
+  CAUSALQWEN_TARGET_AVX2 void operator()(std::size_t k_split, std::size_t j, __m256& b0, __m256& b1) const {
+    const std::size_t k = k0 + (k_split | 1) - (k_split & 1);
+    if (k >= K) {
+      b0 = b1 = _mm256_setzero_ps();
+      return;
+    }
+    const __m128i value_bits = _mm_set1_epi16(static_cast<short>(abs ? 0x7FFF : 0xFFFF));
+    const std::uint16_t* at = panels + panel_index(k, j0 + j, Kp);
+    b0 = widen(at, value_bits);
+    b1 = widen(at + 8, value_bits);
+  }
+  /// 8 bf16 values (their bits and-ed with value_bits) as floats.
+  CAUSALQWEN_TARGET_AVX2 static __m256 widen(const std::uint16_t* words, __m128i value_bits) {
+    const __m128i bits = _mm_and_si128(value_bits, _mm_loadu_si128(reinterpret_cast<const __m128i*>(words)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+  }
+};
+
 /// The AVX2 outer-product kernel: rows [n, n + MR) × columns [j, j + 16) of C (those below
 /// `cols`), summing k' ∈ [0, K2) in turn: c ← fma(a_k'n, b_k'j, c), with A's value of row n at
-/// a[k'·p_stride + n·row_stride] and B's row k' at b + k'·ldb.
-template <std::size_t MR>
-CAUSALQWEN_TARGET_AVX2 void outer_tile_avx2(const float* a, PairStrides as, const float* b, std::size_t ldb, std::size_t K2,
+/// a[k'·p_stride + n·row_stride] and B's row k' from `b_rows` (SplitRowsB or PanelRowsB).
+template <std::size_t MR, class BRows>
+CAUSALQWEN_TARGET_AVX2 void outer_tile_avx2(const float* a, PairStrides as, const BRows& b_rows, std::size_t K2,
                                             std::size_t n, std::size_t j, std::size_t cols, float* c, std::size_t ldc,
                                             OuterStore store) {
   // C's columns of the tile that exist: whole vectors are loaded and stored plainly (vmaskmovps
@@ -1081,7 +1118,8 @@ CAUSALQWEN_TARGET_AVX2 void outer_tile_avx2(const float* a, PairStrides as, cons
       acc[r][v] = store == OuterStore::resume ? load8_avx2(c + (n + r) * ldc + j + 8 * v, whole, mask[v]) : _mm256_setzero_ps();
 #pragma GCC unroll 4
   for (std::size_t k = 0; k < K2; ++k) {
-    const __m256 b0 = _mm256_loadu_ps(b + k * ldb + j), b1 = _mm256_loadu_ps(b + k * ldb + j + 8);
+    __m256 b0, b1;
+    b_rows(k, j, b0, b1);
     const float* ak = a + k * as.p_stride + n * as.row_stride;
 #pragma GCC unroll 6
     for (std::size_t r = 0; r < MR; ++r) {
@@ -1186,7 +1224,7 @@ inline void outer_rows_of([[maybe_unused]] Bf16Isa isa, [[maybe_unused]] const f
                           [[maybe_unused]] Prefetcher* next = nullptr) {
 #ifdef CAUSALQWEN_BF16_KERNEL
   for_each_outer_tile<outer_cols_avx2>(n0, n1, cols, next, [&](auto rows, std::size_t n, std::size_t j) {
-    outer_tile_avx2<decltype(rows)::value>(a, as, b, ldb, K2, n, j, cols, c, ldc, store);
+    outer_tile_avx2<decltype(rows)::value>(a, as, SplitRowsB{b, ldb}, K2, n, j, cols, c, ldc, store);
   });
 #endif
 }
@@ -1264,6 +1302,11 @@ void outer_product(Bf16Isa isa, std::size_t N, std::size_t cols, std::size_t K, 
   });
 }
 
+/// Rows of A up to which row_outer_product on AVX2 reads a bf16 copy of B straight from its
+/// panels, widening each value in registers once per 6 rows of A (PanelRowsB), rather than
+/// widening B's blocks into split pairs once and reading them back: a decoding step's attention
+/// (one query row per head of a KV group). More rows widen the same values more often.
+inline constexpr std::size_t panel_read_max_rows = 2 * outer_rows;
 /// Pairs of K per block of B made at once in row_outer_product (a block of 256 pairs × the
 /// task's columns, made in the task's cache and used by every row of C; 128 split pairs on AVX2,
 /// as many bytes).
@@ -1290,6 +1333,8 @@ inline std::size_t row_outer_tasks(std::size_t tiles) {
 /// stores them in C itself. `b_panels` (optional): a bf16 copy of B in panels (panel_index, rows of
 /// `b_panel_cols` values: cols rounded up to 16 when 0), which is then paired instead of rounding
 /// B's floats again (the same bits; B's floats are not read); `b_abs`: B is |the copy's values|.
+/// On AVX2, with a copy and at most panel_read_max_rows rows of A, the kernel reads the copy's
+/// panels itself (PanelRowsB), all the pairs in one pass: the same bits.
 template <class Word>
 void row_outer_product(Bf16Isa isa, std::size_t M, std::size_t cols, std::size_t K, const float* a, std::size_t lda,
                        const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
@@ -1305,6 +1350,17 @@ void row_outer_product(Bf16Isa isa, std::size_t M, std::size_t cols, std::size_t
   const std::size_t tiles = (cols + outer_cols - 1) / outer_cols, tasks = row_outer_tasks(tiles);
   parallel_for(tasks, M * cols * K / 8, [&](std::size_t t) {
     const std::size_t j0 = t * tiles / tasks * outer_cols, width = std::min(cols, (t + 1) * tiles / tasks * outer_cols) - j0;
+#ifdef CAUSALQWEN_BF16_KERNEL
+    if constexpr (lines == 2)
+      if (b_panels && M <= panel_read_max_rows) {  // AVX2, a copy, few rows: B's panels widened in registers
+        const PanelRowsB b_rows{b_panels, Kp_b, K, 0, j0, b_abs};
+        const OuterStore store = accumulate ? OuterStore::add : OuterStore::set;
+        for_each_outer_tile<outer_cols_avx2>(0, M, width, nullptr, [&](auto rows, std::size_t n, std::size_t j) {
+          outer_tile_avx2<decltype(rows)::value>(aw, {1, ld_words}, b_rows, 2 * P, n, j, width, c + j0, ldc, store);
+        });
+        return;
+      }
+#endif
     thread_local PageBuffer<Word> b_block;  // [lines · block_pairs, task_cols]
     thread_local PageBuffer<float> sums;    // [M, task_cols]
     // one block of pairs and C overwritten: the kernel stores its sums in C itself
