@@ -1030,6 +1030,12 @@ CAUSALQWEN_TARGET_AVX2 inline void split_row_avx2(const float* src, std::size_t 
   }
 }
 
+/// 8 bf16 values at `words`, their bits and-ed with value_bits (0x7FFF each: |values|), as floats.
+CAUSALQWEN_TARGET_AVX2 inline __m256 widen8_avx2(const std::uint16_t* words, __m128i value_bits) {
+  const __m128i bits = _mm_and_si128(value_bits, _mm_loadu_si128(reinterpret_cast<const __m128i*>(words)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+}
+
 /// split_row_avx2's pair p from a bf16 copy of src in panels (panel_index, Kp columns), as
 /// pair_panel_row_portable reads it: rows k0 + 2p + 1 and k0 + 2p (0 past K), columns
 /// [j0, j0 + cols) (j0 a multiple of 16; 0 past cols, up to ld_rows); `abs`: |src|.
@@ -1040,14 +1046,9 @@ CAUSALQWEN_TARGET_AVX2 inline void split_panel_row_avx2(const std::uint16_t* pan
   for (std::size_t half = 0; half < 2; ++half) {
     const std::size_t k = k0 + 2 * p + 1 - half;
     float* out = rows + (2 * p + half) * ld_rows;
-    for (std::size_t c = 0; c < ld_rows; c += 8) {
-      __m256i widened = _mm256_setzero_si256();  // the panel pads the columns to 16 with zeros
-      if (k < K && c < cols) {
-        const __m128i words = _mm_and_si128(value_bits, _mm_loadu_si128(reinterpret_cast<const __m128i*>(panels + panel_index(k, j0 + c, Kp))));
-        widened = _mm256_slli_epi32(_mm256_cvtepu16_epi32(words), 16);
-      }
-      _mm256_storeu_ps(out + c, _mm256_castsi256_ps(widened));
-    }
+    for (std::size_t c = 0; c < ld_rows; c += 8)  // the panel pads the columns to 16 with zeros
+      _mm256_storeu_ps(out + c, k < K && c < cols ? widen8_avx2(panels + panel_index(k, j0 + c, Kp), value_bits)
+                                                  : _mm256_setzero_ps());
   }
 }
 
@@ -1074,28 +1075,23 @@ struct SplitRowsB {
 };
 
 /// The same split rows read straight from a bf16 copy of B in panels (panel_index, Kp columns)
-/// and widened in registers: split row k' = 2p + h is the copy's row k0 + 2p + 1 − h (0 at K and
-/// past it), columns [j0 + j, j0 + j + 16), |values| when `abs`: split_panel_row_avx2's values,
-/// with no pass that writes them out first.
+/// and widened in registers: split row k' = 2p + h is the copy's row 2p + 1 − h (0 at K and past
+/// it), columns [j0 + j, j0 + j + 16), |values| when `abs`: split_panel_row_avx2's values, with
+/// no pass that writes them out first.
 struct PanelRowsB {
   const std::uint16_t* panels;
-  std::size_t Kp, K, k0, j0;
+  std::size_t Kp, K, j0;
   bool abs;
   CAUSALQWEN_TARGET_AVX2 void operator()(std::size_t k_split, std::size_t j, __m256& b0, __m256& b1) const {
-    const std::size_t k = k0 + (k_split | 1) - (k_split & 1);
+    const std::size_t k = (k_split | 1) - (k_split & 1);
     if (k >= K) {
       b0 = b1 = _mm256_setzero_ps();
       return;
     }
     const __m128i value_bits = _mm_set1_epi16(static_cast<short>(abs ? 0x7FFF : 0xFFFF));
     const std::uint16_t* at = panels + panel_index(k, j0 + j, Kp);
-    b0 = widen(at, value_bits);
-    b1 = widen(at + 8, value_bits);
-  }
-  /// 8 bf16 values (their bits and-ed with value_bits) as floats.
-  CAUSALQWEN_TARGET_AVX2 static __m256 widen(const std::uint16_t* words, __m128i value_bits) {
-    const __m128i bits = _mm_and_si128(value_bits, _mm_loadu_si128(reinterpret_cast<const __m128i*>(words)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+    b0 = widen8_avx2(at, value_bits);
+    b1 = widen8_avx2(at + 8, value_bits);
   }
 };
 
@@ -1353,7 +1349,7 @@ void row_outer_product(Bf16Isa isa, std::size_t M, std::size_t cols, std::size_t
 #ifdef CAUSALQWEN_BF16_KERNEL
     if constexpr (lines == 2)
       if (b_panels && M <= panel_read_max_rows) {  // AVX2, a copy, few rows: B's panels widened in registers
-        const PanelRowsB b_rows{b_panels, Kp_b, K, 0, j0, b_abs};
+        const PanelRowsB b_rows{b_panels, Kp_b, K, j0, b_abs};
         const OuterStore store = accumulate ? OuterStore::add : OuterStore::set;
         for_each_outer_tile<outer_cols_avx2>(0, M, width, nullptr, [&](auto rows, std::size_t n, std::size_t j) {
           outer_tile_avx2<decltype(rows)::value>(aw, {1, ld_words}, b_rows, 2 * P, n, j, width, c + j0, ldc, store);
