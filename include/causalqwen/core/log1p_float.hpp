@@ -14,8 +14,13 @@
 ///   k > 0:  k·ln2_hi − ((hfsq − (s·(hfsq + R) + (k·ln2_lo + c))) − f)
 /// and, where the scaled mantissa leaves f within 2^-20 of 0, R = hfsq·(1 − ⅔f) in place of
 /// the series (f = 0 exactly: k·ln2_hi + (c + k·ln2_lo)). Each float operation is correctly
-/// rounded, so the same operations in the same order on 16 lanes give the same floats; the
-/// kernel is compiled without contracting a multiply and an add into one instruction.
+/// rounded, so the same operations in the same order on 16 lanes give the same floats, provided
+/// no multiply and add are contracted into one fused instruction (which rounds once where the
+/// scalar rounds twice). The kernel's products are therefore instructions with an explicit
+/// rounding mode (round to nearest, the default mode the C library runs in): neither GCC nor
+/// Clang fuses those with an add, whatever -ffp-contract says (GCC's default `fast` would
+/// otherwise fuse them, as would Clang's under -ffp-contract=fast, where its fp-contract pragma
+/// does not reach the intrinsics' own arithmetic).
 ///
 /// The vector path is used only where it is proven on the spot: the first call compares it with
 /// `std::log1p` on 4,096 inputs over every binade of [0, 1] and the branches' edges, and keeps
@@ -44,8 +49,14 @@ inline constexpr std::uint32_t lp_bits[7] = {0x3f2aaaabu, 0x3ecccccdu, 0x3e92492
                                              0x3e3a3325u, 0x3e1cd04fu, 0x3e178897u};
 
 #ifdef CAUSALQWEN_LOG1P_KERNEL
+/// a·b rounded to nearest, as an instruction of its own: a product with an explicit rounding
+/// mode is never contracted with a following add or subtract into a fused multiply-add.
+__attribute__((target("avx512f"))) inline __m512 mul_unfused(__m512 a, __m512 b) {
+  return _mm512_mul_round_ps(a, b, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
 /// 16 values x ∈ [0, 1] → log1p(x), in the scalar's operations (file comment).
-__attribute__((target("avx512f"), optimize("fp-contract=off"))) inline __m512 log1p_unit16(__m512 x) {
+__attribute__((target("avx512f"))) inline __m512 log1p_unit16(__m512 x) {
   const __m512 one = _mm512_set1_ps(1.0f), two = _mm512_set1_ps(2.0f), half = _mm512_set1_ps(0.5f);
   const __m512i hx = _mm512_castps_si512(x);
   // k > 0 lanes: u = 1 + x, k from u's exponent, the correction c, the mantissa brought near 1
@@ -72,15 +83,15 @@ __attribute__((target("avx512f"), optimize("fp-contract=off"))) inline __m512 lo
   const __mmask16 k_zero = _mm512_cmpeq_epi32_mask(k, _mm512_setzero_si512());
   const __m512 ln2_hi = _mm512_set1_ps(std::bit_cast<float>(ln2_hi_bits));
   const __m512 ln2_lo = _mm512_set1_ps(std::bit_cast<float>(ln2_lo_bits));
-  const __m512 k_hi = _mm512_mul_ps(kf, ln2_hi), k_lo = _mm512_mul_ps(kf, ln2_lo);
-  const __m512 hfsq = _mm512_mul_ps(_mm512_mul_ps(half, f), f);
+  const __m512 k_hi = mul_unfused(kf, ln2_hi), k_lo = mul_unfused(kf, ln2_lo);
+  const __m512 hfsq = mul_unfused(mul_unfused(half, f), f);
   // the series
   const __m512 s = _mm512_div_ps(f, _mm512_add_ps(two, f));
-  const __m512 z = _mm512_mul_ps(s, s);
+  const __m512 z = mul_unfused(s, s);
   __m512 p = _mm512_set1_ps(std::bit_cast<float>(lp_bits[6]));
-  for (int i = 5; i >= 0; --i) p = _mm512_add_ps(_mm512_set1_ps(std::bit_cast<float>(lp_bits[i])), _mm512_mul_ps(z, p));
-  const __m512 R = _mm512_mul_ps(z, p);
-  const __m512 s_hR = _mm512_mul_ps(s, _mm512_add_ps(hfsq, R));
+  for (int i = 5; i >= 0; --i) p = _mm512_add_ps(_mm512_set1_ps(std::bit_cast<float>(lp_bits[i])), mul_unfused(z, p));
+  const __m512 R = mul_unfused(z, p);
+  const __m512 s_hR = mul_unfused(s, _mm512_add_ps(hfsq, R));
   const __m512 series_k0 = _mm512_sub_ps(f, _mm512_sub_ps(hfsq, s_hR));
   const __m512 series_k =
       _mm512_sub_ps(k_hi, _mm512_sub_ps(_mm512_sub_ps(hfsq, _mm512_add_ps(s_hR, _mm512_add_ps(k_lo, c))), f));
@@ -88,7 +99,7 @@ __attribute__((target("avx512f"), optimize("fp-contract=off"))) inline __m512 lo
   // f within 2^-20 of 0 (hu = 0): the short form
   const __mmask16 hu_zero = _mm512_cmpeq_epi32_mask(hu, _mm512_setzero_si512());
   if (hu_zero) {
-    const __m512 R2 = _mm512_mul_ps(hfsq, _mm512_sub_ps(one, _mm512_mul_ps(_mm512_set1_ps(std::bit_cast<float>(lp_bits[0])), f)));
+    const __m512 R2 = mul_unfused(hfsq, _mm512_sub_ps(one, mul_unfused(_mm512_set1_ps(std::bit_cast<float>(lp_bits[0])), f)));
     const __m512 short_k0 = _mm512_sub_ps(f, R2);
     const __m512 short_k = _mm512_sub_ps(k_hi, _mm512_sub_ps(_mm512_sub_ps(R2, _mm512_add_ps(k_lo, c)), f));
     const __m512 exact_k = _mm512_add_ps(k_hi, _mm512_add_ps(c, k_lo));  // f = 0
