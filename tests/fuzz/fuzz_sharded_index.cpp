@@ -10,12 +10,13 @@
 namespace {
 
 /// A directory of this process with model-00001-of-00002.safetensors (tensor "a", F32 [2,3]) and
-/// model-00002-of-00002.safetensors (tensor "b", BF16 [2]).
+/// model-00002-of-00002.safetensors (tensor "b", BF16 [2]), written on the first input and kept
+/// for every later one (a per-input scratch directory would be gone after the first input, and
+/// every later input would fail on the missing files whatever its bytes).
 const std::filesystem::path& shard_directory() {
   static const std::filesystem::path dir = [] {
     namespace io = causalqwen::io;
-    const auto d = cqfuzz::scratch("sharded");
-    std::filesystem::create_directories(d);
+    const auto d = cqfuzz::kept_directory("sharded");
     const std::vector<float> a = {1.0f, -2.0f, 0.5f, 3.0f, 0.0f, -0.25f};
     io::SafetensorsWriter first;
     first.add("a", {2, 3}, std::span<const float>(a));

@@ -56,6 +56,36 @@ struct ScratchSweep {
   }
 };
 
+/// The directories made once per process and kept across inputs; removed when the process exits
+/// normally (libFuzzer ends with exit(), the smoke driver returns from main).
+struct KeptDirectories {
+  std::vector<std::filesystem::path> made;
+  KeptDirectories() = default;
+  KeptDirectories(const KeptDirectories&) = delete;
+  KeptDirectories& operator=(const KeptDirectories&) = delete;
+  ~KeptDirectories() {
+    for (const auto& path : made) {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  }
+};
+
+/// A directory of this process's own that every input may use (what a target sets up once, such
+/// as files it reads beside the input): causalqwen_fuzz_kept_<pid>_<name> in the temporary
+/// directory, created on the first call, kept until the process exits. Not a per-input scratch
+/// path: ScratchSweep leaves it alone, and the smoke driver's check for files left behind by an
+/// input does not count it.
+inline std::filesystem::path kept_directory(const char* name) {
+  static KeptDirectories kept;
+  auto path = std::filesystem::temp_directory_path() / ("causalqwen_fuzz_kept_" + std::to_string(::getpid()) + "_" + name);
+  if (std::find(kept.made.begin(), kept.made.end(), path) == kept.made.end()) {
+    std::filesystem::create_directories(path);
+    kept.made.push_back(path);
+  }
+  return path;
+}
+
 /// Writes `bytes` to `path` (replacing it) and returns the path.
 inline std::filesystem::path write_file(const std::filesystem::path& path, std::string_view bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));

@@ -73,7 +73,9 @@ int main(int argc, char** argv) {
     run(mutate(corpus[rng() % corpus.size()], rng));
     ++executions;
   }
-  // Every input removes the scratch files it wrote; one left in the temporary directory is a finding.
+  // Every input removes the scratch files it wrote; one left in the temporary directory is a finding
+  // (the directories a target keeps across inputs, causalqwen_fuzz_kept_<pid>_*, are not counted:
+  // they go when the process exits).
   const std::string own_prefix = "causalqwen_fuzz_" + std::to_string(::getpid()) + "_";
   int left_behind = 0;
   for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::temp_directory_path())) {
