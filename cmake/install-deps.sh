@@ -10,7 +10,7 @@ pkgs=(g++ make cmake libeigen3-dev libxtensor-dev xtensor-dev libxsimd-dev libfm
 if [[ "${1:-}" == "--tests" ]]; then
   # clang, libclang-rt-dev (libFuzzer and the sanitizer runtimes) and libomp-dev (OpenMP under
   # Clang): the fuzz targets' build, preset `fuzz`
-  pkgs+=(doctest-dev libbenchmark-dev libboost-math-dev python3-torch clang libclang-rt-dev libomp-dev)
+  pkgs+=(doctest-dev libbenchmark-dev libboost-math-dev python3-torch clang libclang-rt-dev libomp-dev ccache)
   command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 fi
 missing=()
