@@ -24,7 +24,7 @@ RULES = [
     ("a measured speed-up", re.compile(NUM + r"\s*(?:×|x)\s*(?:faster|slower|the speed|as fast)", re.I)),
     ("a measured speed-up", re.compile(NUM + r"\s*%\s*(?:faster|slower|of (?:the )?(?:peak|bandwidth|wall))", re.I)),
     ("a measured speed-up", re.compile(r"\b(?:faster|slower) by\s+" + NUM, re.I)),
-    ("a measured speed-up", re.compile(NUM + r"\s*(?:×|x)\s+(?:the (?:speed|others)|as fast|than)", re.I)),
+    ("a measured speed-up", re.compile(NUM + r"\s*(?:×|x)\s+(?:the (?:speed|others|bandwidth|rate|time|throughput)|as fast|than)", re.I)),
     ("a measured fraction", re.compile(NUM + r"\s*(?:of (?:the |its )?(?:memory )?(?:probe|peak|bandwidth))", re.I)),
     ("a measured fraction", re.compile(r"\bwithin\s+" + NUM + r"\s*%", re.I)),
     ("a measurement on a named CPU", re.compile(r"\b(?:on|of) (?:a|one|the) (?:\d-core )?Zen ?\d", re.I)),

@@ -18,8 +18,8 @@ REFDEF = re.compile(r"^\s*\[[^\]]+\]:\s*(\S+)")
 FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 
 
-def prose_lines(text):
-    """Yields (line number, line) outside fenced code, with inline code blanked."""
+def prose_lines(text, blank_code=True):
+    """Yields (line number, line) outside fenced code, with inline code blanked unless told not to."""
     fence = None
     for number, line in enumerate(text.split("\n"), 1):
         m = FENCE.match(line)
@@ -30,7 +30,9 @@ def prose_lines(text):
             if line.strip().startswith(fence):
                 fence = None
                 continue
-        if fence is None:
+        if fence is None and not blank_code:
+            yield number, line
+        elif fence is None:
             yield number, re.sub(r"(`+)(?:(?!\1).)+?\1", lambda c: " " * len(c.group(0)), line)
 
 
@@ -45,7 +47,7 @@ def slug(heading):
 
 def anchors(path):
     found, counts = set(), {}
-    for _, line in prose_lines(path.read_text(encoding="utf-8")):
+    for _, line in prose_lines(path.read_text(encoding="utf-8"), blank_code=False):
         m = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
         if m:
             base = slug(m.group(1))
