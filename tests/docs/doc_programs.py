@@ -70,11 +70,41 @@ def collect(root):
     return programs, fragments, errors
 
 
+def with_return(code):
+    """The block with `return 0;` before the closing brace of its main(): inside a namespace, main
+    is an ordinary function, and flowing off its end would be undefined (only ::main returns 0)."""
+    m = re.search(r"\bint\s+main\s*\([^)]*\)\s*\{", code)
+    depth, i, n = 0, m.end() - 1, len(code)
+    while i < n:
+        c = code[i]
+        if code.startswith("//", i):
+            i = code.find("\n", i)
+            i = n if i < 0 else i
+            continue
+        if code.startswith("/*", i):
+            i = code.find("*/", i) + 2
+            continue
+        if c in "\"'":
+            j = i + 1
+            while j < n and code[j] != c:
+                j += 2 if code[j] == "\\" else 1
+            i = j + 1
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return code[:i] + "  return 0;  // added by doc_programs.py\n" + code[i:]
+        i += 1
+    raise ValueError("main() has no closing brace")
+
+
 def unit(programs):
     includes, bodies, table = [], [], []
     for name, where, code in programs:
         body = []
-        for line in code.split("\n"):
+        for line in with_return(code).split("\n"):
             if line.lstrip().startswith("#include"):
                 if line.strip() not in includes:
                     includes.append(line.strip())
