@@ -11,7 +11,8 @@ block N of a page into `namespace docs_<page>_<N>`, and ends with a main() that 
 name: `docs_programs README_1 CHECKPOINT_DIR` (every program gets the test fixture's checkpoint
 directory as argv[1]; programs that need none ignore it). A block that is deliberately not a
 whole program is fenced ```cpp fragment: it is listed, never compiled. Any other info string on a
-C++ fence (```c++, ```cpp whole, ...) is an error, so that no block is silently skipped.
+C++ fence (```c++, ```cpp whole, ...) is an error, so that no block is silently skipped, and so
+is a fence that is never closed.
 """
 import pathlib
 import re
@@ -26,8 +27,13 @@ def pages(root):
     yield from sorted((root / "docs").rglob("*.md"))
 
 
+class UnclosedFence(Exception):
+    pass
+
+
 def blocks(path):
-    """Yields (first line number, language, extra info, code) for every fenced block."""
+    """Yields (first line number, language, extra info, code) for every fenced block; raises
+    UnclosedFence when a fence is never closed (a stray fence turns the rest of a page into code)."""
     lines = path.read_text(encoding="utf-8").split("\n")
     i = 0
     while i < len(lines):
@@ -39,6 +45,8 @@ def blocks(path):
         j = start
         while j < len(lines) and not lines[j].strip().startswith(fence[0] * len(fence)):
             j += 1
+        if j == len(lines):
+            raise UnclosedFence(f"{path}:{start}: the fence opened here is never closed")
         yield start, lang, extra, "\n".join(lines[start:j])
         i = j + 1
 
@@ -52,7 +60,12 @@ def collect(root):
     programs, fragments, errors = [], [], []
     for path in pages(root):
         n = 0
-        for line, lang, extra, code in blocks(path):
+        try:
+            found = list(blocks(path))
+        except UnclosedFence as e:
+            errors.append(str(e).replace(str(root) + "/", ""))
+            continue
+        for line, lang, extra, code in found:
             if lang not in CPP_NAMES:
                 continue
             where = f"{path.relative_to(root)}:{line}"
