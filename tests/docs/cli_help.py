@@ -94,7 +94,12 @@ def main(argv):
     with open(path, encoding="utf-8") as f:
         page = f.read()
     text, stale = render(page, program)
-    command = f"python3 tests/docs/cli_help.py --update build/bin/causalqwen {os.path.relpath(path)}"
+    page_path = os.path.abspath(path)
+    root = os.path.dirname(page_path)
+    while root != os.path.dirname(root) and not os.path.isdir(os.path.join(root, "include", "causalqwen")):
+        root = os.path.dirname(root)
+    shown = os.path.relpath(page_path, root) if os.path.isdir(os.path.join(root, "include", "causalqwen")) else page_path
+    command = f"python3 tests/docs/cli_help.py --update build/bin/causalqwen {shown}"
     if mode == "--update":
         if text != page:
             with open(path, "w", encoding="utf-8") as f:
