@@ -3,8 +3,9 @@
 date, or a measured figure (a rate such as GFLOP/s, GB/s or tokens/s, a timing in s/ms/us/ns, a
 speed-up such as "1.3x faster" or "12 % slower").
 
-    check_comments.py ROOT [DIR ...]     (DIR defaults to include; also checks ROOT's CMakeLists.txt
-                                          files' # comments when given --cmake)
+    check_comments.py ROOT [DIR ...] [--cmake]   DIR defaults to include; --cmake also checks the #
+                                                  comments of the CMake files (the top level, cmake/,
+                                                  tests/, examples/, benchmarks/)
 
 Measurements belong in docs/performance/ (dated, with their command); a comment keeps the reason
 ("the bf16 product reads half the bytes"), not the figure. Prints file:line: the comment and the
@@ -99,7 +100,10 @@ def main(argv):
         for path in sorted((root / d).rglob("*.hpp")):
             found += check(path.relative_to(root), cpp_comments(path.read_text(encoding="utf-8")))
     if "--cmake" in argv:
-        for path in sorted([root / "CMakeLists.txt", *(root / "cmake").glob("*.cmake")]):
+        cmake_files = [*root.glob("CMakeLists.txt"), *root.glob("cmake/*.cmake"),
+                       *root.glob("tests/**/CMakeLists.txt"), *root.glob("examples/**/CMakeLists.txt"),
+                       *root.glob("benchmarks/**/CMakeLists.txt")]
+        for path in sorted(cmake_files):
             if path.exists():
                 found += check(path.relative_to(root), hash_comments(path.read_text(encoding="utf-8")))
     for f in found:
