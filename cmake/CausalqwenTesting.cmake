@@ -24,9 +24,9 @@ function(cq_add_doctest name)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
-  # the library's programs' thread settings: idle OpenMP threads spin about 0.1 ms, then sleep
-  # (spinning for libgomp's default 3 ms takes the cores other work needs; sleeping at once pays
-  # a futex wake-up per parallel region)
+  # the library's programs' thread settings: idle OpenMP threads spin briefly, then sleep
+  # (spinning as long as libgomp's default takes the cores other work needs; sleeping at once
+  # pays a futex wake-up per parallel region)
   set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "unit;${ARG_LABELS}"
                                           ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE;GOMP_SPINCOUNT=10000")
 endfunction()

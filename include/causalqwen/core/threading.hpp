@@ -80,14 +80,13 @@ inline void set_threads(std::size_t threads) {
   keep_blas_on_one_thread();
 }
 
-/// Idle OpenMP threads spin by default for about 3 ms after each parallel region (libgomp's
-/// 300,000 spins) and take the cores the next region needs (with a separate BLAS thread pool,
-/// about 4x slower on 2 cores); sleeping at once (PASSIVE with no spin count) costs a futex
-/// wake-up per region instead (a training step of many short regions ran 1.2-1.6x slower than
-/// with a short spin). libgomp reads its settings before main, so a program that wants a better
+/// Idle OpenMP threads spin by default for 300,000 spins after each parallel region (libgomp's
+/// default) and take the cores the next region needs (another thread pool's, another process's);
+/// sleeping at once (PASSIVE with no spin count) costs a futex wake-up per region instead, which a
+/// training step of many short regions feels. libgomp reads its settings before main, so a program that wants a better
 /// policy without asking its user calls this first thing in main: when OMP_WAIT_POLICY is unset
 /// it sets PASSIVE, and when the policy is (or becomes) PASSIVE with GOMP_SPINCOUNT unset it
-/// sets a short spin before sleeping (GOMP_SPINCOUNT=10000, about 0.1 ms); if it set either, it
+/// sets a short spin before sleeping (GOMP_SPINCOUNT=10000); if it set either, it
 /// executes the program again (/proc/self/exe, Linux) with the same `argv`, and the set
 /// variables stop a second restart. Returns at once when nothing was set (ACTIVE, or a spin
 /// count chosen by the user), or when the restart failed (the program then goes on with the

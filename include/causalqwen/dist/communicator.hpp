@@ -182,8 +182,8 @@ class Communicator {
 
   /// data[ranges[r]] ← process r's data[ranges[r]] for every r, on every process (each process
   /// has updated its own range; afterwards all hold the whole). One in-place MPI_Allgatherv
-  /// when every offset fits an int (measured 2.5× faster than a broadcast per process on one
-  /// machine), else a broadcast per process in pieces. `counts` and `offsets` are scratch.
+  /// when every offset fits an int (one collective instead of N broadcasts), else a broadcast
+  /// per process in pieces. `counts` and `offsets` are scratch.
   template <class T>
   void all_gather_ranges(T* data, std::span<const ElementRange> ranges) const {
     check_ranges(ranges, "all_gather_ranges");

@@ -10,10 +10,8 @@
 /// and the backward pass goes on below it. finish() sends what is left and waits for all.
 ///
 /// Why not MPI_Ireduce_scatter: Open MPI's allocates a temporary buffer of the bucket's size on
-/// every call, and on this kind of machine the page faults of those buffers cost more than the
-/// copy itself (benchmarks/gradient_sum.cpp: a 1 GiB gradient on 2 processes, buckets of 2^22
-/// elements, 5.4 s and 787k page faults against 0.28 s and none as messages into a kept
-/// buffer). The sum in rank order also makes every process's result independent of MPI's
+/// every call, and the page faults of those buffers can cost more than the copy itself
+/// (benchmarks/gradient_sum.cpp compares the two). The sum in rank order also makes every process's result independent of MPI's
 /// choice of algorithm.
 ///
 /// The staging buffer holds (N − 1) · min(owned range, 4 buckets) elements; when a bucket does

@@ -63,8 +63,8 @@ namespace detail_bf16 {
 
 /// Rows of X per micro-tile; panel groups of 4 W rows per micro-tile: 2 (6 × 8 outputs, 24
 /// accumulators), or 1 when X has at most 2 rows (a decoding step, bound by reading W: one
-/// group at a time reads the panels as one sequential stream, which measured 1.2× faster than
-/// two streams and 1.5× faster than four on a 140 MB matrix here).
+/// group at a time reads the panels as one sequential stream, which the prefetcher follows better
+/// than two or four interleaved streams).
 inline constexpr std::size_t tile_rows = 6, tile_groups = 2, few_rows_tile_groups = 1;
 /// The AVX2 kernel's micro-tile: 3 rows of X × 1 panel group.
 inline constexpr std::size_t avx2_tile_rows = 3, avx2_tile_groups = 1;
@@ -80,7 +80,7 @@ inline std::size_t task_rows(std::size_t Kp) {
 inline constexpr std::size_t x_block_bytes = 192 * 1024;
 /// Chunks of K per block of the AVX2 kernel when X has more than 2 rows and K is longer: 64
 /// (1,024 values: a tile's 3 rows of split X, 12 KiB, and its panel group, 8 KiB, stay in L1;
-/// the down projection's K of 4,864 did not fit, and its product ran at 0.6× the others').
+/// without blocks, the down projection's K of 4,864 did not fit, and its product ran slower).
 inline constexpr std::size_t avx2_block_chunks = 64;
 
 /// Whether this CPU runs vdpbf16ps (asked once).
@@ -304,8 +304,8 @@ CAUSALQWEN_TARGET_AVX2 inline void store_four(__m128 sums, const TileOut& o, flo
 /// become the floats of its odd values (the words masked to their high half) and of its even
 /// ones (the words shifted up 16 bits), and lane j of each output takes
 ///   l_j ← fma(x_{2j+1}, w_{2j+1}, l_j),  then  l_j ← fma(x_{2j}, w_{2j}, l_j).
-/// (Measured here against a tile of 4 rows × 2 W rows, whose loads of X each serve four FMAs:
-/// as fast for a prefill, slower for a decoding step.)
+/// (Chosen over a tile of 4 rows × 2 W rows, whose loads of X each serve four FMAs: no faster for
+/// a prefill, slower for a decoding step.)
 /// `chunks` chunks from xs and w_group (rows of xs Kp apart); `lanes`: K in blocks (TileLanes).
 template <std::size_t MR>
 CAUSALQWEN_TARGET_AVX2 void tile_avx2(const float* xs, std::size_t Kp, std::size_t chunks, const std::uint16_t* w_group,
@@ -340,15 +340,11 @@ CAUSALQWEN_TARGET_AVX2 void tile_avx2(const float* xs, std::size_t Kp, std::size
 }
 
 /// tile_avx2 for one row of X (a decoding step) over all of K: X's chunk is loaded once for the
-/// group's 4 W rows, and W is read as one sequential stream (one panel group per tile: on a Zen 3
-/// core, with a prefetch 1 KiB ahead, 1.1–1.35× faster than two groups per tile without one),
-/// each vector of it loaded once and no line asked for ahead. On one core of a Zen 4 without
-/// AVX-512, reading W from memory: the prefetch 1 KiB ahead (`__builtin_prefetch`) made this
-/// loop 10–15 % slower (the 24 layers' bf16 pass at 0.66–0.68 of the memory probe against
-/// 0.75–0.80 without it, `bench_decode_stream 1 3`, the two builds alternately; on two cores,
-/// bound by the memory, alike), and GCC, left alone, loaded each vector of W twice (for the mask
-/// and for the shift) and X's once per row, 2–3 % slower over the 24 layers' matrices than
-/// holding them in registers, which the empty `asm` statements force.
+/// group's 4 W rows, and W is read as one sequential stream (one panel group per tile, which the
+/// hardware prefetcher follows), each vector of it loaded once and no line asked for ahead (a
+/// software prefetch slowed this loop). GCC, left alone, loads each vector of W twice (for the
+/// mask and for the shift) and X's once per row; the empty `asm` statements hold them in
+/// registers instead.
 /// Kept out of line: inlined into `multiply`, it slowed the prefill's loop around tile_avx2.
 CAUSALQWEN_TARGET_AVX2 __attribute__((noinline)) inline void tile_avx2_row(const float* xs, std::size_t Kp, const std::uint16_t* w_group, const TileOut& o) {
   const std::size_t chunks = Kp / panel_cols;
@@ -651,8 +647,8 @@ void multiply(Bf16Isa isa, const XRow* xb, std::size_t M, std::size_t Kp, const 
 /// read one broadcast and two vectors per 12 FMAs.
 
 /// Rows of X from which the AVX2 kernel runs the lane products (fewer: tile_avx2, which needs no
-/// widened copy of W). On a Zen 3 core, single-threaded, on the Qwen2.5-0.5B shapes: alike at
-/// 16–24 rows, the lanes 0.2–0.6× as fast at 2–8 rows, 1.05–1.2× at 64 and 1.3–1.5× at 512.
+/// widened copy of W): below about two dozen rows the widened copy costs more than the lanes
+/// save, above it the lanes win, more so the more rows.
 inline constexpr std::size_t lane_products_min_rows = 24;
 /// The lanes, the pairs (2j, 2j+1) of a chunk.
 inline constexpr std::size_t lane_count = panel_cols / 2;
@@ -792,7 +788,7 @@ inline void multiply_lanes([[maybe_unused]] Bf16Isa isa, [[maybe_unused]] const 
 /// once per shape): split floats for the AVX2 kernel, bf16 rows for AVX512-BF16's or the
 /// portable loop. The kernels' scratch buffers are PageBuffers, 64-byte aligned, so that no
 /// vector load of a chunk straddles two cache lines (with std::vector's 16-byte alignment half
-/// of the AVX2 kernel's loads of X did, and its prefill ran at 0.66–0.82× the speed).
+/// of the AVX2 kernel's loads of X would, and its prefill would run slower).
 inline void multiply_x(Bf16Isa isa, const float* x, std::size_t ld, bool transposed, std::size_t M, std::size_t K,
                        std::size_t Kp, const PanelSource& w, std::size_t N, float* c, std::size_t ldc, bool accumulate,
                        const float* bias) {

@@ -80,8 +80,8 @@ inline void multiply_portable(const Operand& a, const Operand& b, std::size_t M,
 #define CAUSALQWEN_TARGET_F32_GEMM __attribute__((target("avx512f")))
 
 /// The AVX-512 kernel: tiles of 12 rows × 32 columns (two vectors of 16), blocks of 240 rows of
-/// A by 512 values of k (480 KB, in a Zen 5 core's 1 MB L2). Measured on the Qwen2.5-0.5B and
-/// demo shapes on a Zen 5 core (kc 128–512 × mc 120–480): within 5 % of the best everywhere.
+/// A by 512 values of k (480 KB, in a 1 MB L2), chosen by a sweep of both over the Qwen2.5-0.5B
+/// and demo shapes (docs/performance/).
 struct Avx512 {
   static constexpr std::size_t mr = 12, nr = 32, mc = 240, kc_max = 512;
 
@@ -212,9 +212,8 @@ struct Avx512 {
 
 /// The AVX2 kernel, for CPUs without AVX-512: tiles of 6 rows × 16 columns (two vectors of 8;
 /// 12 accumulators, two of B and a broadcast in the 16 registers), blocks of 120 rows of A
-/// (120 × 512 floats = 240 KB, in a Zen 3 core's 512 KB L2; 240 rows, or 256 values of k, measured
-/// the same within a Zen 3 machine's noise on the Qwen2.5-0.5B shapes). Its chains are the
-/// AVX-512 kernel's.
+/// (120 × 512 floats = 240 KB, in a 512 KB L2; larger blocks gave nothing more). Its chains are
+/// the AVX-512 kernel's.
 struct Avx2 {
   static constexpr std::size_t mr = 6, nr = 16, mc = 120, kc_max = 512;
 
@@ -336,9 +335,9 @@ struct Avx2 {
       acc[r][0] = live ? load_lanes(c + r * ldc, n0) : _mm256_setzero_ps();
       acc[r][1] = live && n1 ? load_lanes(c + r * ldc + 8, n1) : _mm256_setzero_ps();
     }
-    // four steps of k per turn of the loop: rolled, the loop re-read its bound from the stack (all
-    // 16 registers hold accumulators, B and the broadcast) and ran at 60 GFLOP/s on a Zen 3 core
-    // where it runs at 80 unrolled (the demo's class product, K = 64); the chains are unchanged
+    // four steps of k per turn of the loop: rolled, the loop re-reads its bound from the stack (all
+    // 16 registers hold accumulators, B and the broadcast), which costs a short K dearly (the
+    // demo's class product, K = 64); the chains are unchanged
 #pragma GCC unroll 4
     for (std::size_t k = 0; k < kk; ++k, bp += nr) {
       const __m256 b0 = _mm256_load_ps(bp), b1 = _mm256_load_ps(bp + 8);
@@ -395,8 +394,8 @@ inline Split row_split(std::size_t M, std::size_t blocks, std::size_t n_splits, 
 /// of B read by every thread, half of them packed on the other core), or by panels of B (every
 /// thread all the rows, A packed by each, and only the panels it packed itself). When op(B) has
 /// at least as many columns as op(A) has rows, A is the smaller to pack twice and the panels are
-/// taken unless rows deal out more evenly by 5 % (at 512 rows × 4,864 columns they are 4–10 %
-/// faster than rows); else rows are, unless panels deal out more evenly by 5 % (whole tiles of 12
+/// taken unless rows deal out more evenly by 5 % (splitting the panels shares the packing of B);
+/// else rows are, unless panels deal out more evenly by 5 % (whole tiles of 12
 /// rows: 128 rows are 6 + 5 tiles, one thread idle a sixth of the time). `mr`, `mc`: the kernel's
 /// tile rows and block rows.
 inline Split split_for(std::size_t M, std::size_t N, std::size_t panels, std::size_t threads, std::size_t mr, std::size_t mc) {

@@ -4,8 +4,8 @@
 ///   dot_rows: Σ_j a_j·w_ij and Σ_j s_j·|w_ij| for 4 rows i of W (the vocabulary kernel)
 /// A float W is read one row at a time, each row one sequential stream summed by four vector
 /// accumulators (four independent FMA chains over consecutive vectors, added pairwise at the
-/// end, then reduced horizontally): on a 2-core Zen 4 this read 0.94 of the memory probe where
-/// four rows read side by side (four interleaved streams) read 0.80. Each row's sum is formed
+/// end, then reduced horizontally): one stream per row reads closer to the memory's bandwidth than
+/// four rows read side by side (four interleaved streams). Each row's sum is formed
 /// alone, so grouping rows never changes a result. The rows of W are split over the OpenMP
 /// threads in contiguous blocks.
 /// W is read from a packed bf16 copy (packed_weight.hpp) instead when one is given: its panels
@@ -42,13 +42,8 @@ inline constexpr bool simd_type = std::is_same_v<T, float> || std::is_same_v<T, 
 /// Rows of W handed to one task of the thread split (a multiple of 4).
 inline constexpr std::size_t rows_per_task = 64;
 /// Bytes ahead of its reads at which the kernel walking a bf16 panel group asks for W's next
-/// lines, 0 for none. Over the Cauchy head's W_cls [151936, 896] on one Zen 3 core (AVX2) the
-/// pointer walk with a prefetch 1 KiB ahead read 0.71 of the memory probe's bandwidth (medians of
-/// two runs), against 0.64 and 0.65 indexed, in the same minutes; 512 B to 8 KiB ahead measured
-/// alike within the noise. On a Zen 4 without AVX-512 the same walk read 0.56–0.62 of the probe
-/// on one core with the prefetch and 0.60–0.70 without it, and alike on two (0.71–0.96 against
-/// 0.88–1.01; `bench_decode_stream`, the two builds alternately), so the AVX2 build walks without
-/// it; the AVX-512 build, measured at 0.93–0.97 of the probe with it, keeps it.
+/// lines, 0 for none. The AVX-512 build asks 1 KiB ahead, which helps it follow the panels; the
+/// AVX2 build walks without it, since there the prefetch did not pay (docs/performance/).
 #if XSIMD_WITH_AVX512F
 inline constexpr std::size_t bf16_prefetch_bytes = 1024;
 #else

@@ -275,10 +275,8 @@ CAUSALQWEN_TARGET_VNNI inline void group_lanes_avx512(const std::int8_t* group, 
 /// two, group g of four columns): w holds the two rows' 16 weights each (|q| when `absolute`),
 /// x the chunk's x̂ and |x̂| in both 128-bit halves. `NonNegative` (every x̂ ≥ 0): ±q is q wherever
 /// |x̂| is not 0, so the sign step is skipped and `value` is not read: the same pair sums, with 2
-/// of the Cauchy head's 22 vector operations per chunk fewer. On one core of a Zen 4 without
-/// AVX-512 that head is bound by its arithmetic (16 GB/s with W_cls's rows in L2 as from memory),
-/// and this made it 1.10–1.18× faster (`bench_decode_stream 1 3`: 0.53–0.54 → 0.60–0.65 of the
-/// probe; on two cores 0.86–0.91 → 0.96).
+/// of the Cauchy head's 22 vector operations per chunk fewer, which matters because on AVX2 that
+/// head is bound by its arithmetic rather than by reading W_cls.
 template <bool Absolute, bool NonNegative = false>
 CAUSALQWEN_TARGET_INT8_AVX2 inline __m256 two_rows_avx2(__m256i w, __m256i value, __m256i mag, float t, __m256 acc) {
   const __m256i q = Absolute ? _mm256_abs_epi8(w) : w;
@@ -293,11 +291,8 @@ CAUSALQWEN_TARGET_INT8_AVX2 inline __m256i both_halves(const void* p) {
 }
 
 /// group_lanes_avx512 on AVX2: the same lanes, two rows per 256-bit vector. W is read as one
-/// sequential stream with no software prefetch: asking for its lines 1 KiB ahead (prefetchnta,
-/// which had measured 1.05× on a matrix held in L3) made the 24 layers' int8 pass read 0.60–0.68
-/// of the memory probe on one core of a Zen 4 without AVX-512, against 0.74–0.81 without it
-/// (`bench_decode_stream 1 3`, the two builds alternately, six runs); on two cores, bound by the
-/// memory, and for the Cauchy head (twice the arithmetic per byte) they measured alike.
+/// sequential stream with no software prefetch: asking for its lines ahead (prefetchnta) slowed
+/// the layers' pass from memory, and the hardware prefetcher follows the one stream.
 template <bool WithScale, bool ScaleNonNegative = false>
 CAUSALQWEN_TARGET_INT8_AVX2 inline void group_lanes_avx2(const std::int8_t* group, std::size_t chunks, const QuantisedRef& x,
                                                          const QuantisedRef* s, float* lanes_x, float* lanes_s) {

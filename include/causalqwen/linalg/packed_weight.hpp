@@ -60,7 +60,7 @@ inline double bytes_per_weight(WeightType t, std::size_t cols) {
 }
 
 /// Packed copies are stored in panels, so that the kernels, which read four rows side by side,
-/// read one sequential stream (about 1.5-2x the bandwidth of four row-major streams here): rows
+/// read one sequential stream (which reads faster than four row-major streams side by side): rows
 /// in groups of 4 (the last group padded with zero rows), columns in chunks of 16 (the last chunk
 /// padded with zeros), the 4×16 block of a group and chunk contiguous:
 ///   w_rc at  (r / 4)·4·cols_padded + (c / 16)·64 + (r % 4)·16 + c % 16

@@ -6,8 +6,8 @@
 /// with g = grad·grad_scale (the clipping factor, applied on the fly: the same T product that
 /// scale_gradients would store, without a separate pass over the gradients).
 /// Arithmetic per element in T, in the order of torch.optim.AdamW's update for T tensors (float
-/// arithmetic for float, as PyTorch does; a double version measured 2.2× slower on a 632 M-element
-/// step because double sqrt and division are compute-bound). Element-wise only, so the result
+/// arithmetic for float, as PyTorch does; in double the sqrt and division of every element make
+/// the update compute-bound). Element-wise only, so the result
 /// is the same for any thread count. Frozen slots (see ParamRules) keep values and moments
 /// bit-identical.
 ///
