@@ -469,8 +469,10 @@ class Server {
       // numbers cut off by a stop string are not part of the answer
       while (!ch.numbers.empty() && ch.numbers.back().text_offset + ch.numbers.back().text.size() > ch.text.size())
         ch.numbers.pop_back();
-      ch.finish_reason = outcome == cqs::Outcome::cancelled ? "cancelled" : finish_name(ch.result.stop);
-      if (outcome == cqs::Outcome::cancelled) ++metrics_.cancelled;
+      // a client gone stops its choices through the hook or by cancelling them: cancelled either way
+      const bool cancelled = outcome == cqs::Outcome::cancelled || job.gone;
+      ch.finish_reason = cancelled ? "cancelled" : finish_name(ch.result.stop);
+      if (cancelled) ++metrics_.cancelled;
       if (job.stream) {
         ch.streamed += ev.text.size();
         while (ch.numbers_sent < ch.numbers.size()) ev.numbers.push_back(ch.numbers[ch.numbers_sent++]);
