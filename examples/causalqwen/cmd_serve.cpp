@@ -41,7 +41,9 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <future>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace {
@@ -196,7 +198,7 @@ class Server {
     if (!svr_.bind_to_port(o_.host, static_cast<int>(o_.port)))
       throw cq::FormatError(fmt::format("--host {} --port {}: cannot listen there (in use, or not an address of this machine)",
                                         o_.host, o_.port));
-    std::thread engine_thread([this] { engine_loop(); });
+    std::thread engine_thread([this] { engine_thread_body(); });
     std::thread signal_thread([this] { wait_for_signal(); });
     fmt::print("serve: {} ({}, {} weights) on http://{}:{}/ with {} slots, {} positions each, a queue of {}\n",
                limits_.model_name, o_.model.model_dir, o_.weights.weights, o_.host, o_.port, o_.parallel, ctx_, o_.max_queue);
@@ -227,25 +229,53 @@ class Server {
   }
 
  private:
-  void stop_engine() {
-    stopping_ = true;
-    std::lock_guard lock(engine_m_);
-    for (const auto& [id, job] : running_) engine_->cancel(id);
+  /// Runs `task` on the engine thread before its next step (only that thread touches the engine
+  /// and the model, so an HTTP thread never waits for a step to submit or cancel).
+  void post(std::function<void()> task) {
+    {
+      std::lock_guard lock(inbox_m_);
+      tasks_.push_back(std::move(task));
+    }
     engine_cv_.notify_all();
   }
 
-  void engine_loop() {
-    std::unique_lock lock(engine_m_);
-    for (;;) {
-      if (engine_->idle()) {
-        if (stopping_) return;
-        engine_cv_.wait_for(lock, std::chrono::milliseconds(200));
-        continue;
+  void stop_engine() {
+    stopping_ = true;
+    post([this] {
+      std::vector<std::shared_ptr<Job>> jobs;
+      {
+        std::lock_guard lock(inbox_m_);
+        jobs.assign(jobs_.begin(), jobs_.end());
       }
-      engine_->step();
-      metrics_text_queue_ = engine_->queued();
-      metrics_text_running_ = engine_->running();
+      for (const auto& job : jobs)
+        for (const auto& ch : job->choices) engine_->cancel(ch.engine_id);
+    });
+  }
+
+  /// The engine thread: the posted tasks, then one engine step, until stopped and idle.
+  void engine_loop() {
+    for (;;) {
+      std::deque<std::function<void()>> tasks;
+      {
+        std::unique_lock lock(inbox_m_);
+        if (tasks_.empty() && engine_->idle()) {
+          if (stopping_) return;
+          engine_cv_.wait_for(lock, std::chrono::milliseconds(200));
+        }
+        tasks.swap(tasks_);
+      }
+      for (auto& t : tasks) t();
+      if (!engine_->idle()) engine_->step();
+      queued_ = engine_->queued();
+      busy_ = engine_->running();
     }
+  }
+
+  /// engine_loop with engine_done_ set when it returns (whoever still waits gives up then).
+  void engine_thread_body() {
+    engine_loop();
+    engine_done_ = true;
+    engine_cv_.notify_all();
   }
 
   // ---- HTTP -------------------------------------------------------------------------------
@@ -397,10 +427,12 @@ class Server {
       requests.push_back(std::move(r));
     }
     {
-      std::lock_guard lock(engine_m_);
+      std::lock_guard lock(inbox_m_);
       if (stopping_) throw cqs::ApiError(503, "the server is stopping", "", "server_error");
-      // choices beyond the free slots wait; the queue holds at most --max-queue of them
-      const std::size_t free_slots = engine_->slots() - engine_->running(), queued = engine_->queued();
+      // choices beyond the free slots wait; the queue holds at most --max-queue of them (the
+      // engine's counts as of its last step, plus the choices posted since)
+      const std::size_t slots = static_cast<std::size_t>(o_.parallel), running = std::min(slots, busy_.load());
+      const std::size_t free_slots = slots - running, queued = queued_ + posted_;
       const std::size_t waiting = queued > free_slots ? queued - free_slots : 0;
       const std::size_t free_after = free_slots > queued ? free_slots - queued : 0;
       if (waiting + (count > free_after ? count - free_after : 0) > static_cast<std::size_t>(o_.max_queue)) {
@@ -408,15 +440,26 @@ class Server {
         throw cqs::ApiError(503,
                             fmt::format("the server is busy: {} slots run and {} choices wait, the queue holds {} "
                                         "(--max-queue); retry later",
-                                        engine_->running(), waiting, o_.max_queue),
+                                        running, waiting, o_.max_queue),
                             "", "server_error");
       }
-      for (std::size_t c = 0; c < count; ++c) {
-        job->choices[c].engine_id = engine_->submit(std::move(requests[c]));
-        running_[job->choices[c].engine_id] = job;
-      }
-      engine_cv_.notify_all();
+      posted_ += count;
+      jobs_.insert(job);
     }
+    auto pending = std::make_shared<std::vector<cqs::Request>>(std::move(requests));
+    post([this, job, pending] {
+      {
+        std::lock_guard lock(inbox_m_);
+        posted_ -= pending->size();
+      }
+      for (std::size_t c = 0; c < pending->size(); ++c) {
+        try {
+          job->choices[c].engine_id = engine_->submit(std::move((*pending)[c]));
+        } catch (const cq::DomainError&) {  // checked before: the choice ends at once
+          on_done(*job, c, {}, cqs::Outcome::cancelled);
+        }
+      }
+    });
     for (const auto& in : inputs) metrics_.prompt_tokens += in.ids.size() * d.n;
     const std::string id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_id_++);
     const std::int64_t created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -487,14 +530,14 @@ class Server {
   /// Cancels the job's choices still running (a client that left).
   void abandon(const std::shared_ptr<Job>& job) {
     job->gone = true;
-    std::lock_guard lock(engine_m_);
-    for (const auto& ch : job->choices) engine_->cancel(ch.engine_id);
-    engine_cv_.notify_all();
+    post([this, job] {
+      for (const auto& ch : job->choices) engine_->cancel(ch.engine_id);
+    });
   }
 
   void forget(const std::shared_ptr<Job>& job) {
-    std::lock_guard lock(engine_m_);
-    for (const auto& ch : job->choices) running_.erase(ch.engine_id);
+    std::lock_guard lock(inbox_m_);
+    jobs_.erase(job);
   }
 
   json logprobs_json(const ChoiceState& ch, bool chat, bool probability) const {
@@ -526,11 +569,14 @@ class Server {
   /// Waits for every choice, then answers with the whole completion.
   void whole(const httplib::Request& req, httplib::Response& res, const std::shared_ptr<Job>& job, const cqs::DecodeRequest& d,
              const std::string& id, std::int64_t created, bool chat) {
+    bool complete = false;
     {
       std::unique_lock lock(job->m);
-      job->cv.wait(lock, [&] { return job->remaining == 0; });
+      while (!(complete = job->cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return job->remaining == 0; })))
+        if (engine_done_) break;
     }
     forget(job);
+    if (!complete) throw cqs::ApiError(503, "the server stopped before the answer was complete", "", "server_error");
     json choices = json::array();
     std::size_t completion_tokens = 0, prompt_tokens = 0;
     for (std::size_t c = 0; c < job->choices.size(); ++c) {
@@ -628,14 +674,23 @@ class Server {
 
   void score(const httplib::Request& req, httplib::Response& res) {
     const auto r = cqs::parse_score_request(req.body, limits_);
-    cqs::TextScore s;
-    {
-      std::lock_guard lock(engine_m_);  // the model's evaluation shares its caches with decoding
+    // on the engine thread: the model's evaluation shares its caches with decoding
+    auto done = std::make_shared<std::promise<cqs::TextScore>>();
+    auto result = done->get_future();
+    post([this, r, done] {
       try {
-        s = cqs::score_text<float>(*loaded_.model, *tok_, r.text, r.interval_levels, ctx_);
-      } catch (const cq::DomainError& e) {
-        throw cqs::ApiError(400, e.what(), "text");
+        done->set_value(cqs::score_text<float>(*loaded_.model, *tok_, r.text, r.interval_levels, ctx_));
+      } catch (...) {
+        done->set_exception(std::current_exception());
       }
+    });
+    while (result.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready)
+      if (engine_done_) throw cqs::ApiError(503, "the server stopped before the answer was complete", "", "server_error");
+    cqs::TextScore s;
+    try {
+      s = result.get();
+    } catch (const cq::DomainError& e) {
+      throw cqs::ApiError(400, e.what(), "text");
     }
     json numbers = json::array();
     for (const auto& n : s.numbers)
@@ -667,10 +722,10 @@ class Server {
                        metrics_.cancelled.load());
     out += fmt::format("# HELP causalqwen_queue_length choices waiting for a slot\n"
                        "# TYPE causalqwen_queue_length gauge\ncausalqwen_queue_length {}\n",
-                       metrics_text_queue_.load());
+                       queued_.load());
     out += fmt::format("# HELP causalqwen_slots_busy slots decoding\n"
                        "# TYPE causalqwen_slots_busy gauge\ncausalqwen_slots_busy {}\n",
-                       metrics_text_running_.load());
+                       busy_.load());
     out += metrics_.ttft.text("causalqwen_time_to_first_token_seconds", "from a choice's submission to its first token");
     out += metrics_.token_latency.text("causalqwen_inter_token_seconds", "between consecutive tokens of a choice");
     return out;
@@ -686,11 +741,14 @@ class Server {
   std::optional<cqs::ChatTemplate> chat_;
   std::string chat_error_;
   std::unique_ptr<cqs::Engine<float>> engine_;
-  std::mutex engine_m_;
+  std::mutex inbox_m_;  // guards tasks_, jobs_, posted_
   std::condition_variable engine_cv_;
-  std::map<std::uint64_t, std::shared_ptr<Job>> running_;  // engine id → its job (guarded by engine_m_)
+  std::deque<std::function<void()>> tasks_;
+  std::set<std::shared_ptr<Job>> jobs_;  // the jobs not answered yet
+  std::size_t posted_ = 0;               // choices posted, not yet submitted to the engine
+  std::atomic<std::size_t> queued_{0}, busy_{0};  // the engine's queue and busy slots after its last step
+  std::atomic<bool> engine_done_{false};
   std::atomic<bool> stopping_{false};
-  std::atomic<std::size_t> metrics_text_queue_{0}, metrics_text_running_{0};
   std::atomic<std::uint64_t> next_id_{1};
   std::int64_t started_ = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   Metrics metrics_;
