@@ -6,11 +6,11 @@
 set -euo pipefail
 pkgs=(g++ make cmake libeigen3-dev libxtensor-dev xtensor-dev libxsimd-dev libfmt-dev
       nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libopenblas-dev libopenblas0-openmp
-      libdnnl-dev libopenmpi-dev openmpi-bin pkg-config)
+      libdnnl-dev libopenmpi-dev openmpi-bin pkg-config libcpp-httplib-dev)
 if [[ "${1:-}" == "--tests" ]]; then
   # clang, libclang-rt-dev (libFuzzer and the sanitizer runtimes) and libomp-dev (OpenMP under
-  # Clang): the fuzz targets' build, preset `fuzz`
-  pkgs+=(doctest-dev libbenchmark-dev libboost-math-dev python3-torch clang libclang-rt-dev libomp-dev ccache)
+  # Clang): the fuzz targets' build, preset `fuzz`; chromium: the server's page in a real browser
+  pkgs+=(doctest-dev libbenchmark-dev libboost-math-dev python3-torch clang libclang-rt-dev libomp-dev ccache chromium)
   command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 fi
 missing=()

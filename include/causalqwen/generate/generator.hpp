@@ -76,6 +76,38 @@ struct GenerationResult {
 /// Called after each token of row `row` (its result so far); returning true stops the row.
 using TokenHook = std::function<bool(std::size_t row, const GenerationResult& so_far)>;
 
+/// u ∈ (0,1) in T (a double near 0 or 1 may round to 0 or 1 in float).
+template <class T>
+T open_unit(double u) {
+  T v = static_cast<T>(u);
+  if (v <= T(0)) v = std::numeric_limits<T>::min();
+  if (v >= T(1)) v = std::nextafter(T(1), T(0));
+  return v;
+}
+
+/// The noise of one decoding step for R rows, row i being at its own step steps[i] of the stream
+/// seeded seeds[i] (so a row's noise depends on its seed and step alone, never on its batch):
+///   sampling, causal: action[i,j] = open_unit(u(action, step_i, j)), j < C (step_i = 0 for every
+///                     step with shared noise);  every mode: pick[i] = u(token_pick, step_i, 0).
+/// `action` and `pick` hold the values; the result views them.
+template <class T>
+StepNoise<T> draw_step_noise(std::span<const std::uint64_t> seeds, std::span<const std::size_t> steps,
+                             const DecodeSettings& s, std::size_t C, std::vector<T>& action, std::vector<double>& pick) {
+  const std::size_t R = seeds.size();
+  const bool noisy = s.mode == GenerationMode::sampling || s.mode == GenerationMode::causal;
+  action.assign(noisy ? R * C : 0, T(0));
+  pick.assign(R, 0.5);
+  for (std::size_t i = 0; i < R; ++i) {
+    const RowStream stream{seeds[i]};
+    const std::uint64_t step = s.shared_noise ? 0 : steps[i];
+    if (noisy)
+      for (std::size_t j = 0; j < C; ++j) action[i * C + j] = open_unit<T>(stream.uniform(NoiseTag::action, step, j));
+    pick[i] = stream.uniform(NoiseTag::token_pick, steps[i], 0);
+  }
+  return {noisy ? TensorView<const T, 2>(action.data(), {R, C}) : TensorView<const T, 2>{},
+          TensorView<const double, 1>(pick.data(), {R})};
+}
+
 template <class T>
 class Generator {
  public:
@@ -226,32 +258,17 @@ class Generator {
   void decide(const std::vector<std::size_t>& rows, std::span<const PromptInput> prompts, std::size_t t,
               const DecodeSettings& s, std::vector<StepDecision>& out) {
     const auto& cfg = model_.config();
-    const std::size_t R = rows.size(), H = cfg.hidden_size(), C = cfg.causal_size;
+    const std::size_t R = rows.size(), H = cfg.hidden_size();
     z_active_.resize(R * H);
-    for (std::size_t i = 0; i < R; ++i) std::copy_n(z_rows_.data() + rows[i] * H, H, z_active_.data() + i * H);
-    const bool noisy = s.mode == GenerationMode::sampling || s.mode == GenerationMode::causal;
-    const std::uint64_t step = s.shared_noise ? 0 : t;
-    action_.assign(noisy ? R * C : 0, T(0));
-    pick_.assign(R, 0.5);
+    seeds_.resize(R);
     for (std::size_t i = 0; i < R; ++i) {
-      const RowStream stream{prompts[rows[i]].seed};
-      if (noisy)
-        for (std::size_t j = 0; j < C; ++j) action_[i * C + j] = open_unit(stream.uniform(NoiseTag::action, step, j));
-      pick_[i] = stream.uniform(NoiseTag::token_pick, t, 0);
+      std::copy_n(z_rows_.data() + rows[i] * H, H, z_active_.data() + i * H);
+      seeds_[i] = prompts[rows[i]].seed;
     }
-    const Arena<T>& p = model_.params();
-    head_.step(model_.head_params(), p.version(), {z_active_.data(), {R, H}}, s,
-               {noisy ? TensorView<const T, 2>(action_.data(), {R, C}) : TensorView<const T, 2>{},
-                TensorView<const double, 1>(pick_.data(), {R})},
+    steps_.assign(R, t);
+    const auto noise = draw_step_noise<T>(seeds_, steps_, s, cfg.causal_size, action_, pick_);
+    head_.step(model_.head_params(), model_.params().version(), {z_active_.data(), {R, H}}, s, noise,
                std::span<StepDecision>(out.data(), R));
-  }
-
-  /// u ∈ (0,1) in T (a double near 0 or 1 may round to 0 or 1 in float).
-  static T open_unit(double u) {
-    T v = static_cast<T>(u);
-    if (v <= T(0)) v = std::numeric_limits<T>::min();
-    if (v >= T(1)) v = std::nextafter(T(1), T(0));
-    return v;
   }
 
   CausalQwen<T>& model_;
@@ -262,6 +279,8 @@ class Generator {
   std::vector<std::int64_t> seq_ids_, seq_mask_, seq_pos_, ids_, mask_, pos_;
   std::vector<T> seq_vals_, vals_, z_rows_, z_active_, action_;
   std::vector<double> pick_;
+  std::vector<std::uint64_t> seeds_;
+  std::vector<std::size_t> steps_;
 };
 
 /// Continuations of `prompts` with `model` (see the file comment); one result per prompt.

@@ -60,6 +60,82 @@ inline std::vector<std::int64_t> default_eos_ids(const text::Tokenizer& tok) {
   return ids;
 }
 
+/// A prompt encoded for generation: its ids and numbers, cut per `long_prompt` (see the file
+/// comment). `index` names the prompt in errors; `limit` = 0: no limit.
+template <class T>
+generate::PromptInput encode_prompt(const text::Tokenizer& tok, const std::string& prompt, std::size_t index,
+                                    std::size_t new_tokens, std::size_t limit, LongPrompt long_prompt) {
+  auto enc = tok.encode_with_numbers(prompt);
+  detail::require(!enc.input_ids.empty(), "TextGenerator", "prompt {} encodes to no token", index);
+  for (const auto& span : enc.spans)
+    detail::require(std::fabs(span.value) <= static_cast<double>(std::numeric_limits<T>::max()), "TextGenerator",
+                    "prompt {} holds the number {}, which does not fit the model's {}-bit floats "
+                    "(|value| <= {:g})", index, span.spelling, 8 * sizeof(T), std::numeric_limits<T>::max());
+  const std::size_t positions = enc.input_ids.size() + new_tokens - (new_tokens > 0 ? 1 : 0);
+  if (limit != 0 && positions > limit) {
+    detail::require(long_prompt == LongPrompt::keep_end, "TextGenerator",
+                    "prompt {} has {} tokens; with max_new_tokens {} the model would see {} positions, "
+                    "more than its {} (shorten it, lower max_new_tokens, or keep its end)",
+                    index, enc.input_ids.size(), new_tokens, positions, limit);
+    const auto drop = static_cast<std::ptrdiff_t>(positions - limit);
+    enc.input_ids.erase(enc.input_ids.begin(), enc.input_ids.begin() + drop);
+    enc.numeric_values.erase(enc.numeric_values.begin(), enc.numeric_values.begin() + drop);
+  }
+  return {std::vector<std::int64_t>(enc.input_ids.begin(), enc.input_ids.end()), enc.numeric_values, 0};
+}
+
+/// The rendered continuation of one row as it grows, token by token: whether a stop string has
+/// appeared (the text is then cut right after its first end), and the text that may be shown
+/// so far (a trailing U+FFFD is held back while the row runs: the character may complete with
+/// the next token).
+class TextRow {
+ public:
+  TextRow(const text::Tokenizer& tok, const std::vector<std::string>& stop_strings, const RenderOptions& render)
+      : tok_(&tok), stops_(&stop_strings), render_(render) {}
+
+  /// After each token of `so_far`: true once a stop string is in the text; `delta` (may be null)
+  /// gets the text that became showable.
+  bool update(const generate::GenerationResult& so_far, std::string* delta) {
+    text_ = render_tokens(*tok_, so_far.tokens, render_);
+    bool stop = false;
+    for (const auto& s : *stops_) {
+      const auto at = text_.find(s);
+      if (!s.empty() && at != std::string::npos) {
+        cut_ = std::min(cut_, at + s.size());
+        stop = true;
+      }
+    }
+    if (delta) {
+      delta->clear();
+      std::string shown = text_.substr(0, std::min(cut_, text_.size()));
+      std::size_t end = shown.size();
+      if (!stop && end >= 3 && shown.compare(end - 3, 3, "\xEF\xBF\xBD") == 0) end -= 3;
+      if (end > streamed_) {
+        *delta = shown.substr(streamed_, end - streamed_);
+        streamed_ = end;
+      }
+    }
+    return stop;
+  }
+
+  /// The final text of `result` (cut after a stop string); `rest` (may be null) gets what was
+  /// not shown yet.
+  std::string finish(const generate::GenerationResult& result, std::string* rest) {
+    std::string out = render_tokens(*tok_, result.tokens, render_);
+    if (cut_ != std::string::npos) out.resize(std::min(cut_, out.size()));
+    if (rest) *rest = out.size() > streamed_ ? out.substr(streamed_) : std::string();
+    streamed_ = std::max(streamed_, out.size());
+    return out;
+  }
+
+ private:
+  const text::Tokenizer* tok_;
+  const std::vector<std::string>* stops_;
+  RenderOptions render_;
+  std::string text_;
+  std::size_t streamed_ = 0, cut_ = std::string::npos;
+};
+
 /// Encodes, generates and renders (see the file comment).
 template <class T>
 class TextGenerator {
@@ -77,59 +153,27 @@ class TextGenerator {
     detail::require(limit == 0 || new_tokens <= limit, "TextGenerator",
                     "max_new_tokens {} leaves no room for a prompt in the model's {} positions", new_tokens, limit);
     for (std::size_t i = 0; i < prompts.size(); ++i) {
-      auto enc = tok_.encode_with_numbers(prompts[i]);
-      detail::require(!enc.input_ids.empty(), "TextGenerator", "prompt {} encodes to no token", i);
-      for (const auto& span : enc.spans)
-        detail::require(std::fabs(span.value) <= static_cast<double>(std::numeric_limits<T>::max()), "TextGenerator",
-                        "prompt {} holds the number {}, which does not fit the model's {}-bit floats "
-                        "(|value| <= {:g})", i, span.spelling, 8 * sizeof(T), std::numeric_limits<T>::max());
-      const std::size_t positions = enc.input_ids.size() + new_tokens - (new_tokens > 0 ? 1 : 0);
-      if (limit != 0 && positions > limit) {
-        detail::require(o.long_prompt == LongPrompt::keep_end, "TextGenerator",
-                        "prompt {} has {} tokens; with max_new_tokens {} the model would see {} positions, "
-                        "more than its {} (shorten it, lower max_new_tokens, or keep its end)",
-                        i, enc.input_ids.size(), new_tokens, positions, limit);
-        const auto drop = static_cast<std::ptrdiff_t>(positions - limit);
-        enc.input_ids.erase(enc.input_ids.begin(), enc.input_ids.begin() + drop);
-        enc.numeric_values.erase(enc.numeric_values.begin(), enc.numeric_values.begin() + drop);
-      }
+      auto input = encode_prompt<T>(tok_, prompts[i], i, new_tokens, limit, o.long_prompt);
+      input.seed = generate::row_seed(o.seed, o.first_row + i);
       out[i].prompt = prompts[i];
-      out[i].prompt_ids.assign(enc.input_ids.begin(), enc.input_ids.end());
-      inputs.push_back({out[i].prompt_ids, enc.numeric_values, generate::row_seed(o.seed, o.first_row + i)});
+      out[i].prompt_ids = input.ids;
+      inputs.push_back(std::move(input));
     }
     auto g = o.generation;
     if (g.eos_ids.empty()) g.eos_ids = default_eos_ids(tok_);
-    std::vector<std::string> text(prompts.size());
-    std::vector<std::size_t> streamed(prompts.size(), 0), cut(prompts.size(), std::string::npos);
+    std::vector<TextRow> rows(prompts.size(), TextRow(tok_, o.stop_strings, o.render));
+    std::string delta;
     const bool watch = stream || !o.stop_strings.empty();
     const generate::TokenHook hook = [&](std::size_t row, const generate::GenerationResult& r) {
-      text[row] = render_tokens(tok_, r.tokens, o.render);
-      bool stop = false;
-      for (const auto& s : o.stop_strings) {
-        const auto at = text[row].find(s);
-        if (!s.empty() && at != std::string::npos) {
-          cut[row] = std::min(cut[row], at + s.size());
-          stop = true;
-        }
-      }
-      if (stream) {
-        std::string shown = text[row].substr(0, std::min(cut[row], text[row].size()));
-        // hold back a trailing U+FFFD: the character may complete with the next token
-        std::size_t end = shown.size();
-        if (!stop && end >= 3 && shown.compare(end - 3, 3, "\xEF\xBF\xBD") == 0) end -= 3;
-        if (end > streamed[row]) {
-          stream(row, shown.substr(streamed[row], end - streamed[row]));
-          streamed[row] = end;
-        }
-      }
+      const bool stop = rows[row].update(r, stream ? &delta : nullptr);
+      if (stream && !delta.empty()) stream(row, delta);
       return stop;
     };
     auto results = gen_.run(std::span<const generate::PromptInput>(inputs), g, watch ? hook : generate::TokenHook{});
     for (std::size_t i = 0; i < prompts.size(); ++i) {
       out[i].generation = std::move(results[i]);
-      out[i].text = render_tokens(tok_, out[i].generation.tokens, o.render);
-      if (cut[i] != std::string::npos) out[i].text.resize(std::min(cut[i], out[i].text.size()));
-      if (stream && out[i].text.size() > streamed[i]) stream(i, out[i].text.substr(streamed[i]));
+      out[i].text = rows[i].finish(out[i].generation, stream ? &delta : nullptr);
+      if (stream && !delta.empty()) stream(i, delta);
     }
     return out;
   }

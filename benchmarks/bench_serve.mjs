@@ -1,0 +1,102 @@
+// Load generator for `causalqwen serve` (plain Node, no package): for each N, N concurrent
+// streamed completions of the same prompt (seeds 0 … N−1, deterministic mode, max_tokens T).
+// It prints, per N: aggregate generated tokens per second (all streams' tokens over the wall
+// time from the first request to the last [DONE]), its ratio to N = 1's, the time to first
+// token and the gaps between pieces (p50, p99 over all streams). The token counts are the
+// usage of the same requests sent whole (a choice's streamed pieces are its whole answer), so
+// they are exact; a gap is between two pieces of text, one per token except where a token
+// renders no text of its own.
+//
+//   node benchmarks/bench_serve.mjs --base http://127.0.0.1:8080 [--n 1,4,8,16] [--tokens 64]
+//                                   [--prompt TEXT]
+//   node benchmarks/bench_serve.mjs --cli build/bin/causalqwen --model DIR [--serve-args "..."] …
+//     (starts the server on a free port with --parallel max(N), and stops it at the end)
+import { spawn } from "node:child_process";
+import net from "node:net";
+
+const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => {
+  if (a.startsWith("--")) acc.push([a.slice(2), all[i + 1]]);
+  return acc;
+}, []));
+const counts = (args.n ?? "1,4,8,16").split(",").map(Number);
+const tokens = Number(args.tokens ?? 64);
+const prompt = args.prompt ?? "The total is 12 and the price is";
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const quantile = (xs, q) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? s[Math.min(s.length - 1, Math.floor(q * s.length))] : NaN;
+};
+
+async function freePort() {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.listen(0, "127.0.0.1", () => { const p = s.address().port; s.close(() => resolve(p)); });
+  });
+}
+
+let base = args.base, server = null;
+if (!base) {
+  const port = await freePort();
+  const extra = (args["serve-args"] ?? "").split(" ").filter(Boolean);
+  server = spawn(args.cli, ["serve", "--model", args.model, "--port", String(port), "--parallel", String(Math.max(...counts)),
+                            ...extra], { stdio: ["ignore", "inherit", "inherit"] });
+  base = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 1200; ++i) {
+    try { if ((await fetch(base + "/health")).ok) break; } catch {}
+    await sleep(100);
+  }
+}
+
+const body = (seed) => ({ prompt, max_tokens: tokens, seed, mode: "deterministic" });
+async function one(seed, t0) {
+  const res = await fetch(base + "/v1/completions", {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ ...body(seed), stream: true }),
+  });
+  const reader = res.body.getReader(), dec = new TextDecoder();
+  let buf = "", first = null, last = null;
+  const gaps = [];
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += dec.decode(value, { stream: true });
+    let cut;
+    while ((cut = buf.indexOf("\n\n")) >= 0) {
+      const line = buf.slice(0, cut);
+      buf = buf.slice(cut + 2);
+      if (line === "data: [DONE]") continue;
+      const c = JSON.parse(line.slice(6)).choices[0];
+      if (!c.text) continue;
+      const now = performance.now();
+      if (first === null) first = now - t0;
+      else gaps.push(now - last);
+      last = now;
+    }
+  }
+  return { ttft: first, gaps, end: performance.now() };
+}
+
+// warm up, and the exact token counts of every seed
+const used = {};
+for (let seed = 0; seed < Math.max(...counts); ++seed) {
+  const r = await (await fetch(base + "/v1/completions", {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body(seed)),
+  })).json();
+  used[seed] = r.usage.completion_tokens;
+}
+console.log(`prompt "${prompt}", max_tokens ${tokens}, deterministic mode, ${base}`);
+console.log("   N   tokens/s   ×N=1   TTFT p50 ms   TTFT p99 ms   gap p50 ms   gap p99 ms");
+let single = null;
+for (const n of counts) {
+  const t0 = performance.now();
+  const runs = await Promise.all(Array.from({ length: n }, (_, seed) => one(seed, t0)));
+  const wall = (Math.max(...runs.map((r) => r.end)) - t0) / 1000;
+  let total = 0;
+  for (let seed = 0; seed < n; ++seed) total += used[seed];
+  const rate = total / wall;
+  single ??= rate;
+  const ttft = runs.map((r) => r.ttft), gaps = runs.flatMap((r) => r.gaps);
+  console.log(`${String(n).padStart(4)} ${rate.toFixed(1).padStart(10)} ${(rate / single).toFixed(2).padStart(6)} ` +
+              `${quantile(ttft, 0.5).toFixed(1).padStart(13)} ${quantile(ttft, 0.99).toFixed(1).padStart(13)} ` +
+              `${quantile(gaps, 0.5).toFixed(1).padStart(12)} ${quantile(gaps, 0.99).toFixed(1).padStart(12)}`);
+}
+if (server) server.kill("SIGTERM");

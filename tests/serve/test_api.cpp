@@ -1,0 +1,165 @@
+// The serving layer's request parsing, number reports and chat template (serve/api_request.hpp,
+// number_report.hpp, chat_template.hpp): defaults and every field read; each refusal names its
+// field; a generated number's offset, text and intervals (loc ± scale·tan(πp/2)); ChatML
+// recognised from tokenizer_config.json, anything else refused naming the file.
+#include "../support/test_support.hpp"
+
+#include <causalqwen/serve/api_request.hpp>
+#include <causalqwen/serve/chat_template.hpp>
+#include <causalqwen/serve/number_report.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numbers>
+
+#include <unistd.h>
+
+namespace cq = causalqwen;
+namespace cqg = causalqwen::generate;
+namespace cqs = causalqwen::serve;
+
+namespace {
+
+cqs::ApiLimits limits() {
+  cqs::ApiLimits l;
+  l.model_name = "tiny";
+  l.max_tokens = 100;
+  return l;
+}
+
+/// The param of the ApiError that parsing `body` throws ("-" when it does not throw).
+std::string refused_param(std::string_view body, bool chat = false) {
+  try {
+    if (chat) (void)cqs::parse_chat_request(body, limits());
+    else (void)cqs::parse_completion_request(body, limits());
+  } catch (const cqs::ApiError& e) {
+    CHECK(e.status == 400);
+    CHECK(std::string(e.what()).size() > 10);
+    return e.param;
+  }
+  return "-";
+}
+
+}  // namespace
+
+TEST_CASE("completion requests: defaults, every field, and refusals naming the field") {
+  const auto d = cqs::parse_completion_request(R"({"prompt": "a b"})", limits());
+  CHECK(d.prompts == std::vector<std::string>{"a b"});
+  CHECK(d.d.max_tokens == 16);
+  CHECK(d.d.decode.mode == cqg::GenerationMode::deterministic);
+  CHECK(d.d.interval_levels == std::vector<double>{0.5, 0.9});
+  CHECK(d.d.n == 1);
+  CHECK_FALSE(d.d.stream);
+  const auto r = cqs::parse_completion_request(
+      R"({"model": "tiny", "prompt": ["x", "y"], "max_tokens": 7, "mode": "compatible", "temperature": 0.5, "top_p": 0.8,
+          "top_k": -1, "seed": -3, "stop": "q", "n": 2, "stream": true, "logprobs": 0, "echo": true,
+          "interval_levels": [0.8], "user": 5, "frequency_penalty": 0})",
+      limits());
+  CHECK(r.prompts.size() == 2);
+  CHECK(r.d.max_tokens == 7);
+  CHECK(r.d.decode.mode == cqg::GenerationMode::compatible);
+  CHECK(r.d.decode.temperature == 0.5);
+  CHECK(r.d.decode.top_p == 0.8);
+  CHECK(r.d.decode.top_k == 0);
+  CHECK(r.d.seed == static_cast<std::uint64_t>(-3));
+  CHECK(r.d.stop == std::vector<std::string>{"q"});
+  CHECK(r.d.n == 2);
+  CHECK(r.d.stream);
+  CHECK(r.d.want_logprobs);
+  CHECK(r.d.echo);
+  CHECK(r.d.interval_levels == std::vector<double>{0.8});
+  // compatible's temperature defaults to 0 (greedy), sampling's to 1, as in `generate`
+  CHECK(cqs::parse_completion_request(R"({"prompt": "x", "mode": "compatible"})", limits()).d.decode.temperature == 0);
+  CHECK(cqs::parse_completion_request(R"({"prompt": "x", "mode": "sampling"})", limits()).d.decode.temperature == 1);
+  CHECK(cqs::parse_completion_request(R"({"prompt": "x", "max_tokens": null})", limits()).d.max_tokens == 16);
+
+  CHECK(refused_param("{") == "");
+  CHECK(refused_param("[1]") == "");
+  CHECK(refused_param("{}") == "prompt");
+  CHECK(refused_param(R"({"prompt": [1]})") == "prompt");
+  CHECK(refused_param(R"({"prompt": "x", "model": "other"})") == "model");
+  CHECK(refused_param(R"({"prompt": "x", "max_tokens": 0})") == "max_tokens");
+  CHECK(refused_param(R"({"prompt": "x", "max_tokens": 101})") == "max_tokens");
+  CHECK(refused_param(R"({"prompt": "x", "max_tokens": 18446744073709551615})") == "max_tokens");
+  CHECK(refused_param(R"({"prompt": "x", "temperature": -0.1})") == "temperature");
+  CHECK(refused_param(R"({"prompt": "x", "top_p": 0})") == "top_p");
+  CHECK(refused_param(R"({"prompt": "x", "mode": "greedy"})") == "mode");
+  CHECK(refused_param(R"({"prompt": "x", "stop": ["a", ""]})") == "stop");
+  CHECK(refused_param(R"({"prompt": "x", "n": 17})") == "n");
+  CHECK(refused_param(R"({"prompt": "x", "logprobs": 6})") == "logprobs");
+  CHECK(refused_param(R"({"prompt": "x", "interval_levels": [1]})") == "interval_levels");
+  CHECK(refused_param(R"({"prompt": "x", "seed": "1"})") == "seed");
+}
+
+TEST_CASE("chat requests: messages, content parts, chat's field names") {
+  const auto r = cqs::parse_chat_request(
+      R"({"messages": [{"role": "developer", "content": "be brief"},
+                       {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+                       {"role": "assistant", "content": null}],
+          "max_completion_tokens": 5, "logprobs": true, "top_logprobs": 0})",
+      limits());
+  REQUIRE(r.messages.size() == 3);
+  CHECK(r.messages[0].role == "system");
+  CHECK(r.messages[1].content == "ab");
+  CHECK(r.messages[2].content.empty());
+  CHECK(r.d.max_tokens == 5);
+  CHECK(r.d.want_logprobs);
+  CHECK(cqs::render_chat(cqs::ChatTemplate::chatml, r.messages) ==
+        "<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nab<|im_end|>\n<|im_start|>assistant\n<|im_end|>\n"
+        "<|im_start|>assistant\n");
+  CHECK(refused_param(R"({"messages": []})", true) == "messages");
+  CHECK(refused_param(R"({"messages": [{"role": "bot", "content": "x"}]})", true) == "messages[0].role");
+  CHECK(refused_param(R"({"messages": [{"role": "user", "content": "x"}, {"role": "user"}]})", true) == "messages[1].content");
+  CHECK(refused_param(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 1, "logprobs": true})", true) ==
+        "top_logprobs");
+}
+
+TEST_CASE("number reports: offset and text in the rendered text, intervals loc ± scale·tan(πp/2)") {
+  cq::text::TokenizerOptions o;
+  o.num_token_id = 20;
+  const auto tok = cq::text::Tokenizer::from_file(CQ_TINY_TOKENIZER, o);  // " abcdefghijklmnopqrs" = 0…19
+  auto t = [](std::int64_t id, double v = 0, double s = 0, double p = 0) {
+    cqg::GeneratedToken g;
+    g.id = id, g.value = v, g.scale = s, g.p_num = p;
+    return g;
+  };
+  const std::vector<cqg::GeneratedToken> tokens = {t(1), t(0), t(20, 12.5, 2.0, 0.7), t(0), t(2), t(20, -3.25, 0.5, 0.4)};
+  const auto text = cqg::render_tokens(tok, tokens);
+  const std::vector<double> levels{0.5, 0.9};
+  const auto reports = cqs::generated_numbers(tok, tokens, {}, levels);
+  REQUIRE(reports.size() == 2);
+  for (const auto& r : reports) CHECK(text.compare(r.text_offset, r.text.size(), r.text) == 0);
+  CHECK(reports[0].token_index == 2);
+  CHECK(reports[0].value == 12.5);
+  CHECK(reports[0].loc == 12.5);
+  CHECK(reports[0].p_num == 0.7);
+  REQUIRE(reports[0].intervals.size() == 2);
+  CHECK(cqtest::close_rel(reports[0].intervals[0].second[0], 12.5 - 2.0, 1e-12));  // tan(π/4) = 1
+  CHECK(cqtest::close_rel(reports[0].intervals[1].second[1], 12.5 + 2.0 * std::tan(0.45 * std::numbers::pi), 1e-12));
+  // from a later token on: only the numbers from there
+  const auto later = cqs::generated_numbers(tok, tokens, {}, levels, 3);
+  REQUIRE(later.size() == 1);
+  CHECK(later[0].text_offset == reports[1].text_offset);
+}
+
+TEST_CASE("chat template: ChatML recognised from tokenizer_config.json, anything else refused naming the file") {
+  const auto dir = std::filesystem::temp_directory_path() / ("cq_test_chat_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto file = dir / "tokenizer_config.json";
+  cq::text::TokenizerOptions o;
+  o.num_token_id = 20;
+  const auto plain = cq::text::Tokenizer::from_file(CQ_TINY_TOKENIZER, o);
+  std::ofstream(file) << R"({"chat_template": "{% for m in messages %}<|im_start|>{{m.role}}\n{{m.content}}<|im_end|>{% endfor %}"})";
+  // the template is ChatML, but this tokenizer has no <|im_start|>
+  CHECK_THROWS_WITH_AS(cqs::recognise_chat_template(file, plain), doctest::Contains("no <|im_start|> or <|im_end|> token"),
+                       cq::DomainError);
+  std::ofstream(file) << R"({"chat_template": "{{ bos_token }}{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}"})";
+  CHECK_THROWS_WITH_AS(cqs::recognise_chat_template(file, plain), doctest::Contains("tokenizer_config.json: the chat_template is not recognised"),
+                       cq::DomainError);
+  std::ofstream(file) << R"({"eos_token": "x"})";
+  CHECK_THROWS_WITH_AS(cqs::recognise_chat_template(file, plain), doctest::Contains("no \"chat_template\""), cq::DomainError);
+  CHECK_THROWS_WITH_AS(cqs::recognise_chat_template(dir / "missing.json", plain), doctest::Contains("missing.json: cannot open"),
+                       cq::DomainError);
+  std::filesystem::remove_all(dir);
+}
