@@ -41,7 +41,7 @@ inline void print_proper_scores(std::FILE* out, const causalqwen::eval::GroupedP
                                 std::optional<double> baseline, const std::string& baseline_source) {
   fmt::print(out, "proper scores of the number forecasts (lower is better; NLL first):\n");
   fmt::print(out, "  {:<20} {:>7} {:>9} {:>10} {:>10} {:>10} {:>9} {:>10} {:>10} {:>9}\n", "", "numbers", "NLL",
-             "CRPS mean", "median", "trimmed", "pinball", "IS 50%", "IS 90%", "skill");
+             "CRPS mean", "median", "trimmed", "pinball", "IS 50%", "IS 90%", "skill*");
   print_scores_row(out, "overall", g.overall);
   for (const auto& [name, s] : g.groups) print_scores_row(out, name, s);
   const auto& s = g.overall;
@@ -54,7 +54,7 @@ inline void print_proper_scores(std::FILE* out, const causalqwen::eval::GroupedP
     fmt::print(out, "\n");
   }
   fmt::print(out, "  (CRPS trimmed: the mean of the middle {:.0f}%; pinball: mean over τ = 0.05…0.95; IS: interval score "
-                  "of the central interval)\n",
+                  "of the central interval; skill*: of the median CRPS)\n",
              100 * (1 - 2 * causalqwen::eval::trimmed_fraction));
 }
 

@@ -7,8 +7,8 @@
 /// the rank k = ⌈(n + 1)·p⌉ and s_(k) the k-th smallest score,
 ///     m_p = s_(k) / w(p),   so that loc ± m_p·scale·w(p) = loc ± s_(k)·scale
 /// covers a new exchangeable number with probability ≥ p (and < p + 1/(n + 1) without ties).
-/// When k > n (n < p/(1 − p), e.g. fewer than 19 numbers for p = 0.9 … ⌈(n+1)p⌉ ≤ n needs
-/// n ≥ p/(1 − p)), the only interval with that guarantee is the whole line: no finite multiplier
+/// When k > n, which happens for n < p/(1 − p) (fewer than 9 numbers for p = 0.9, 19 for 0.95,
+/// 99 for 0.99), the only interval with that guarantee is the whole line: no finite multiplier
 /// exists and the level is refused (DomainError naming the level and the n it needs).
 ///
 /// Temperature (method "temperature"): one factor t for every level, m_p = t, the maximum-
