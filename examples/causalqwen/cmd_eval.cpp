@@ -1,6 +1,7 @@
 // causalqwen eval --model DIR --data FILE.jsonl [--tokenizer FILE] [--out REPORT.json]
 //                 [--plot calibration.svg] [--baseline VALUE | --baseline-data TRAIN.jsonl]
 //                 [--batch-size B] [--seq-len S] [--dtype f32|f64] [--threads N] [--plain]
+//                 [--predictions FILE.jsonl] [--no-calibration] [--selective-level P]
 //
 // Scores a checkpoint on every line of a JSONL file ({"text": "...", "group": "..."}; the group
 // is optional), teacher-forced, in batches of whole texts (a text longer than --seq-len tokens is
@@ -10,18 +11,36 @@
 // level and the PIT histogram (SVG). Refused with one line naming the file (and line): an empty
 // or number-free JSONL, a group that is not a string, a tokenizer whose <NUM> or vocabulary does
 // not fit the model.
+//
+// Proper scores (eval/number_scores.hpp), overall and per group: NLL (the headline), the
+// closed-form CRPS (mean, median, trimmed mean), the pinball loss over τ = 0.05…0.95, the interval
+// score at each level, and their skill against a median baseline: --baseline / --baseline-data,
+// else the median of the scored numbers themselves (named so in the report). When the model
+// directory holds calibration.json (`causalqwen calibrate`), the intervals are scored before and
+// after its recalibration (--no-calibration: before only). --predictions writes one JSON line per
+// scored number {"line", "text", "y", "loc", "scale", "p_num", "group"}, from which every score
+// can be recomputed. --plot also draws the risk–coverage curve beside the calibration picture
+// (PLOT-risk-coverage.svg): the MAE and coverage of the numbers kept as the widest intervals at
+// --selective-level (default 0.9) are set aside.
 #include "calibration_print.hpp"
 #include "command.hpp"
 #include "model_loading.hpp"
+#include "number_forecasts.hpp"
 #include "progress.hpp"
+#include "scores_print.hpp"
+#include "svg_plot.hpp"
 
 #include <causalqwen/core/threading.hpp>
+#include <causalqwen/eval/interval_calibration.hpp>
+#include <causalqwen/eval/number_scores.hpp>
+#include <causalqwen/eval/risk_coverage.hpp>
 #include <causalqwen/io/atomic_file.hpp>
 #include <causalqwen/train/calibration_svg.hpp>
 #include <causalqwen/train/evaluate.hpp>
 #include <causalqwen/train/jsonl_dataset.hpp>
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -40,10 +59,11 @@ namespace fs = std::filesystem;
 struct EvalOptions {
   cqcli::ModelOptions model;
   cqcli::WeightsOption weights;
-  std::string data, out, plot, baseline_data, dtype = "f32";
+  std::string data, out, plot, baseline_data, dtype = "f32", predictions;
   std::optional<double> baseline;
+  double selective_level = 0.9;
   std::size_t batch = 16, seq = 128, threads = 2;
-  bool plain = false;
+  bool plain = false, no_calibration = false;
 };
 
 /// The baseline prediction: --baseline, or the median of the numbers of --baseline-data.
@@ -111,7 +131,9 @@ void run_eval(const EvalOptions& o) {
     slots += batches[done - 1].batch * batches[done - 1].seq;
     progress.show(done, fmt::format("{:.0f} positions/s", double(slots) / std::max(seconds, 1e-9)));
   };
-  const auto e = ct::evaluate(model, batches, {}, options);
+  const auto calibration = o.no_calibration ? std::nullopt : cq::eval::load_interval_calibration(o.model.model_dir);
+  cqcli::NumberForecasts forecasts;
+  const auto e = ct::evaluate(model, batches, forecasts.collector(o.batch, records.groups), options);
   progress.finish();
   const auto now = std::chrono::steady_clock::now();
   const double seconds = std::chrono::duration<double>(now - start).count(),
@@ -137,6 +159,46 @@ void run_eval(const EvalOptions& o) {
                  at90 && at90->verdict ? cq::train::verdict_name(*at90->verdict) : "-");
     }
   }
+  // proper scores, before and after the recalibration of the intervals
+  const std::vector<double> levels(ct::coverage_levels.begin(), ct::coverage_levels.end());
+  std::vector<double> calibrated_levels;
+  if (calibration)
+    for (double p : levels)
+      if (calibration->has_level(p)) calibrated_levels.push_back(p);
+  std::vector<double> ys;
+  for (const auto& f : forecasts.forecasts) ys.push_back(f.y);
+  const auto skill_baseline = options.baseline_value ? options.baseline_value : cq::eval::median_of(ys);
+  const std::string baseline_source = o.baseline ? "--baseline"
+                                      : !o.baseline_data.empty() ? "the median of --baseline-data's numbers"
+                                                                 : "the median of the scored numbers";
+  const auto scores = cq::eval::score_grouped(forecasts.forecasts, forecasts.group, cq::eval::ForecastFamily::cauchy,
+                                              levels, skill_baseline);
+  std::optional<cq::eval::GroupedProperScores> calibrated_scores;
+  if (calibration && !calibrated_levels.empty())
+    calibrated_scores = cq::eval::score_grouped(forecasts.forecasts, forecasts.group, cq::eval::ForecastFamily::cauchy,
+                                                calibrated_levels, skill_baseline, &*calibration);
+  cqcli::print_proper_scores(stdout, scores, skill_baseline, baseline_source);
+  if (calibration) {
+    const auto file = (fs::path(o.model.model_dir) / cq::eval::calibration_file_name).string();
+    if (calibrated_scores) cqcli::print_recalibration(stdout, scores, *calibrated_scores, *calibration, file);
+    else fmt::print("recalibration: {} has no multiplier at the levels eval reports ({})\n", file, fmt::join(levels, ", "));
+  }
+  const auto risk = cq::eval::risk_coverage_curve(forecasts.forecasts, o.selective_level, cq::eval::ForecastFamily::cauchy,
+                                                  calibration && calibration->has_level(o.selective_level) ? &*calibration : nullptr,
+                                                  forecasts.group);
+  if (!o.predictions.empty()) {
+    std::string lines;
+    for (std::size_t i = 0; i < forecasts.forecasts.size(); ++i) {
+      const auto& f = forecasts.forecasts[i];
+      const std::size_t line = forecasts.sequence[i];
+      nlohmann::json j = {{"line", line}, {"text", records.texts[line]}, {"y", f.y}, {"loc", f.loc}, {"scale", f.scale},
+                          {"p_num", forecasts.p_num[i]},
+                          {"group", forecasts.group.empty() ? nlohmann::json(nullptr) : nlohmann::json(forecasts.group[i])}};
+      lines += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    }
+    cq::io::write_file_atomically(o.predictions, [&](cq::io::AtomicFile& f) { f.write(lines); });
+    fmt::print("predictions ({} numbers) -> {}\n", forecasts.forecasts.size(), o.predictions);
+  }
   fmt::print("evaluated {} batches in {:.1f} s ({:.0f} positions/s, padding included), after {:.1f} s loading the model "
              "and the data{}\n",
              e.batches, seconds, double(slots) / std::max(seconds, 1e-9), preparing,
@@ -148,6 +210,16 @@ void run_eval(const EvalOptions& o) {
                         {"numbers_not_scored", cut_numbers}, {"seq_len", o.seq}, {"batch_size", o.batch},
                         {"batches", e.batches},       {"non_finite", e.non_finite}, {"metrics", metrics_json(m)},
                         {"calibration", ct::calibration_to_json(e.calibration)}};
+    j["scores"] = {{"baseline", {{"value", skill_baseline ? nlohmann::json(*skill_baseline) : nlohmann::json(nullptr)},
+                                 {"source", baseline_source}}},
+                   {"trimmed_fraction", cq::eval::trimmed_fraction},
+                   {"pinball_levels", cq::eval::pinball_levels},
+                   {"uncalibrated", cq::eval::grouped_scores_to_json(scores)},
+                   {"calibrated", calibrated_scores ? cq::eval::grouped_scores_to_json(*calibrated_scores) : nlohmann::json(nullptr)},
+                   {"interval_calibration", calibration ? cq::eval::interval_calibration_to_json(*calibration) : nlohmann::json(nullptr)}};
+    j["risk_coverage"] = {{"level", o.selective_level},
+                          {"calibrated", calibration && calibration->has_level(o.selective_level)},
+                          {"curve", cq::eval::risk_coverage_to_json(risk)}};
     cq::io::write_file_atomically(o.out, [&](cq::io::AtomicFile& f) { f.write(j.dump(2) + "\n"); });
     fmt::print("report -> {}\n", o.out);
   }
@@ -156,6 +228,9 @@ void run_eval(const EvalOptions& o) {
     ct::write_calibration_svg(e.calibration, svg);
     cq::io::write_file_atomically(o.plot, [&](cq::io::AtomicFile& f) { f.write(svg.str()); });
     fmt::print("calibration picture -> {}\n", o.plot);
+    const auto risk_plot = cqcli::risk_coverage_plot_path(o.plot);
+    cqcli::write_risk_coverage_svg(risk_plot, risk, o.selective_level);
+    fmt::print("risk-coverage picture -> {}\n", risk_plot.string());
   }
 }
 
@@ -179,7 +254,15 @@ const cqcli::Registration reg{"eval", [](CLI::App& app) {
   sub->add_option("--dtype", o->dtype, "compute type: f32 or f64")->capture_default_str()->check(CLI::IsMember({"f32", "f64"}));
   sub->add_option("--threads", o->threads, "threads")->capture_default_str();
   sub->add_flag("--plain", o->plain, "plain progress lines instead of a bar");
+  sub->add_option("--predictions", o->predictions,
+                  "write one JSON line per scored number here: line, text, y, loc, scale, p_num, group");
+  sub->add_flag("--no-calibration", o->no_calibration, "score the model's own intervals only, even when DIR/calibration.json exists");
+  sub->add_option("--selective-level", o->selective_level,
+                  "the interval level whose widths order the risk-coverage curve, in (0, 1)")
+      ->capture_default_str();
   sub->callback([o] {
+    if (!(o->selective_level > 0 && o->selective_level < 1))
+      throw CLI::ValidationError("--selective-level", fmt::format("must lie in (0, 1), got {}", o->selective_level));
     cq::set_threads(o->threads);
     if (o->dtype == "f64") return run_eval<double>(*o);
     run_eval<float>(*o);

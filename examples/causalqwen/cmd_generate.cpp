@@ -3,7 +3,8 @@
 //                     [--top-p P] [--max-new-tokens N] [--seed S] [--shared-noise]
 //                     [--show-uncertainty] [--interval P] [--stop TEXT]... [--no-cache] [--json]
 //                     [--batch-size B] [--padding left|right] [--dtype f32|f64]
-//                     [--long-prompt error|keep-end]
+//                     [--long-prompt error|keep-end] [--max-width W] [--max-relative-width R]
+//                     [--width-level P] [--no-calibration]
 //
 // Continues each prompt with the checkpoint; generated numbers are written into the text
 // (with --show-uncertainty as "42.3 (±1.2)", with --interval P as a central P interval).
@@ -19,11 +20,15 @@
 #include "model_loading.hpp"
 
 #include <causalqwen/core/json.hpp>
+#include <causalqwen/eval/interval_calibration.hpp>
 #include <causalqwen/generate.hpp>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 namespace {
@@ -40,9 +45,9 @@ struct GenerateOptions {
   std::size_t top_k = 0, batch_size = 8;
   std::int64_t max_new_tokens = 64;  // signed, so that -1 is refused rather than read as 2^64 - 1
   double top_p = 1.0;
-  std::optional<double> interval;
+  std::optional<double> interval, max_width, max_relative_width, width_level;
   std::uint64_t seed = 0;
-  bool shared_noise = false, show_uncertainty = false, no_cache = false, json = false;
+  bool shared_noise = false, show_uncertainty = false, no_cache = false, json = false, no_calibration = false;
   std::vector<std::string> stop;
 };
 
@@ -113,6 +118,31 @@ void run_generate(const GenerateOptions& o) {
   } else if (o.show_uncertainty) {
     t.render.uncertainty = cqg::Uncertainty::plus_minus;
   }
+  // the recalibrated intervals (calibration.json), and the width limit of selective prediction
+  const auto calibration = o.no_calibration ? std::nullopt : cq::eval::load_interval_calibration(o.model.model_dir);
+  const double width_level = o.width_level.value_or(o.interval.value_or(0.9));
+  const auto calibration_file = (std::filesystem::path(o.model.model_dir) / cq::eval::calibration_file_name).string();
+  for (double level : {o.interval.value_or(width_level), width_level})
+    if (calibration && (o.interval || o.max_width || o.max_relative_width) && !calibration->has_level(level)) {
+      std::string have;
+      for (double p : calibration->levels()) have += fmt::format("{}{}", have.empty() ? "" : ", ", p);
+      throw cq::FormatError(fmt::format("{}: has multipliers for the levels {} only, not {} (run calibrate with --levels, "
+                                        "or give --no-calibration)", calibration_file, have, level));
+    }
+  if (o.max_width || o.max_relative_width) {
+    t.render.max_width = o.max_width;
+    t.render.max_relative_width = o.max_relative_width;
+    if (!o.interval) t.render.coverage = width_level;
+    else if (width_level != *o.interval)
+      throw CLI::ValidationError("--width-level", "must equal --interval when both are given (the printed interval is the one judged)");
+  }
+  if (calibration) {
+    const double level = t.render.coverage;
+    t.render.interval_of = [&calibration, level](double loc, double scale) {
+      const auto i = cq::eval::central_interval(loc, scale, level, &*calibration);
+      return std::pair{i.lower, i.upper};
+    };
+  }
   cqg::TextGenerator<T> gen(*loaded.model, tok);
   const bool stream = prompts.size() == 1 && !o.json;
   for (std::size_t first = 0; first < prompts.size(); first += o.batch_size) {
@@ -137,7 +167,15 @@ void run_generate(const GenerateOptions& o) {
         for (std::size_t i = 0; i < r.generation.tokens.size(); ++i) {
           const auto& g = r.generation.tokens[i];
           ids.push_back(g.id);
-          if (g.id == tok.num_token_id()) numbers.push_back({{"index", i}, {"value", g.value}, {"scale", g.scale}});
+          if (g.id != tok.num_token_id()) continue;
+          nlohmann::json number = {{"index", i}, {"value", g.value}, {"scale", g.scale}};
+          if (o.interval || t.render.max_width || t.render.max_relative_width) {
+            const auto [lower, upper] = t.render.interval(g.value, g.scale);
+            number["interval"] = {{"level", t.render.coverage}, {"lower", lower}, {"upper", upper},
+                                  {"calibrated", calibration.has_value()}};
+          }
+          if (t.render.max_width || t.render.max_relative_width) number["unknown"] = t.render.too_wide(g.value, g.scale);
+          numbers.push_back(number);
         }
         j["ids"] = ids;
         j["text"] = r.text;
@@ -182,6 +220,26 @@ const cqcli::Registration reg{"generate", [](CLI::App& app) {
   sub->add_flag("--show-uncertainty", o->show_uncertainty, "write generated numbers as 42.3 (±1.2)");
   sub->add_option("--interval", o->interval, "write generated numbers with their central P interval, e.g. 0.9")
       ->check(CLI::Range(0.0, 0.999999));
+  const auto positive = CLI::Validator(
+      [](std::string& s) {
+        const double v = std::strtod(s.c_str(), nullptr);
+        return std::isfinite(v) && v > 0 ? std::string() : std::string("must be a finite number > 0");
+      },
+      "NUMBER > 0");
+  sub->add_option("--max-width", o->max_width,
+                  "write a number as \"unknown\" when its central interval (at --width-level) is wider than this (> 0, finite)")
+      ->check(positive);
+  sub->add_option("--max-relative-width", o->max_relative_width,
+                  "write a number as \"unknown\" when its interval is wider than this times |value| (> 0, finite)")
+      ->check(positive);
+  sub->add_option("--width-level", o->width_level, "the interval level the width limit judges, in (0, 1) (default: --interval, else 0.9)")
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            const double v = std::strtod(s.c_str(), nullptr);
+            return v > 0 && v < 1 ? std::string() : std::string("must lie in (0, 1)");
+          },
+          "LEVEL in (0, 1)"));
+  sub->add_flag("--no-calibration", o->no_calibration, "print the model's own intervals even when DIR/calibration.json exists");
   sub->add_option("--stop", o->stop, "stop a row once its text contains this string (repeatable)");
   sub->add_flag("--no-cache", o->no_cache, "recompute the whole sequence at every step (no KV cache)");
   sub->add_flag("--json", o->json, "one JSON object per prompt: ids, text, numbers (value, scale), P(<NUM>) per step");

@@ -2,6 +2,7 @@
 /// optimisers and training: `#include <causalqwen/causalqwen.hpp>`.
 #pragma once
 #include <causalqwen/dist.hpp>
+#include <causalqwen/eval.hpp>
 #include <causalqwen/generate.hpp>
 #include <causalqwen/io.hpp>
 #include <causalqwen/io/batch_json.hpp>

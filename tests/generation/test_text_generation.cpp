@@ -8,6 +8,7 @@
 #include <causalqwen/generate.hpp>
 
 #include <map>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,31 @@ TEST_CASE("generated numbers are written plain, as value (±scale), or as a cent
   r.value_format = {2};
   r.uncertainty = cqg::Uncertainty::plus_minus;
   CHECK(cqg::render_tokens(tok, {token(num_id, 1234.5, 0.25), token(4)}, r) == "1200 (\xC2\xB1" "0.25)d");
+}
+
+TEST_CASE("a recalibrated interval (interval_of) is the one written; a number wider than the width limit is \"unknown\"") {
+  const auto tok = tiny_tokenizer();
+  const std::vector<cqg::GeneratedToken> tokens = {token(1), token(num_id, 10, 2), token(0), token(num_id, 50, 0.1), token(3)};
+  cqg::RenderOptions r;
+  r.uncertainty = cqg::Uncertainty::interval;
+  r.coverage = 0.5;
+  r.interval_of = [](double loc, double scale) { return std::pair{loc - 3 * scale, loc + 3 * scale}; };
+  CHECK(cqg::render_tokens(tok, tokens, r) == "a10 [4, 16] 50 [50, 50]c");
+  // width limit at the same interval: 12 > 5 is unknown, 0.6 is kept
+  r.max_width = 5;
+  CHECK(r.too_wide(10, 2));
+  CHECK_FALSE(r.too_wide(50, 0.1));
+  CHECK(cqg::render_tokens(tok, tokens, r) == "aunknown 50 [50, 50]c");
+  // plain numbers with a relative limit: width 2·γ (coverage 0.5, no interval_of) against 0.1·|value|
+  r = {};
+  r.coverage = 0.5;
+  r.max_relative_width = 0.1;
+  CHECK(cqg::render_tokens(tok, tokens, r) == "aunknown 50c");
+  r.uncertainty = cqg::Uncertainty::plus_minus;
+  CHECK(cqg::render_tokens(tok, tokens, r) == "aunknown 50 (\xC2\xB1" "0.1)c");
+  r.max_relative_width.reset();
+  r.uncertainty = cqg::Uncertainty::none;
+  CHECK(cqg::render_tokens(tok, tokens, r) == "a10 50c");  // no limit: as before
 }
 
 TEST_CASE("stop strings end a row once its text contains one; the text is cut right after it") {

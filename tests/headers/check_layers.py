@@ -3,7 +3,7 @@
 below it. The layers, lowest first (a folder is a layer):
 
     core <- cauchy <- linalg <- autodiff <- nn <- model <- {optim, io, text, dist}
-         <- {generate, train} <- datasets <- serve
+         <- {generate, train, eval} <- datasets <- serve
 
 Folders of one level (in braces) are independent: none includes another. text includes only
 core (a tokenizer needs no model); dist (processes training together) includes only core and
@@ -19,7 +19,7 @@ import re
 import sys
 
 LEVEL = {"core": 0, "cauchy": 1, "linalg": 2, "autodiff": 3, "nn": 4, "model": 5,
-         "optim": 6, "io": 6, "text": 6, "dist": 6, "generate": 7, "train": 7,
+         "optim": 6, "io": 6, "text": 6, "dist": 6, "generate": 7, "train": 7, "eval": 7,
          "datasets": 8, "serve": 9}
 ONLY = {"text": {"core", "text"}, "dist": {"core", "linalg", "dist"}}  # layers allowed a narrower set than their level gives
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]causalqwen/([^>"]+)[>"]')
