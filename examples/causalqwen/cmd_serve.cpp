@@ -60,6 +60,7 @@ struct ServeOptions {
   std::string host = "127.0.0.1", api_key, name;
   std::int64_t port = 8080, threads = 0, parallel = 4, ctx_size = 0, max_queue = 64, max_body = 1 << 20;
   double timeout = 30;
+  bool no_calibration = false;
 };
 
 /// A Prometheus histogram (cumulative buckets, sum, count).
@@ -192,6 +193,7 @@ class Server {
     } catch (const cq::DomainError& e) {
       chat_error_ = e.what();
     }
+    if (!o_.no_calibration) calibration_ = cq::eval::load_interval_calibration(o_.model.model_dir);
     engine_ = std::make_unique<cqs::Engine<float>>(*loaded_.model,
                                                    cqs::EngineOptions{static_cast<std::size_t>(o_.parallel), ctx_});
     routes();
@@ -384,6 +386,7 @@ class Server {
     auto job = std::make_shared<Job>();
     job->stream = d.stream;
     job->levels = d.interval_levels;
+    check_levels(job->levels);
     job->stop = d.stop;
     // encode and check every prompt before anything is queued
     std::vector<cqg::PromptInput> inputs;
@@ -482,7 +485,7 @@ class Server {
       ++metrics_.generated_tokens;
       stop = ch.row->update(so_far, job.stream ? &ev.text : nullptr);
       if (so_far.tokens.back().id == tok_->num_token_id()) {
-        auto fresh = cqs::generated_numbers(*tok_, so_far.tokens, {}, job.levels, so_far.tokens.size() - 1);
+        auto fresh = cqs::generated_numbers(*tok_, so_far.tokens, {}, job.levels, so_far.tokens.size() - 1, calibration());
         for (auto& n : fresh) ch.numbers.push_back(std::move(n));
       }
       if (job.stream) {
@@ -672,14 +675,31 @@ class Server {
         });
   }
 
+  /// The recalibrated intervals need a multiplier for every level asked: 400 naming the levels
+  /// the model's calibration.json was fitted for otherwise.
+  void check_levels(const std::vector<double>& levels) const {
+    if (!calibration_) return;
+    for (const double p : levels) {
+      if (calibration_->has_level(p)) continue;
+      std::string have;
+      for (const double q : calibration_->levels()) have += fmt::format("{}{}", have.empty() ? "" : ", ", q);
+      throw cqs::ApiError(400, fmt::format("'interval_levels': the model's interval calibration (calibration.json) has no "
+                                           "multiplier for level {}; it was fitted for {}", p, have),
+                          "interval_levels");
+    }
+  }
+
+  const cq::eval::IntervalCalibration* calibration() const { return calibration_ ? &*calibration_ : nullptr; }
+
   void score(const httplib::Request& req, httplib::Response& res) {
     const auto r = cqs::parse_score_request(req.body, limits_);
+    check_levels(r.interval_levels);
     // on the engine thread: the model's evaluation shares its caches with decoding
     auto done = std::make_shared<std::promise<cqs::TextScore>>();
     auto result = done->get_future();
     post([this, r, done] {
       try {
-        done->set_value(cqs::score_text<float>(*loaded_.model, *tok_, r.text, r.interval_levels, ctx_));
+        done->set_value(cqs::score_text<float>(*loaded_.model, *tok_, r.text, r.interval_levels, ctx_, calibration()));
       } catch (...) {
         done->set_exception(std::current_exception());
       }
@@ -740,6 +760,7 @@ class Server {
   std::filesystem::path tokenizer_config_;
   std::optional<cqs::ChatTemplate> chat_;
   std::string chat_error_;
+  std::optional<cq::eval::IntervalCalibration> calibration_;  // DIR/calibration.json, when present
   std::unique_ptr<cqs::Engine<float>> engine_;
   std::mutex inbox_m_;  // guards tasks_, jobs_, posted_
   std::condition_variable engine_cv_;
@@ -781,6 +802,8 @@ const cqcli::Registration reg{"serve", [](CLI::App& app) {
           },
           "[0.1, 3600]"));
   sub->add_option("--name", o->name, "the model's name in the API (default: the model directory's name)");
+  sub->add_flag("--no-calibration", o->no_calibration,
+                "report the model's own intervals even when DIR/calibration.json recalibrates them");
   sub->callback([o] {
     if (o->threads > 0) cq::set_threads(static_cast<std::size_t>(o->threads));
     // SIGINT and SIGTERM go to the signal thread only

@@ -1,6 +1,7 @@
 // The serving layer's request parsing, number reports and chat template (serve/api_request.hpp,
 // number_report.hpp, chat_template.hpp): defaults and every field read; each refusal names its
-// field; a generated number's offset, text and intervals (loc ± scale·tan(πp/2)); ChatML
+// field; a generated number's offset, text and intervals (loc ± m_p·scale·tan(πp/2), m_p from the
+// model's interval calibration, 1 without one); ChatML
 // recognised from tokenizer_config.json, anything else refused naming the file.
 #include "../support/test_support.hpp"
 
@@ -141,6 +142,26 @@ TEST_CASE("number reports: offset and text in the rendered text, intervals loc �
   const auto later = cqs::generated_numbers(tok, tokens, {}, levels, 3);
   REQUIRE(later.size() == 1);
   CHECK(later[0].text_offset == reports[1].text_offset);
+}
+
+TEST_CASE("number reports: a model's interval calibration scales each level's half-width by its multiplier") {
+  cq::eval::IntervalCalibration cal;
+  cal.data = "cal.jsonl";
+  cal.pooled.levels = {{0.5, 0, 0, 1.5}, {0.9, 0, 0, 0.5}};  // (level, rank, score, multiplier)
+  const std::vector<double> levels{0.5, 0.9};
+  const auto plain = cqs::central_intervals(12.5, 2.0, levels);
+  const auto recalibrated = cqs::central_intervals(12.5, 2.0, levels, &cal);
+  REQUIRE(recalibrated.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const double m = i == 0 ? 1.5 : 0.5;
+    const double half = (plain[i].second[1] - plain[i].second[0]) / 2;
+    CHECK(cqtest::close_rel(recalibrated[i].second[0], 12.5 - m * half, 1e-12));
+    CHECK(cqtest::close_rel(recalibrated[i].second[1], 12.5 + m * half, 1e-12));
+  }
+  // a level the calibration was not fitted for is refused, naming what it has
+  const std::vector<double> other{0.8};
+  CHECK_THROWS_WITH_AS(cqs::central_intervals(12.5, 2.0, other, &cal), doctest::Contains("fitted for 0.5, 0.9"),
+                       cq::DomainError);
 }
 
 TEST_CASE("chat template: ChatML recognised from tokenizer_config.json, anything else refused naming the file") {

@@ -43,7 +43,8 @@ inline double cauchy_nll(double y, double loc, double scale) {
 /// `max_tokens` tokens is refused (DomainError).
 template <class T>
 TextScore score_text(model::CausalQwen<T>& model, const text::Tokenizer& tok, const std::string& text,
-                     std::span<const double> levels, std::size_t max_tokens) {
+                     std::span<const double> levels, std::size_t max_tokens,
+                     const eval::IntervalCalibration* calibration = nullptr) {
   TextScore out;
   const auto enc = tok.encode_with_numbers(text);
   out.tokens = enc.input_ids.size();
@@ -68,7 +69,7 @@ TextScore score_text(model::CausalQwen<T>& model, const text::Tokenizer& tok, co
       s.p_num = p.p_num;
       s.pit = cdf(p.target, p.loc, p.scale);
       s.nll = cauchy_nll(p.target, p.loc, p.scale);
-      s.intervals = central_intervals(p.loc, p.scale, levels);
+      s.intervals = central_intervals(p.loc, p.scale, levels, calibration);
       out.numbers.push_back(std::move(s));
     }
   }
