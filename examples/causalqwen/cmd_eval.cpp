@@ -13,6 +13,7 @@
 #include "calibration_print.hpp"
 #include "command.hpp"
 #include "model_loading.hpp"
+#include "numeric_options.hpp"
 #include "progress.hpp"
 
 #include <causalqwen/core/threading.hpp>
@@ -76,8 +77,8 @@ void run_eval(const EvalOptions& o) {
   auto& model = *loaded.model;
   cqcli::require_matching(tok, *tok_path, model.config(), o.model.model_dir);
   if (loaded.max_position_embeddings && o.seq > *loaded.max_position_embeddings)
-    throw cq::FormatError(fmt::format("--seq-len {} must be at most the model's max_position_embeddings {} (config.json)",
-                                      o.seq, *loaded.max_position_embeddings));
+    throw cq::FormatError(fmt::format("--seq-len {} must be at most the model's max_position_embeddings {} ({})",
+                                      o.seq, *loaded.max_position_embeddings, cqcli::position_cap_source(loaded)));
 
   const auto records = ct::read_jsonl_records(o.data, "text", "group");
   const auto corpus = ct::encode_corpus(tok, records.texts);
@@ -170,14 +171,14 @@ const cqcli::Registration reg{"eval", [](CLI::App& app) {
       ->check(CLI::ExistingFile);
   sub->add_option("--out", o->out, "write the report as JSON here");
   sub->add_option("--plot", o->plot, "draw the calibration picture (coverage, PIT histogram) as SVG here");
-  auto* fixed = sub->add_option("--baseline", o->baseline, "a constant prediction of every number to compare with");
+  auto* fixed = cqcli::add_real(sub, "--baseline", o->baseline, cqcli::RealRange::any(), "a constant prediction of every number to compare with");
   sub->add_option("--baseline-data", o->baseline_data, "JSONL whose numbers' median is the baseline (e.g. the training data)")
       ->check(CLI::ExistingFile)
       ->excludes(fixed);
-  sub->add_option("--batch-size", o->batch, "texts per batch")->capture_default_str()->check(CLI::Range(1, 1 << 16));
-  sub->add_option("--seq-len", o->seq, "tokens per text (longer texts are cut)")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  cqcli::add_integer(sub, "--batch-size", o->batch, {1, std::int64_t{1} << 16}, "texts per batch");
+  cqcli::add_integer(sub, "--seq-len", o->seq, {1, std::int64_t{1} << 20}, "tokens per text (longer texts are cut)");
   sub->add_option("--dtype", o->dtype, "compute type: f32 or f64")->capture_default_str()->check(CLI::IsMember({"f32", "f64"}));
-  sub->add_option("--threads", o->threads, "threads")->capture_default_str();
+  cqcli::add_integer(sub, "--threads", o->threads, {1, cqcli::max_threads}, "threads");
   sub->add_flag("--plain", o->plain, "plain progress lines instead of a bar");
   sub->callback([o] {
     cq::set_threads(o->threads);
