@@ -64,7 +64,9 @@ std::vector<std::string> read_prompts(const GenerateOptions& o) {
     else throw cq::FormatError(fmt::format("{}:{}: expected a JSON string or an object with \"prompt\"", o.prompts_file, n));
   }
   if (out.empty())
-    throw cq::FormatError(fmt::format("{}: the file holds no prompt ({} lines, all blank)", o.prompts_file, in.line_number()));
+    throw cq::FormatError(fmt::format("{}: the file holds no prompt ({})", o.prompts_file,
+                                      in.line_number() == 0 ? std::string("it is empty")
+                                                            : fmt::format("{} lines, all blank", in.line_number())));
   return out;
 }
 
@@ -176,7 +178,7 @@ const cqcli::Registration reg{"generate", [](CLI::App& app) {
   cqcli::add_real(sub, "--temperature", o->temperature, cqcli::RealRange::non_negative(),
                   "sampling: T of the location noise (default 1); compatible: softmax temperature (default 0 = greedy)");
   cqcli::add_integer(sub, "--top-k", o->top_k, {0, cqcli::max_token_id + 1}, "compatible sampling: keep the k best classes (0 = all)");
-  cqcli::add_real(sub, "--top-p", o->top_p, cqcli::RealRange::closed(0.0, 1.0), "compatible sampling: nucleus mass (1 = all)");
+  cqcli::add_real(sub, "--top-p", o->top_p, cqcli::RealRange{0.0, 1.0, true, false}, "compatible sampling: nucleus mass (1 = all)");
   cqcli::add_integer(sub, "--max-new-tokens", o->max_new_tokens, {0, static_cast<std::int64_t>(cqg::max_new_tokens_limit)},
                      "tokens to generate at most");
   sub->add_option("--long-prompt", o->long_prompt,

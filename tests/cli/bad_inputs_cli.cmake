@@ -196,7 +196,7 @@ if(EXISTS /dev/zero)
   expect_refusal(bpe_dev_zero "/dev/zero:1: the line is longer than 64 MiB" ${CLI} bpe --corpus /dev/zero --vocab-size 300 --out ${WORK}/never.json)
 endif()
 file(WRITE ${WORK}/prompts_empty.jsonl "")
-expect_refusal(prompts_empty "prompts_empty.jsonl: the file holds no prompt" ${gen} --prompts ${WORK}/prompts_empty.jsonl)
+expect_refusal(prompts_empty "prompts_empty.jsonl: the file holds no prompt \\(it is empty\\)" ${gen} --prompts ${WORK}/prompts_empty.jsonl)
 file(WRITE ${WORK}/prompts_blank.jsonl "\n  \n")
 expect_refusal(prompts_blank "prompts_blank.jsonl: the file holds no prompt \\(2 lines, all blank\\)" ${gen} --prompts ${WORK}/prompts_blank.jsonl)
 # invalid bytes in a parse error are escaped, not copied to the terminal
