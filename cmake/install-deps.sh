@@ -8,7 +8,7 @@ pkgs=(g++ make cmake libeigen3-dev libxtensor-dev xtensor-dev libxsimd-dev libfm
       nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libopenblas-dev libopenblas0-openmp
       libdnnl-dev libopenmpi-dev openmpi-bin pkg-config)
 if [[ "${1:-}" == "--tests" ]]; then
-  pkgs+=(doctest-dev libbenchmark-dev libboost-math-dev python3-torch)
+  pkgs+=(doctest-dev libbenchmark-dev libboost-math-dev python3-torch time)  # time: GNU time, the max RSS in cli_numeric_options
   command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 fi
 missing=()
