@@ -66,7 +66,9 @@ for sub in $subcommands; do
     while read -r opt; do
       grep -q "^$sub $opt " options.txt || echo "FAIL: $sub $opt shows a numeric type in --help but is not in --list-numeric-options"
     done >> help_failures.txt
-  [ -n "${BASE[$sub]+x}" ] || { grep -q "^$sub " options.txt && fail "$sub has numeric options but no base command here"; }
+  # a subcommand without a quick valid command here is walked with the option alone: the value
+  # is checked while parsing, before the missing required options are reported
+  [ -n "${BASE[$sub]+x}" ] || { grep -q "^$sub " options.txt && echo "note: $sub has no base command here: its options are given alone"; BASE[$sub]="$sub"; }
 done
 while read -r sub opt kind low high ends; do
   echo " $subcommands " | tr '\n' ' ' | grep -q " $sub " || fail "$sub (from --list-numeric-options) is not a subcommand"
@@ -143,7 +145,6 @@ n=0
 cases=0
 running=0
 while read -r sub opt kind low high ends; do
-  [ -n "${BASE[$sub]+x}" ] || continue
   for value in "${VALUES[@]}"; do
     n=$((n + 1))
     expect=out
