@@ -9,8 +9,9 @@ pkgs=(g++ make cmake libeigen3-dev libxtensor-dev xtensor-dev libxsimd-dev libfm
       libdnnl-dev libopenmpi-dev openmpi-bin pkg-config libcpp-httplib-dev)
 if [[ "${1:-}" == "--tests" ]]; then
   # clang, libclang-rt-dev (libFuzzer and the sanitizer runtimes) and libomp-dev (OpenMP under
-  # Clang): the fuzz targets' build, preset `fuzz`; chromium: the server's page in a real browser
-  pkgs+=(doctest-dev libbenchmark-dev libboost-math-dev python3-torch clang libclang-rt-dev libomp-dev ccache chromium)
+  # Clang): the fuzz targets' build, preset `fuzz`; chromium: the server's page in a real browser;
+  # time: GNU time, the maximum RSS of each case in cli_numeric_options
+  pkgs+=(doctest-dev libbenchmark-dev libboost-math-dev python3-torch clang libclang-rt-dev libomp-dev ccache chromium time)
   command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 fi
 missing=()

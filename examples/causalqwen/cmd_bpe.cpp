@@ -6,7 +6,9 @@
 // cut out before counting (each is one <NUM> at run time), unless --keep-numbers.
 //   causalqwen bpe --corpus train.jsonl --vocab-size 512 --out tokenizer.json
 #include "command.hpp"
+#include "numeric_options.hpp"
 
+#include <causalqwen/core/json.hpp>
 #include <causalqwen/io/atomic_file.hpp>
 #include <causalqwen/text/bpe_trainer.hpp>
 #include <causalqwen/train/jsonl_dataset.hpp>
@@ -29,6 +31,11 @@ struct BpeArgs {
 
 void run_bpe(const BpeArgs& a) {
   namespace tx = causalqwen::text;
+  for (std::size_t i = 0; i < a.specials.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (a.specials[i] == a.specials[j])
+        throw causalqwen::DomainError(fmt::format("bpe: --special '{}' is given twice: each special token has one id",
+                                                  causalqwen::json::escaped(a.specials[i])));
   const auto start = std::chrono::steady_clock::now();
   const auto texts = causalqwen::train::read_jsonl_texts(a.corpus);
   tx::BpeTrainerOptions options;
@@ -52,10 +59,12 @@ const cqcli::Registration reg{"bpe", [](CLI::App& app) {
   auto* sub = app.add_subcommand("bpe", "Train a byte-level BPE tokenizer.json on a JSONL corpus");
   auto a = std::make_shared<BpeArgs>();
   sub->add_option("--corpus", a->corpus, "JSONL file, {\"text\": ...} per line")->required()->check(CLI::ExistingFile);
-  sub->add_option("--vocab-size", a->vocab_size, "256 bytes + merged tokens + special tokens (<NUM> on top)")
-      ->required()->check(CLI::PositiveNumber);
+  cqcli::add_integer(sub, "--vocab-size", a->vocab_size, {1, std::int64_t{1} << 26},
+                     "256 bytes + merged tokens + special tokens (<NUM> on top)", false)
+      ->required();
   sub->add_option("--out", a->out, "Output tokenizer.json")->required();
-  sub->add_option("--min-frequency", a->min_frequency, "Pairs seen fewer times are never merged")->capture_default_str();
+  cqcli::add_integer(sub, "--min-frequency", a->min_frequency, {1, std::numeric_limits<std::int64_t>::max()},
+                     "Pairs seen fewer times are never merged");
   sub->add_option("--special", a->specials, "Special (added) tokens, in id order")->capture_default_str();
   sub->add_flag("--keep-numbers", a->keep_numbers, "Train on the numbers' digits too (by default they are cut out)");
   sub->callback([a] { run_bpe(*a); });

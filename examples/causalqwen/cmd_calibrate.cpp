@@ -14,6 +14,7 @@
 // every interval they print. A level that needs more numbers than the file has (p = 0.9 needs 9,
 // 0.95 needs 19) is refused.
 #include "command.hpp"
+#include "numeric_options.hpp"
 #include "model_loading.hpp"
 #include "number_forecasts.hpp"
 #include "progress.hpp"
@@ -124,22 +125,20 @@ const cqcli::Registration reg{"calibrate", [](CLI::App& app) {
   sub->add_option("--data", o->data, "JSONL of calibration sentences, one {\"text\": ..., \"group\": ...} per line")
       ->required()
       ->check(CLI::ExistingFile);
-  sub->add_option("--levels", o->levels, "central interval levels, each in (0, 1), increasing (default 0.5,0.8,0.9,0.95)")
+  cqcli::add_reals(sub, "--levels", o->levels, cqcli::RealRange::open(0.0, 1.0),
+                   "central interval levels, increasing (default 0.5,0.8,0.9,0.95)")
       ->delimiter(',');
   sub->add_option("--method", o->method, "conformal (one multiplier per level) | temperature (one scale factor, by NLL)")
       ->capture_default_str()
       ->check(CLI::IsMember({"conformal", "temperature"}));
   sub->add_option("--by", o->by, "group: one calibration per \"group\" of the lines (Mondrian), small groups pooled")
       ->check(CLI::IsMember({"group"}));
-  sub->add_option("--min-group-size", o->min_group_size, "fewest numbers a group needs for multipliers of its own, 1 to 1e9")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1000000000}));
-  sub->add_option("--batch-size", o->batch, "texts per batch, 1 to 65536")->capture_default_str()->check(CLI::Range(1, 1 << 16));
-  sub->add_option("--seq-len", o->seq, "tokens per text (longer texts are cut), 1 to 1048576")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1 << 20));
+  cqcli::add_integer(sub, "--min-group-size", o->min_group_size, {1, cqcli::max_count},
+                     "fewest numbers a group needs for multipliers of its own");
+  cqcli::add_integer(sub, "--batch-size", o->batch, {1, std::int64_t{1} << 16}, "texts per batch");
+  cqcli::add_integer(sub, "--seq-len", o->seq, {1, std::int64_t{1} << 20}, "tokens per text (longer texts are cut)");
   sub->add_option("--dtype", o->dtype, "compute type: f32 or f64")->capture_default_str()->check(CLI::IsMember({"f32", "f64"}));
-  sub->add_option("--threads", o->threads, "threads, 1 to 1024")->capture_default_str()->check(CLI::Range(1, 1024));
+  cqcli::add_integer(sub, "--threads", o->threads, {1, cqcli::max_threads}, "threads");
   sub->add_flag("--plain", o->plain, "plain progress lines instead of a bar");
   sub->callback([o] {
     cqcli::check_levels(o->levels);

@@ -7,6 +7,7 @@
 #include "command.hpp"
 #include "mode_comparison_print.hpp"
 #include "model_loading.hpp"
+#include "numeric_options.hpp"
 
 #include <causalqwen/generate.hpp>
 
@@ -40,10 +41,11 @@ const cqcli::Registration reg{"compare-modes", [](CLI::App& app) {
   auto* sub = app.add_subcommand("compare-modes", "continuations of every generation mode side by side, with P(<NUM>) and numbers per step");
   o->model.add_to(sub);
   sub->add_option("--prompt", o->prompt, "the prompt text")->required();
-  sub->add_option("--samples", o->compare.samples, "draws of the sampling and causal modes (default 2)")->check(CLI::PositiveNumber);
-  sub->add_option("--max-new-tokens", o->compare.max_new_tokens, "tokens per continuation (default 24)");
-  sub->add_option("--temperature", o->compare.temperature, "sampling mode's T (default 1)")->check(CLI::NonNegativeNumber);
-  sub->add_option("--seed", o->compare.seed, "seed of the random streams");
+  cqcli::add_integer(sub, "--samples", o->compare.samples, {1, 1024}, "draws of the sampling and causal modes");
+  cqcli::add_integer(sub, "--max-new-tokens", o->compare.max_new_tokens,
+                     {0, static_cast<std::int64_t>(cqg::max_new_tokens_limit)}, "tokens per continuation");
+  cqcli::add_real(sub, "--temperature", o->compare.temperature, cqcli::RealRange::non_negative(), "sampling mode's T");
+  cqcli::add_integer(sub, "--seed", o->compare.seed, {0, cqcli::max_seed}, "seed of the random streams");
   sub->add_option("--dtype", o->dtype, "f32 | f64")->check(CLI::IsMember({"f32", "f64"}));
   sub->callback([o] {
     if (o->dtype == "f64") run_compare<double>(*o);

@@ -13,6 +13,7 @@
 #include "calibration_print.hpp"
 #include "command.hpp"
 #include "mode_comparison_print.hpp"
+#include "numeric_options.hpp"
 #include "train_display.hpp"
 
 #include <causalqwen/version.hpp>
@@ -213,7 +214,9 @@ void run_demo(const DemoOptions& o) {
   g.seed = o.seed;
   cqcli::print_mode_showcase(stdout, model, tok, prompts, g);
 
-  cq::io::save_model(out / "model", model);
+  // the saved model's position cap is the training sequence length: generate, eval, forward
+  // and report refuse (or generate --long-prompt keep-end cuts) longer sequences
+  cq::io::save_model(out / "model", model, {{"max_position_embeddings", o.seq}});
   {  // the held-out sentences for `causalqwen eval`, grouped by template family
     cq::train::JsonlRecords records{cq::datasets::texts_of(val), {}};
     for (const auto& sentence : val) records.groups.push_back(cq::datasets::family_name(sentence.family));
@@ -222,10 +225,10 @@ void run_demo(const DemoOptions& o) {
   std::filesystem::copy_file(out / "tokenizer.json", out / "model" / "tokenizer.json", fs::copy_options::overwrite_existing);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const bool learned = summary.first_val && summary.last_val && summary.last_val->L_total < summary.first_val->L_total;
-  fmt::print("the trained model is in {} (try: causalqwen generate --model {} --prompt \"...\"; or score it: causalqwen "
-             "eval --model {} --data {} --seq-len {})\n",
-             (out / "model").string(), (out / "model").string(), (out / "model").string(),
-             (out / "held_out.jsonl").string(), o.seq);
+  fmt::print("the trained model is in {} (try: causalqwen generate --model {} --max-new-tokens {} --prompt \"...\"; or "
+             "score it: causalqwen eval --model {} --data {} --seq-len {})\n",
+             (out / "model").string(), (out / "model").string(), std::max<std::size_t>(1, o.seq / 4),
+             (out / "model").string(), (out / "held_out.jsonl").string(), o.seq);
   fmt::print("{}: validation loss {} ({:.4g} -> {:.4g}), <NUM> accuracy {:.3f} (>= 0.95), MAE {:.3f}x the median baseline (<= 0.2)\n",
              learned && num_accuracy >= 0.95 && reg_mae <= 0.2 * ideal.median_baseline_mae ? "LEARNED" : "NOT LEARNED ENOUGH",
              learned ? "fell" : "did not fall", summary.first_val ? summary.first_val->L_total : 0.0,
@@ -245,31 +248,31 @@ const cqcli::Registration reg{"demo", [](CLI::App& app) {
   auto* sub = app.add_subcommand("demo", "Train a small CausalQwen on synthetic text with numbers and show what it learned (about 2 minutes on 2 cores)");
   auto o = std::make_shared<DemoOptions>();
   sub->add_option("--out", o->out, "output directory (tokenizer, metrics, curves, model)")->capture_default_str();
-  sub->add_option("--steps", o->steps, "training steps")->capture_default_str();
-  sub->add_option("--seed", o->seed, "seed of the data, the initialisation and the sampling")->capture_default_str();
-  sub->add_option("--train-sentences", o->train_sentences, "training sentences")->capture_default_str();
-  sub->add_option("--val-sentences", o->val_sentences, "held-out sentences")->capture_default_str();
-  sub->add_option("--vocab", o->vocab, "BPE vocabulary size")->capture_default_str();
-  sub->add_option("--hidden", o->hidden, "hidden size H (= C)")->capture_default_str();
-  sub->add_option("--layers", o->layers, "decoder layers")->capture_default_str();
-  sub->add_option("--heads", o->heads, "attention heads")->capture_default_str();
-  sub->add_option("--kv-heads", o->kv_heads, "key/value heads")->capture_default_str();
-  sub->add_option("--ffn", o->ffn, "SwiGLU width")->capture_default_str();
-  sub->add_option("--batch", o->batch, "sequences per step")->capture_default_str();
-  sub->add_option("--seq", o->seq, "tokens per sequence")->capture_default_str();
-  sub->add_option("--lr", o->lr, "peak learning rate")->capture_default_str();
-  sub->add_option("--threshold", o->threshold, "OvR threshold C")->capture_default_str();
-  sub->add_option("--gamma", o->gamma, "gamma_init: scale_U at initialisation")->capture_default_str();
-  sub->add_option("--min-scale", o->min_scale, "lower clamp of softplus(b_scale), the abduction scale's bias part (0: none)")->capture_default_str();
-  sub->add_option("--scale-U-floor", o->scale_U_floor, "lower bound added to scale_U (config scale_U_floor; 0: none)")->capture_default_str();
-  sub->add_option("--scale-Y-floor", o->scale_Y_floor, "lower bound added to scale_Y (config scale_Y_floor; 0: none)")->capture_default_str();
-  sub->add_option("--b-noise", o->b_noise, "b_noise_init: the action network's exogenous noise scale")->capture_default_str();
-  sub->add_option("--reg-gain", o->reg_gain, "Xavier gain of the regression weight at initialisation")->capture_default_str();
-  sub->add_option("--reg-weight", o->reg_weight, "lambda, the weight of the regression loss")->capture_default_str();
-  sub->add_option("--alpha-start", o->alpha_start, "alpha of the regression gate at the start (annealed over 80% of the steps)")->capture_default_str();
-  sub->add_option("--alpha-end", o->alpha_end, "alpha at the end")->capture_default_str();
-  sub->add_option("--show", o->show, "held-out sentences shown with their predicted numbers")->capture_default_str();
-  sub->add_option("--prompts", o->prompts, "held-out prompts generated from in all four modes")->capture_default_str();
+  cqcli::add_integer(sub, "--steps", o->steps, {1, cqcli::max_steps}, "training steps");
+  cqcli::add_integer(sub, "--seed", o->seed, {0, cqcli::max_seed}, "seed of the data, the initialisation and the sampling");
+  cqcli::add_integer(sub, "--train-sentences", o->train_sentences, {1, cqcli::max_count}, "training sentences");
+  cqcli::add_integer(sub, "--val-sentences", o->val_sentences, {1, cqcli::max_count}, "held-out sentences");
+  cqcli::add_integer(sub, "--vocab", o->vocab, {1, std::int64_t{1} << 26}, "BPE vocabulary size");
+  cqcli::add_integer(sub, "--hidden", o->hidden, {1, std::int64_t{1} << 16}, "hidden size H (= C)");
+  cqcli::add_integer(sub, "--layers", o->layers, {1, 4096}, "decoder layers");
+  cqcli::add_integer(sub, "--heads", o->heads, {1, 4096}, "attention heads");
+  cqcli::add_integer(sub, "--kv-heads", o->kv_heads, {1, 4096}, "key/value heads");
+  cqcli::add_integer(sub, "--ffn", o->ffn, {1, std::int64_t{1} << 20}, "SwiGLU width");
+  cqcli::add_integer(sub, "--batch", o->batch, {1, cqcli::max_batch}, "sequences per step");
+  cqcli::add_integer(sub, "--seq", o->seq, {1, cqcli::max_seq}, "tokens per sequence");
+  cqcli::add_real(sub, "--lr", o->lr, cqcli::RealRange::positive(), "peak learning rate");
+  cqcli::add_real(sub, "--threshold", o->threshold, cqcli::RealRange::any(), "OvR threshold C");
+  cqcli::add_real(sub, "--gamma", o->gamma, cqcli::RealRange::positive(), "gamma_init: scale_U at initialisation");
+  cqcli::add_real(sub, "--min-scale", o->min_scale, cqcli::RealRange::non_negative(), "lower clamp of softplus(b_scale), the abduction scale's bias part (0: none)");
+  cqcli::add_real(sub, "--scale-U-floor", o->scale_U_floor, cqcli::RealRange::non_negative(), "lower bound added to scale_U (config scale_U_floor; 0: none)");
+  cqcli::add_real(sub, "--scale-Y-floor", o->scale_Y_floor, cqcli::RealRange::non_negative(), "lower bound added to scale_Y (config scale_Y_floor; 0: none)");
+  cqcli::add_real(sub, "--b-noise", o->b_noise, cqcli::RealRange::non_negative(), "b_noise_init: the action network's exogenous noise scale");
+  cqcli::add_real(sub, "--reg-gain", o->reg_gain, cqcli::RealRange::non_negative(), "Xavier gain of the regression weight at initialisation");
+  cqcli::add_real(sub, "--reg-weight", o->reg_weight, cqcli::RealRange::non_negative(), "lambda, the weight of the regression loss");
+  cqcli::add_real(sub, "--alpha-start", o->alpha_start, cqcli::RealRange::closed(0.0, 1.0), "alpha of the regression gate at the start (annealed over 80% of the steps)");
+  cqcli::add_real(sub, "--alpha-end", o->alpha_end, cqcli::RealRange::closed(0.0, 1.0), "alpha at the end");
+  cqcli::add_integer(sub, "--show", o->show, {0, cqcli::max_batch}, "held-out sentences shown with their predicted numbers");
+  cqcli::add_integer(sub, "--prompts", o->prompts, {0, cqcli::max_batch}, "held-out prompts generated from in all four modes");
   sub->add_flag("--plain", o->plain, "plain progress lines instead of a bar");
   sub->callback([o] { run_demo(*o); });
 }};

@@ -26,6 +26,7 @@
 #include "command.hpp"
 #include "model_loading.hpp"
 #include "number_forecasts.hpp"
+#include "numeric_options.hpp"
 #include "progress.hpp"
 #include "scores_print.hpp"
 #include "svg_plot.hpp"
@@ -96,8 +97,8 @@ void run_eval(const EvalOptions& o) {
   auto& model = *loaded.model;
   cqcli::require_matching(tok, *tok_path, model.config(), o.model.model_dir);
   if (loaded.max_position_embeddings && o.seq > *loaded.max_position_embeddings)
-    throw cq::FormatError(fmt::format("--seq-len {} must be at most the model's max_position_embeddings {} (config.json)",
-                                      o.seq, *loaded.max_position_embeddings));
+    throw cq::FormatError(fmt::format("--seq-len {} must be at most the model's max_position_embeddings {} ({})",
+                                      o.seq, *loaded.max_position_embeddings, cqcli::position_cap_source(loaded)));
 
   const auto records = ct::read_jsonl_records(o.data, "text", "group");
   const auto corpus = ct::encode_corpus(tok, records.texts);
@@ -245,24 +246,21 @@ const cqcli::Registration reg{"eval", [](CLI::App& app) {
       ->check(CLI::ExistingFile);
   sub->add_option("--out", o->out, "write the report as JSON here");
   sub->add_option("--plot", o->plot, "draw the calibration picture (coverage, PIT histogram) as SVG here");
-  auto* fixed = sub->add_option("--baseline", o->baseline, "a constant prediction of every number to compare with");
+  auto* fixed = cqcli::add_real(sub, "--baseline", o->baseline, cqcli::RealRange::any(), "a constant prediction of every number to compare with");
   sub->add_option("--baseline-data", o->baseline_data, "JSONL whose numbers' median is the baseline (e.g. the training data)")
       ->check(CLI::ExistingFile)
       ->excludes(fixed);
-  sub->add_option("--batch-size", o->batch, "texts per batch")->capture_default_str()->check(CLI::Range(1, 1 << 16));
-  sub->add_option("--seq-len", o->seq, "tokens per text (longer texts are cut)")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  cqcli::add_integer(sub, "--batch-size", o->batch, {1, std::int64_t{1} << 16}, "texts per batch");
+  cqcli::add_integer(sub, "--seq-len", o->seq, {1, std::int64_t{1} << 20}, "tokens per text (longer texts are cut)");
   sub->add_option("--dtype", o->dtype, "compute type: f32 or f64")->capture_default_str()->check(CLI::IsMember({"f32", "f64"}));
-  sub->add_option("--threads", o->threads, "threads")->capture_default_str();
+  cqcli::add_integer(sub, "--threads", o->threads, {1, cqcli::max_threads}, "threads");
   sub->add_flag("--plain", o->plain, "plain progress lines instead of a bar");
   sub->add_option("--predictions", o->predictions,
                   "write one JSON line per scored number here: line, text, y, loc, scale, p_num, group");
   sub->add_flag("--no-calibration", o->no_calibration, "score the model's own intervals only, even when DIR/calibration.json exists");
-  sub->add_option("--selective-level", o->selective_level,
-                  "the interval level whose widths order the risk-coverage curve, in (0, 1)")
-      ->capture_default_str();
+  cqcli::add_real(sub, "--selective-level", o->selective_level, cqcli::RealRange::open(0.0, 1.0),
+                  "the interval level whose widths order the risk-coverage curve");
   sub->callback([o] {
-    if (!(o->selective_level > 0 && o->selective_level < 1))
-      throw CLI::ValidationError("--selective-level", fmt::format("must lie in (0, 1), got {}", o->selective_level));
     cq::set_threads(o->threads);
     if (o->dtype == "f64") return run_eval<double>(*o);
     run_eval<float>(*o);

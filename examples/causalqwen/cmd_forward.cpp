@@ -8,7 +8,8 @@
 // num_accuracy, valid_count, num_count, and pred (I64). --grad adds grad.<tensor> =
 // ∂L_total/∂tensor for every checkpoint tensor (deterministic mode); --sampling adds the
 // sampling mode's sample.* tensors (the inputs must then hold "sampling").
-// Position ids at or past config.json's max_position_embeddings are refused; an output tensor
+// Position ids at or past the model's max_position_embeddings (config.json's, or
+// io::default_max_position_embeddings when it states none) are refused; an output tensor
 // holding NaN or an infinity is an error (exit 1), and then nothing is written.
 #include "command.hpp"
 #include "model_loading.hpp"

@@ -12,14 +12,16 @@
 // the generated ids, the text, and each generated <NUM>'s value and scale.
 // --temperature: sampling's T (default 1); compatible samples from softmax(loc_S/T) when it is
 // given and > 0, and is greedy otherwise.
-// --max-new-tokens must lie in [0, 1048576] and, when config.json states max_position_embeddings,
-// be at most that. A prompt of P tokens for which P + N − 1 positions (N = --max-new-tokens; the
+// --max-new-tokens must lie in [0, 1048576] and be at most the model's max_position_embeddings
+// (config.json's, or io::default_max_position_embeddings when it states none). A prompt of P tokens for which P + N − 1 positions (N = --max-new-tokens; the
 // last token is never fed back) pass max_position_embeddings is refused (--long-prompt error,
 // the default) or loses its first tokens until they fit (keep-end).
 #include "command.hpp"
 #include "model_loading.hpp"
+#include "numeric_options.hpp"
 
 #include <causalqwen/core/json.hpp>
+#include <causalqwen/core/line_reader.hpp>
 #include <causalqwen/eval/interval_calibration.hpp>
 #include <causalqwen/generate.hpp>
 
@@ -51,20 +53,25 @@ struct GenerateOptions {
   std::vector<std::string> stop;
 };
 
-/// Prompts from --prompt or a JSONL file (each line a JSON string or {"prompt": "..."}).
+/// Prompts from --prompt or a JSONL file (each line a JSON string or {"prompt": "..."}; blank
+/// lines skipped; a read error, a line longer than 64 MiB or a file without a prompt refused).
 std::vector<std::string> read_prompts(const GenerateOptions& o) {
   if (!o.prompt.empty()) return {o.prompt};
-  std::ifstream in(o.prompts_file);
-  if (!in) throw cq::FormatError(fmt::format("{}: cannot open the file", o.prompts_file));
+  cq::LineReader in(o.prompts_file);
   std::vector<std::string> out;
   std::string line;
-  for (std::size_t n = 1; std::getline(in, line); ++n) {
+  while (in.next(line)) {
+    const std::size_t n = in.line_number();
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const nlohmann::json j = cq::json::parse(line, fmt::format("{}:{}", o.prompts_file, n));
     if (j.is_string()) out.push_back(j.get<std::string>());
     else if (j.is_object() && j.contains("prompt") && j["prompt"].is_string()) out.push_back(j["prompt"].get<std::string>());
     else throw cq::FormatError(fmt::format("{}:{}: expected a JSON string or an object with \"prompt\"", o.prompts_file, n));
   }
+  if (out.empty())
+    throw cq::FormatError(fmt::format("{}: the file holds no prompt ({})", o.prompts_file,
+                                      in.line_number() == 0 ? std::string("it is empty")
+                                                            : fmt::format("{} lines, all blank", in.line_number())));
   return out;
 }
 
@@ -103,8 +110,8 @@ void run_generate(const GenerateOptions& o) {
   if (loaded.max_position_embeddings) {
     if (t.generation.max_new_tokens > *loaded.max_position_embeddings)
       throw cq::FormatError(fmt::format("--max-new-tokens {} must be at most the model's max_position_embeddings {} "
-                                        "(config.json), which must also hold the prompt",
-                                        o.max_new_tokens, *loaded.max_position_embeddings));
+                                        "({}), which must also hold the prompt",
+                                        o.max_new_tokens, *loaded.max_position_embeddings, cqcli::position_cap_source(loaded)));
     t.max_sequence_length = *loaded.max_position_embeddings;
   }
   t.long_prompt = o.long_prompt == "keep-end" ? cqg::LongPrompt::keep_end : cqg::LongPrompt::error;
@@ -206,44 +213,31 @@ const cqcli::Registration reg{"generate", [](CLI::App& app) {
   one->excludes(many);
   sub->add_option("--mode", o->mode, "deterministic | sampling | causal | compatible")
       ->check(CLI::IsMember({"deterministic", "sampling", "causal", "compatible"}));
-  sub->add_option("--temperature", o->temperature, "sampling: T of the location noise (default 1); compatible: softmax temperature (default 0 = greedy)")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--top-k", o->top_k, "compatible sampling: keep the k best classes (0 = all)");
-  sub->add_option("--top-p", o->top_p, "compatible sampling: nucleus mass (1 = all)")->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--max-new-tokens", o->max_new_tokens, "tokens to generate at most, 0 to 1048576 (default 64)")
-      ->check(CLI::Range(std::int64_t{0}, static_cast<std::int64_t>(cqg::max_new_tokens_limit)));
+  cqcli::add_real(sub, "--temperature", o->temperature, cqcli::RealRange::non_negative(),
+                  "sampling: T of the location noise (default 1); compatible: softmax temperature (default 0 = greedy)");
+  cqcli::add_integer(sub, "--top-k", o->top_k, {0, cqcli::max_token_id + 1}, "compatible sampling: keep the k best classes (0 = all)");
+  cqcli::add_real(sub, "--top-p", o->top_p, cqcli::RealRange{0.0, 1.0, true, false}, "compatible sampling: nucleus mass (1 = all)");
+  cqcli::add_integer(sub, "--max-new-tokens", o->max_new_tokens, {0, static_cast<std::int64_t>(cqg::max_new_tokens_limit)},
+                     "tokens to generate at most");
   sub->add_option("--long-prompt", o->long_prompt,
                   "a prompt that with --max-new-tokens passes max_position_embeddings: error (default) | keep-end (drop its first tokens)")
       ->check(CLI::IsMember({"error", "keep-end"}));
-  sub->add_option("--seed", o->seed, "seed of the random streams (prompt i uses stream i)");
+  cqcli::add_integer(sub, "--seed", o->seed, {0, cqcli::max_seed}, "seed of the random streams (prompt i uses stream i)");
   sub->add_flag("--shared-noise", o->shared_noise, "sampling/causal: one noise draw per sequence, kept at every step");
   sub->add_flag("--show-uncertainty", o->show_uncertainty, "write generated numbers as 42.3 (±1.2)");
-  sub->add_option("--interval", o->interval, "write generated numbers with their central P interval, e.g. 0.9")
-      ->check(CLI::Range(0.0, 0.999999));
-  const auto positive = CLI::Validator(
-      [](std::string& s) {
-        const double v = std::strtod(s.c_str(), nullptr);
-        return std::isfinite(v) && v > 0 ? std::string() : std::string("must be a finite number > 0");
-      },
-      "NUMBER > 0");
-  sub->add_option("--max-width", o->max_width,
-                  "write a number as \"unknown\" when its central interval (at --width-level) is wider than this (> 0, finite)")
-      ->check(positive);
-  sub->add_option("--max-relative-width", o->max_relative_width,
-                  "write a number as \"unknown\" when its interval is wider than this times |value| (> 0, finite)")
-      ->check(positive);
-  sub->add_option("--width-level", o->width_level, "the interval level the width limit judges, in (0, 1) (default: --interval, else 0.9)")
-      ->check(CLI::Validator(
-          [](std::string& s) {
-            const double v = std::strtod(s.c_str(), nullptr);
-            return v > 0 && v < 1 ? std::string() : std::string("must lie in (0, 1)");
-          },
-          "LEVEL in (0, 1)"));
+  cqcli::add_real(sub, "--interval", o->interval, cqcli::RealRange::open(0.0, 1.0),
+                  "write generated numbers with their central P interval, e.g. 0.9");
+  cqcli::add_real(sub, "--max-width", o->max_width, cqcli::RealRange::positive(),
+                  "write a number as \"unknown\" when its central interval (at --width-level) is wider than this");
+  cqcli::add_real(sub, "--max-relative-width", o->max_relative_width, cqcli::RealRange::positive(),
+                  "write a number as \"unknown\" when its interval is wider than this times |value|");
+  cqcli::add_real(sub, "--width-level", o->width_level, cqcli::RealRange::open(0.0, 1.0),
+                  "the interval level the width limit judges (default: --interval, else 0.9)");
   sub->add_flag("--no-calibration", o->no_calibration, "print the model's own intervals even when DIR/calibration.json exists");
   sub->add_option("--stop", o->stop, "stop a row once its text contains this string (repeatable)");
   sub->add_flag("--no-cache", o->no_cache, "recompute the whole sequence at every step (no KV cache)");
   sub->add_flag("--json", o->json, "one JSON object per prompt: ids, text, numbers (value, scale), P(<NUM>) per step");
-  sub->add_option("--batch-size", o->batch_size, "prompts generated together (default 8)")->check(CLI::PositiveNumber);
+  cqcli::add_integer(sub, "--batch-size", o->batch_size, {1, cqcli::max_batch}, "prompts generated together");
   sub->add_option("--padding", o->padding, "left | right")->check(CLI::IsMember({"left", "right"}));
   sub->add_option("--dtype", o->dtype, "f32 | f64")->check(CLI::IsMember({"f32", "f64"}));
   sub->callback([o, sub] {

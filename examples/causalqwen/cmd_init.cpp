@@ -46,7 +46,9 @@ void run_init(const InitOptions& o) {
       if (slot.name.rfind("causal.", 0) != 0) backbone_parameters += slot.size;
     fmt::print("random base Qwen2 of preset {}: {} backbone parameters, vocabulary {} (seed {})\n", o.preset,
                backbone_parameters, model.config().backbone.vocab_size, o.seed);
-    cq::io::save_model(o.out, model, nlohmann::json::object(), {}, cq::io::SavedModel::base_qwen2);
+    // a published Qwen2 states its position cap: the default one (io::default_max_position_embeddings)
+    cq::io::save_model(o.out, model, {{"max_position_embeddings", cq::io::default_max_position_embeddings}}, {},
+                       cq::io::SavedModel::base_qwen2);
     copy_tokenizer(o.model, o.out);
     fmt::print("wrote {}/config.json and {}/model.safetensors (a base checkpoint: train --model converts it)\n", o.out, o.out);
     return;
@@ -68,11 +70,10 @@ const cqcli::Registration reg{"init", [](CLI::App& app) {
   auto* base = sub->add_option("--base", o->model.model_dir, "base Qwen2 checkpoint directory to convert")
                    ->check(CLI::ExistingDirectory);
   sub->add_option("--tokenizer", o->model.tokenizer, "tokenizer.json (default: the one in --base)");
-  sub->add_option("--num-token-id", o->model.num_token_id,
-                  "<NUM>'s id for a base Qwen2 checkpoint (default: the first id after the tokenizer's vocabulary)");
+  cqcli::add_num_token_id(sub, o->model.num_token_id);
   auto* preset = sub->add_option("--preset", o->preset, "write a random base Qwen2: tiny, small or qwen2.5-0.5b")
                      ->excludes(base);
-  sub->add_option("--seed", o->seed, "--preset: seed of the random weights")->capture_default_str();
+  cqcli::add_integer(sub, "--seed", o->seed, {0, cqcli::max_seed}, "--preset: seed of the random weights");
   sub->add_option("--out", o->out, "output directory (created if missing)")->required();
   sub->callback([o, base, preset] {
     if (base->count() + preset->count() != 1) throw cq::DomainError("init: give exactly one of --base DIR, --preset NAME");

@@ -8,6 +8,7 @@
 // effect on the regression signal, the metrics, and warnings for known pathologies.
 #include "command.hpp"
 #include "model_loading.hpp"
+#include "numeric_options.hpp"
 
 #include <causalqwen/io/batch_json.hpp>
 #include <causalqwen/train/corpus_batch_source.hpp>
@@ -54,7 +55,8 @@ void stage(const char* name, const char* shape, const V& v, const char* note = "
 /// The batch of one sentence: its ids (numbers as <NUM> with their values, <|endoftext|> at the
 /// end) as inputs, and the next ids as labels.
 cq::io::BatchData<double> batch_of_text(const cqcli::ModelOptions& mo, const std::string& text,
-                                        const cq::model::CausalConfig& cfg) {
+                                        const cq::model::CausalConfig& cfg, std::size_t max_positions) {
+  if (text.empty()) throw cq::DomainError("report: --text is empty: give a sentence to diagnose");
   const auto tok_path = mo.tokenizer_path();
   if (!tok_path) throw cq::FormatError("report --text needs a tokenizer: --tokenizer FILE or DIR/tokenizer.json");
   const auto tok = cq::text::Tokenizer::from_file(tok_path->string());
@@ -62,13 +64,16 @@ cq::io::BatchData<double> batch_of_text(const cqcli::ModelOptions& mo, const std
   const std::vector<std::string> texts{text};
   const auto corpus = cq::train::encode_corpus(tok, texts);
   if (corpus.length(0) < 2) throw cq::DomainError("report: --text gives fewer than 2 tokens: nothing to predict");
+  if (corpus.length(0) - 1 > max_positions)
+    throw cq::DomainError(fmt::format("report: --text gives {} positions, more than the model's max_position_embeddings {}",
+                                      corpus.length(0) - 1, max_positions));
   std::string shown;
   for (auto id : corpus.ids_of(0)) shown += id == corpus.num_id ? " <NUM>" : fmt::format(" {}", id);
   fmt::print("text: {} tokens, {} numbers:{}\n", corpus.length(0), corpus.numbers().size(), shown);
   return cq::train::evaluation_batches<double>(corpus, 1, corpus.length(0) - 1)[0];
 }
 
-void run_report(const cqcli::ModelOptions& mo, const std::string& inputs, const std::string& text,
+void run_report(const cqcli::ModelOptions& mo, const std::string& inputs, const std::optional<std::string>& text,
                 std::optional<double> threshold) {
   auto loaded = mo.load<double>();
   auto& model = *loaded.model;
@@ -77,7 +82,14 @@ void run_report(const cqcli::ModelOptions& mo, const std::string& inputs, const 
     model.params().touch();
   }
   const auto& cfg = model.config();
-  const auto data = text.empty() ? cq::io::read_batch_json<double>(inputs, cfg.causal_size) : batch_of_text(mo, text, cfg);
+  const std::size_t max_positions = loaded.max_position_embeddings.value_or(cq::io::default_max_position_embeddings);
+  const auto data = text ? batch_of_text(mo, *text, cfg, max_positions) : cq::io::read_batch_json<double>(inputs, cfg.causal_size);
+  if (!text)
+    for (std::size_t i = 0; i < data.position_ids.size(); ++i)
+      if (static_cast<std::size_t>(data.position_ids[i]) >= max_positions)
+        throw cq::FormatError(fmt::format("{}: field 'position_ids' [{}][{}] = {} must be below the model's "
+                                          "max_position_embeddings {} ({})", inputs, i / data.seq, i % data.seq,
+                                          data.position_ids[i], max_positions, cqcli::position_cap_source(loaded)));
   const std::size_t B = data.batch, S = data.seq, M = B * S, H = cfg.hidden_size(), K = cfg.num_classes;
   typename cq::model::CausalQwen<double>::Cache cache;
   const auto m = model.evaluate(data.view(), cache);
@@ -170,14 +182,14 @@ const cqcli::Registration reg{"report", [](CLI::App& app) {
   auto mo = std::make_shared<cqcli::ModelOptions>();
   auto inputs = std::make_shared<std::string>();
   auto text = std::make_shared<std::string>();
-  auto threshold = std::make_shared<double>(0.0);
+  auto threshold = std::make_shared<std::optional<double>>();
   mo->add_to(sub);
   auto* in = sub->add_option("--inputs", *inputs, "batch JSON")->check(CLI::ExistingFile);
   auto* tx = sub->add_option("--text", *text, "a sentence to diagnose instead (needs the model's tokenizer)")->excludes(in);
-  auto* thr = sub->add_option("--threshold", *threshold, "what-if: set every class's OvR threshold to this value");
-  sub->callback([mo, inputs, text, threshold, thr, in, tx] {
+  cqcli::add_real(sub, "--threshold", *threshold, cqcli::RealRange::any(), "what-if: set every class's OvR threshold to this value");
+  sub->callback([mo, inputs, text, threshold, in, tx] {
     if (in->count() + tx->count() != 1) throw cq::DomainError("report: give exactly one of --inputs FILE.json, --text \"...\"");
-    run_report(*mo, *inputs, *text, thr->count() ? std::optional<double>(*threshold) : std::nullopt);
+    run_report(*mo, *inputs, tx->count() ? std::optional<std::string>(*text) : std::nullopt, *threshold);
   });
 }};
 

@@ -15,6 +15,7 @@
 // SIGINT / SIGTERM: the server stops accepting, cancels what runs and exits 0.
 #include "command.hpp"
 #include "model_loading.hpp"
+#include "numeric_options.hpp"
 #include "serve_page.hpp"
 
 #include <causalqwen/cauchy/distribution.hpp>
@@ -782,25 +783,17 @@ const cqcli::Registration reg{"serve", [](CLI::App& app) {
   o->model.add_to(sub);
   o->weights.add_to(sub);
   sub->add_option("--host", o->host, "address to listen on (default 127.0.0.1)");
-  sub->add_option("--port", o->port, "port, 1 to 65535 (default 8080)")->check(CLI::Range(std::int64_t{1}, std::int64_t{65535}));
+  cqcli::add_integer(sub, "--port", o->port, {1, 65535}, "port");
   sub->add_option("--api-key", o->api_key, "require \"Authorization: Bearer KEY\" on /v1/* and /metrics");
-  sub->add_option("--threads", o->threads, "compute threads, 0 to 1024 (default 0: all cores)")
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1024}));
-  sub->add_option("--parallel", o->parallel, "decoding slots, 1 to 256 (default 4)")->check(CLI::Range(std::int64_t{1}, std::int64_t{256}));
-  sub->add_option("--ctx-size", o->ctx_size,
-                  "positions per slot (prompt + max_tokens - 1), 0 to 1048576 (default 0: max_position_embeddings, or 2048)")
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20));
-  sub->add_option("--max-queue", o->max_queue, "choices that may wait for a slot, 0 to 100000 (default 64); more get 503")
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{100000}));
-  sub->add_option("--max-body", o->max_body, "largest request body in bytes, 1 to 1073741824 (default 1048576); larger get 413")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30));
-  sub->add_option("--timeout", o->timeout, "seconds a client may take to send a request or read a response, 0.1 to 3600 (default 30)")
-      ->check(CLI::Validator(
-          [](std::string& v) {
-            const double x = std::strtod(v.c_str(), nullptr);
-            return x >= 0.1 && x <= 3600 ? std::string() : "must be a number in [0.1, 3600], got " + v;  // NaN fails both
-          },
-          "[0.1, 3600]"));
+  cqcli::add_integer(sub, "--threads", o->threads, {0, cqcli::max_threads}, "compute threads (0: all cores)");
+  cqcli::add_integer(sub, "--parallel", o->parallel, {1, 256}, "decoding slots");
+  cqcli::add_integer(sub, "--ctx-size", o->ctx_size, {0, std::int64_t{1} << 20},
+                     "positions per slot (prompt + max_tokens - 1; 0: max_position_embeddings, or 2048)");
+  cqcli::add_integer(sub, "--max-queue", o->max_queue, {0, 100000}, "choices that may wait for a slot; more get 503");
+  cqcli::add_integer(sub, "--max-body", o->max_body, {1, std::int64_t{1} << 30},
+                     "largest request body in bytes; larger get 413");
+  cqcli::add_real(sub, "--timeout", o->timeout, cqcli::RealRange::closed(0.1, 3600),
+                  "seconds a client may take to send a request or read a response");
   sub->add_option("--name", o->name, "the model's name in the API (default: the model directory's name)");
   sub->add_flag("--no-calibration", o->no_calibration,
                 "report the model's own intervals even when DIR/calibration.json recalibrates them");

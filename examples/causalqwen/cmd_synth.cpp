@@ -6,6 +6,7 @@
 //   causalqwen synth --out train.jsonl --count 20000 --seed 1
 //   causalqwen synth --out val.jsonl --count 500 --seed 1 --split val
 #include "command.hpp"
+#include "numeric_options.hpp"
 
 #include <causalqwen/train/jsonl_dataset.hpp>
 #include <causalqwen/datasets/synthetic_text.hpp>
@@ -43,8 +44,8 @@ const cqcli::Registration reg{"synth", [](CLI::App& app) {
   auto* sub = app.add_subcommand("synth", "Write the synthetic text-with-numbers corpus as JSONL ({\"text\": ..., \"group\": family} per line)");
   auto a = std::make_shared<SynthArgs>();
   sub->add_option("--out", a->out, "Output JSONL file")->required();
-  sub->add_option("--count", a->count, "Number of sentences")->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("--seed", a->seed, "Seed of the generator")->capture_default_str();
+  cqcli::add_integer(sub, "--count", a->count, {1, cqcli::max_count}, "Number of sentences");
+  cqcli::add_integer(sub, "--seed", a->seed, {0, cqcli::max_seed}, "Seed of the generator");
   sub->add_option("--split", a->split, "Which side of the train/validation split")
       ->capture_default_str()->check(CLI::IsMember({"train", "val"}));
   sub->add_option("--mix", a->mix, "Template mix: demo (no 1e6..1e9 values) or full")

@@ -2,12 +2,15 @@
 //
 // Reads JSON-encoded strings from stdin, one per line, and prints one JSON array of token ids
 // per line; with --numbers, numbers become <NUM> and each line is {"ids": […], "values": […]}.
+// A read error, or a line longer than 64 MiB, is an error naming the line.
 //   echo '"x = 1,234.5"' | causalqwen tokenize --tokenizer tokenizer.json --numbers
 //   {"ids":[87,284,220,151669],"values":[0.0,0.0,0.0,1234.5]}
 #include "command.hpp"
 
+#include <causalqwen/core/line_reader.hpp>
 #include <causalqwen/text/tokenizer.hpp>
 
+#include <causalqwen/core/json.hpp>
 #include <nlohmann/json.hpp>
 
 #include <iostream>
@@ -19,18 +22,17 @@ namespace {
 void run_tokenize(const std::string& tokenizer_path, bool numbers) {
   const auto tokenizer = causalqwen::text::Tokenizer::from_file(tokenizer_path);
   std::string line;
-  std::size_t line_number = 0;
   std::ios::sync_with_stdio(false);
-  while (std::getline(std::cin, line)) {
-    ++line_number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+  causalqwen::LineReader in(stdin, "tokenize: stdin");
+  while (in.next(line)) {
+    const std::size_t line_number = in.line_number();
     if (line.empty()) continue;
     nlohmann::json input;
     try {
       input = nlohmann::json::parse(line);
     } catch (const nlohmann::json::parse_error& e) {
       throw causalqwen::DomainError("tokenize: stdin line " + std::to_string(line_number) +
-                                    " is not a JSON string: " + e.what());
+                                    " is not a JSON string: " + causalqwen::json::escaped(e.what()));
     }
     if (!input.is_string())
       throw causalqwen::DomainError("tokenize: stdin line " + std::to_string(line_number) +

@@ -19,6 +19,7 @@
 //            AdamW rewrites as it updates them (kept, the default: faster, 2 bytes per weight)
 #include "command.hpp"
 #include "model_loading.hpp"
+#include "numeric_options.hpp"
 #include "train_display.hpp"
 
 #include <causalqwen/core/threading.hpp>
@@ -262,7 +263,9 @@ void run_tokens(const TrainArgs& a) {
   } else {
     cq::model::CausalConfig c;
     if (!a.config.empty()) {
-      c = cq::io::read_config_json(a.config).config;
+      const auto file = cq::io::read_config_json(a.config);
+      c = file.config;
+      if (file.max_position_embeddings) config_base["max_position_embeddings"] = *file.max_position_embeddings;
     } else {
       c = cq::model::preset_config(a.preset, tokenizer->num_token_id());
     }
@@ -271,6 +274,8 @@ void run_tokens(const TrainArgs& a) {
     model = std::make_unique<cq::model::CausalQwen<float>>(c);
     model->init_random(a.seed);
   }
+  // the checkpoints record the positions the model was trained on (a model that states its own keeps it)
+  if (!config_base.contains("max_position_embeddings")) config_base["max_position_embeddings"] = a.seq;
   if (tokenizer->num_token_id() != model->config().num_token_id)
     throw cq::DomainError(fmt::format("train: the tokenizer's <NUM> id {} differs from the model's {}",
                                       tokenizer->num_token_id(), model->config().num_token_id));
@@ -304,43 +309,43 @@ const cqcli::Registration reg{"train", [](CLI::App& app) {
   sub->add_option("--model", a->model.model_dir, "Start from this checkpoint directory (a base Qwen2 is converted)")
       ->check(CLI::ExistingDirectory);
   sub->add_option("--tokenizer", a->model.tokenizer, "tokenizer.json (default: the one in --model)");
-  sub->add_option("--num-token-id", a->model.num_token_id, "<NUM>'s id for a base Qwen2 checkpoint");
+  cqcli::add_num_token_id(sub, a->model.num_token_id);
   sub->add_option("--config", a->config, "From scratch: a config.json with the shapes and CausalQwen settings")
       ->check(CLI::ExistingFile);
   sub->add_option("--preset", a->preset, "From scratch: tiny (H 64, 2 layers), small (H 256, 4 layers, FFN 704), qwen2.5-0.5b");
   sub->add_option("--data", a->data, "Training text: JSONL, one {\"text\": ...} per line")->check(CLI::ExistingFile);
-  sub->add_option("--val-fraction", a->val_fraction, "Share of --data held out for validation (hashed split)")->capture_default_str();
-  sub->add_option("--synthetic", a->synthetic, "Train on N synthetic sentences with numbers (validation: disjoint sentences)");
+  cqcli::add_real(sub, "--val-fraction", a->val_fraction, cqcli::RealRange::half_open(0.0, 1.0), "Share of --data held out for validation (hashed split)");
+  cqcli::add_integer(sub, "--synthetic", a->synthetic, {1, cqcli::max_count}, "Train on N synthetic sentences with numbers (validation: disjoint sentences)", false);
   sub->add_flag("--features", a->features, "Synthetic-features mode: the causal heads alone on generated features");
-  sub->add_option("--hidden", a->hidden, "--features: feature size H")->capture_default_str();
-  sub->add_option("--classes", a->classes, "--features: number of classes K (<NUM> = K-1)")->capture_default_str();
+  cqcli::add_integer(sub, "--hidden", a->hidden, {1, std::int64_t{1} << 16}, "--features: feature size H");
+  cqcli::add_integer(sub, "--classes", a->classes, {2, std::int64_t{1} << 26}, "--features: number of classes K (<NUM> = K-1)");
   sub->add_option("--out", a->out, "Output directory (checkpoints/, metrics.jsonl, curves.svg)")->required();
   sub->add_option("--metrics", a->metrics, "JSONL metrics log (default: OUT/metrics.jsonl)");
   sub->add_option("--curves", a->curves, "SVG training curves (default: OUT/curves.svg)");
-  sub->add_option("--baseline-mae", a->baseline_mae, "Median baseline's MAE, drawn on the reg-MAE curve");
-  sub->add_option("--steps", a->steps, "Optimiser steps")->capture_default_str();
-  sub->add_option("--batch-size", a->batch, "Sequences per micro-batch (--features: rows = batch x seq)")->capture_default_str();
-  sub->add_option("--seq-len", a->seq, "Tokens per sequence")->capture_default_str();
+  cqcli::add_real(sub, "--baseline-mae", a->baseline_mae, cqcli::RealRange::non_negative(), "Median baseline's MAE, drawn on the reg-MAE curve", false);
+  cqcli::add_integer(sub, "--steps", a->steps, {1, cqcli::max_steps}, "Optimiser steps");
+  cqcli::add_integer(sub, "--batch-size", a->batch, {1, cqcli::max_batch}, "Sequences per micro-batch (--features: rows = batch x seq)");
+  cqcli::add_integer(sub, "--seq-len", a->seq, {1, cqcli::max_seq}, "Tokens per sequence");
   sub->add_option("--layout", a->layout, "Batches: packed or padded")->capture_default_str();
-  sub->add_option("--accumulation", a->accumulation, "Micro-batches per optimiser step")->capture_default_str();
-  sub->add_option("--lr", a->lr, "Peak learning rate (default: 3e-3 from scratch, 1e-4 from --model, 1e-3 from --model "
+  cqcli::add_integer(sub, "--accumulation", a->accumulation, {1, cqcli::max_batch}, "Micro-batches per optimiser step");
+  cqcli::add_real(sub, "--lr", a->lr, cqcli::RealRange::positive(), "Peak learning rate (default: 3e-3 from scratch, 1e-4 from --model, 1e-3 from --model "
                                  "with --freeze backbone)");
   sub->add_option("--schedule", a->schedule, "constant, or cosine (linear warm-up then cosine)")->capture_default_str();
-  sub->add_option("--warmup", a->warmup, "Warm-up steps")->capture_default_str();
-  sub->add_option("--min-lr-ratio", a->min_lr_ratio, "Cosine floor as a fraction of --lr")->capture_default_str();
-  sub->add_option("--weight-decay", a->weight_decay, "AdamW decoupled weight decay (not on norms, biases, b_noise, thresholds, direction)")->capture_default_str();
-  sub->add_option("--beta1", a->beta1, "AdamW beta1")->capture_default_str();
-  sub->add_option("--beta2", a->beta2, "AdamW beta2")->capture_default_str();
-  sub->add_option("--eps", a->eps, "AdamW epsilon")->capture_default_str();
-  sub->add_option("--clip", a->clip, "Global gradient-norm clip (0: none)")->capture_default_str();
+  cqcli::add_integer(sub, "--warmup", a->warmup, {0, cqcli::max_steps}, "Warm-up steps");
+  cqcli::add_real(sub, "--min-lr-ratio", a->min_lr_ratio, cqcli::RealRange::closed(0.0, 1.0), "Cosine floor as a fraction of --lr");
+  cqcli::add_real(sub, "--weight-decay", a->weight_decay, cqcli::RealRange::non_negative(), "AdamW decoupled weight decay (not on norms, biases, b_noise, thresholds, direction)");
+  cqcli::add_real(sub, "--beta1", a->beta1, cqcli::RealRange::half_open(0.0, 1.0), "AdamW beta1");
+  cqcli::add_real(sub, "--beta2", a->beta2, cqcli::RealRange::half_open(0.0, 1.0), "AdamW beta2");
+  cqcli::add_real(sub, "--eps", a->eps, cqcli::RealRange::positive(), "AdamW epsilon");
+  cqcli::add_real(sub, "--clip", a->clip, cqcli::RealRange::non_negative(), "Global gradient-norm clip (0: none)");
   sub->add_option("--optimizer", a->optimizer,
                   "adamw (a whole gradient arena) or streaming (StreamingAdamW: weight gradients kept as factors and "
                   "formed tile by tile in the update; the same step in less memory)")
       ->capture_default_str();
-  sub->add_option("--keep-tiles", a->keep_tiles_mib,
+  cqcli::add_integer(sub, "--keep-tiles", a->keep_tiles_mib,
+                  {0, std::int64_t(std::numeric_limits<std::size_t>::max() >> 20), "MiB does not fit in a byte count"},
                   "with --optimizer streaming: MiB for the gradient tiles the norm forms (W_cls's), so that the update "
-                  "reads them instead of forming them again (0: none kept, the least memory; W_cls [K, H] needs K*H*4 bytes)")
-      ->capture_default_str();
+                  "reads them instead of forming them again (0: none kept, the least memory; W_cls [K, H] needs K*H*4 bytes)");
   sub->add_option("--moments", a->moments, "f32, or bf16 (16-bit moments with stochastic rounding: half the optimiser memory; either optimiser)")
       ->capture_default_str();
   sub->add_option("--precision", a->precision,
@@ -356,28 +361,28 @@ const cqcli::Registration reg{"train", [](CLI::App& app) {
       ->check(CLI::IsMember({"kept", "none"}));
   sub->add_option("--freeze", a->freeze, "none (train everything), backbone (train only the causal.* heads) or heads (train only the backbone)")->capture_default_str();
   sub->add_flag("--learn-threshold", a->learn_threshold, "Also train causal.ovr_threshold (fixed by default)");
-  sub->add_option("--threshold", a->threshold, "OvR threshold C (one value, or K values) for a model made here "
+  cqcli::add_reals(sub, "--threshold", a->threshold, cqcli::RealRange::any(), "OvR threshold C (one value, or K values) for a model made here "
                                                "(a base converted, --config, --preset)");
-  sub->add_option("--reg-init-gain", a->reg_init_gain, "Xavier gain of the regression weight, for a model made here");
+  cqcli::add_real(sub, "--reg-init-gain", a->reg_init_gain, cqcli::RealRange::non_negative(), "Xavier gain of the regression weight, for a model made here");
   sub->add_option("--reg-bias", a->reg_bias, "The regression bias of a model made here: median (of the training "
                                               "data's numbers) or a number");
-  sub->add_option("--alpha-start,--alpha", a->alpha_start, "Gate alpha at step 0 (default: the model's alpha_gate)");
-  sub->add_option("--lambda", a->lambda, "Weight lambda of the regression loss at step 0 (default: the model's reg_loss_weight)");
-  sub->add_option("--lambda-final", a->lambda_final, "lambda after --lambda-steps (default: --lambda)");
-  sub->add_option("--lambda-steps", a->lambda_steps, "Steps of the linear lambda anneal (0: constant lambda)")->capture_default_str();
-  sub->add_option("--alpha-end", a->alpha_end, "Gate alpha after --alpha-steps")->capture_default_str();
-  sub->add_option("--alpha-steps", a->alpha_steps, "Steps of the linear alpha anneal (0: constant alpha)")->capture_default_str();
-  sub->add_option("--min-scale", a->min_scale, "Lower clamp of softplus(b_scale) (0: none)");
-  sub->add_option("--max-scale", a->max_scale, "Upper clamp of softplus(b_scale) (0: none)");
+  cqcli::add_real(sub, "--alpha-start,--alpha", a->alpha_start, cqcli::RealRange::closed(0.0, 1.0), "Gate alpha at step 0 (default: the model's alpha_gate)", false);
+  cqcli::add_real(sub, "--lambda", a->lambda, cqcli::RealRange::non_negative(), "Weight lambda of the regression loss at step 0 (default: the model's reg_loss_weight)");
+  cqcli::add_real(sub, "--lambda-final", a->lambda_final, cqcli::RealRange::non_negative(), "lambda after --lambda-steps (default: --lambda)");
+  cqcli::add_integer(sub, "--lambda-steps", a->lambda_steps, {0, cqcli::max_steps}, "Steps of the linear lambda anneal (0: constant lambda)");
+  cqcli::add_real(sub, "--alpha-end", a->alpha_end, cqcli::RealRange::closed(0.0, 1.0), "Gate alpha after --alpha-steps");
+  cqcli::add_integer(sub, "--alpha-steps", a->alpha_steps, {0, cqcli::max_steps}, "Steps of the linear alpha anneal (0: constant alpha)");
+  cqcli::add_real(sub, "--min-scale", a->min_scale, cqcli::RealRange::non_negative(), "Lower clamp of softplus(b_scale) (0: none)");
+  cqcli::add_real(sub, "--max-scale", a->max_scale, cqcli::RealRange::non_negative(), "Upper clamp of softplus(b_scale) (0: none)");
   sub->add_option("--action-mode", a->action_mode, "deterministic (noise on the scale) or sampling (noise on the location)")
       ->capture_default_str();
-  sub->add_option("--temperature", a->temperature, "Sampling-mode temperature")->capture_default_str();
-  sub->add_option("--eval-every", a->eval_every, "Validate every N steps (and at the end)")->capture_default_str();
-  sub->add_option("--eval-batches", a->eval_batches, "Validation batches per evaluation")->capture_default_str();
-  sub->add_option("--checkpoint-every", a->checkpoint_every, "Checkpoint every N steps (and at the end)")->capture_default_str();
+  cqcli::add_real(sub, "--temperature", a->temperature, cqcli::RealRange::non_negative(), "Sampling-mode temperature");
+  cqcli::add_integer(sub, "--eval-every", a->eval_every, {0, cqcli::max_steps}, "Validate every N steps (and at the end)");
+  cqcli::add_integer(sub, "--eval-batches", a->eval_batches, {0, cqcli::max_batch}, "Validation batches per evaluation");
+  cqcli::add_integer(sub, "--checkpoint-every", a->checkpoint_every, {0, cqcli::max_steps}, "Checkpoint every N steps (and at the end)");
   sub->add_flag("--resume", a->resume, "Continue from OUT/checkpoints/LATEST (same options as the first run)");
-  sub->add_option("--seed", a->seed, "Seed of the model init, data order and sampling noise")->capture_default_str();
-  auto* threads = sub->add_option("--threads", a->threads, "Threads per process; results are bit-reproducible for a "
+  cqcli::add_integer(sub, "--seed", a->seed, {0, cqcli::max_seed}, "Seed of the model init, data order and sampling noise");
+  auto* threads = cqcli::add_integer(sub, "--threads", a->threads, {1, cqcli::max_threads}, "Threads per process; results are bit-reproducible for a "
                                                           "given count (default 2; with N processes on one machine, "
                                                           "its cores / N)");
   sub->callback([a, threads] {
@@ -391,6 +396,9 @@ const cqcli::Registration reg{"train", [](CLI::App& app) {
     const int sources = (!a->data.empty()) + (a->synthetic > 0) + a->features;
     if (sources != 1) throw cq::DomainError("train: give exactly one of --data, --synthetic N, --features");
     check_recipe(*a);
+    // --resume: refused early when the checkpoints cannot be resumed; said when there are none yet
+    if (a->resume && !ct::latest_checkpoint(a->out) && speaks())
+      fmt::print("resume: {} holds no checkpoint yet: starting from step 0\n", (std::filesystem::path(a->out) / "checkpoints").string());
     if (a->features) return run_features(*a);
     const int models = !a->model.model_dir.empty() + !a->config.empty() + !a->preset.empty();
     if (models != 1) throw cq::DomainError("train: give exactly one of --model, --config, --preset");

@@ -1,5 +1,6 @@
 // causalqwen: the command-line program. Subcommands live in cmd_*.cpp beside this file.
 #include "command.hpp"
+#include "numeric_options.hpp"
 
 #include <causalqwen/core/threading.hpp>
 #include <causalqwen/dist/communicator.hpp>
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <exception>
 #include <optional>
+#include <string_view>
 
 namespace {
 /// Prints the error and returns the exit status 1. One of several processes (mpirun) says which
@@ -46,6 +48,11 @@ int main(int argc, char** argv) {
             [](const auto& a, const auto& b) { return a.name < b.name; });
   for (const auto& entry : table) entry.install(app);
 
+  // hidden: every numeric option of every subcommand with its range, for the test that walks them
+  if (argc == 2 && std::string_view(argv[1]) == "--list-numeric-options") {
+    cqcli::print_numeric_options(stdout);
+    return 0;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

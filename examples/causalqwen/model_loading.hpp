@@ -2,6 +2,8 @@
 // (from --num-token-id, or from a tokenizer.json), then io::load_model; and the check that a
 // tokenizer is the model's; --weights, the type decoding reads the weight matrices in.
 #pragma once
+#include "numeric_options.hpp"
+
 #include <causalqwen/io/model_checkpoint.hpp>
 #include <causalqwen/linalg/bf16_gemm.hpp>
 #include <causalqwen/linalg/int8_dot.hpp>
@@ -16,6 +18,16 @@
 
 namespace cqcli {
 
+/// Ids a vocabulary may hold (config.json's vocab_size is at most 2^26).
+inline constexpr std::int64_t max_token_id = (std::int64_t{1} << 26) - 1;
+
+/// --num-token-id into `target` (-1 until given: the tokenizer decides).
+inline CLI::Option* add_num_token_id(CLI::App* sub, std::int64_t& target) {
+  return add_integer(sub, "--num-token-id", target, {0, max_token_id},
+                     "<NUM>'s id for a base Qwen2 checkpoint (default: the first id after the tokenizer's vocabulary)",
+                     false);
+}
+
 /// Options common to the commands that load a model.
 struct ModelOptions {
   std::string model_dir;
@@ -27,8 +39,7 @@ struct ModelOptions {
         ->required()
         ->check(CLI::ExistingDirectory);
     sub->add_option("--tokenizer", tokenizer, "tokenizer.json (default: the one in the checkpoint directory)");
-    sub->add_option("--num-token-id", num_token_id,
-                    "<NUM>'s id for a base Qwen2 checkpoint (default: the first id after the tokenizer's vocabulary)");
+    add_num_token_id(sub, num_token_id);
   }
 
   /// The tokenizer file to use, if any.
@@ -85,6 +96,12 @@ struct WeightsOption {
     }
   }
 };
+
+/// Where a loaded model's position cap comes from, for messages.
+template <class T>
+std::string position_cap_source(const causalqwen::io::LoadedModel<T>& m) {
+  return m.max_position_embeddings_stated ? "config.json" : "the default cap: config.json states none";
+}
 
 /// The tokenizer must be the model's: the same <NUM> id, and no id beyond the model's rows.
 inline void require_matching(const causalqwen::text::Tokenizer& tok, const std::filesystem::path& tok_path,

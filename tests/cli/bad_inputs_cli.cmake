@@ -129,6 +129,115 @@ expect_refusal(keep_tiles_overflow "--keep-tiles 18446744073709551615 MiB does n
                ${CLI} train --preset tiny --tokenizer ${WORK}/train_tokenizer.json --data ${WORK}/train.jsonl
                --out ${WORK}/keep_tiles --steps 2 --optimizer streaming --keep-tiles 18446744073709551615)
 
+# --- numbers on the command line: signed, in range, finite (numeric_options.hpp) --------------
+set(train_t ${CLI} train --preset tiny --tokenizer ${WORK}/train_tokenizer.json --data ${WORK}/train.jsonl)
+foreach(value 288230376151711745 1152921504606846976 9223372036854775808)
+  expect_refusal(train_batch_size_${value} "--batch-size ${value}: expected an integer in \\[1, 2\\^20\\]"
+                 ${train_t} --steps 2 --batch-size ${value} --out ${WORK}/never)
+endforeach()
+foreach(value 4611686018427387904 9223372036854775808 -5)
+  expect_refusal(train_seq_len_${value} "--seq-len ${value}: expected an integer in \\[1, 2\\^24\\]"
+                 ${train_t} --steps 2 --seq-len ${value} --out ${WORK}/never)
+endforeach()
+expect_refusal(demo_batch_2_60 "--batch 1152921504606846976: expected an integer in \\[1, 2\\^20\\]"
+               ${CLI} demo --out ${WORK}/never --batch 1152921504606846976)
+expect_refusal(train_steps_negative "--steps -1: expected an integer in \\[1, 10\\^9\\]" ${train_t} --steps -1 --out ${WORK}/never)
+expect_refusal(train_seed_negative "--seed -1: expected an integer in \\[0, 2\\^63-1\\]" ${train_t} --seed -1 --out ${WORK}/never)
+expect_refusal(generate_top_k_negative "--top-k -1: expected an integer in" ${gen} --prompt abc --top-k -1)
+expect_refusal(generate_top_k_2_64 "--top-k 18446744073709551616: expected an integer in" ${gen} --prompt abc --top-k 18446744073709551616)
+expect_refusal(generate_interval_nan "--interval nan: expected a finite number in \\(0, 1\\)" ${gen} --prompt abc --interval nan)
+expect_refusal(report_threshold_nan "--threshold nan: expected a finite number in \\(-inf, inf\\)"
+               ${CLI} report --model ${MODEL} --inputs ${MODEL}/../inputs.json --threshold nan)
+expect_refusal(train_clip_nan "--clip nan: expected a finite number in \\[0, inf\\)" ${train_t} --clip nan --out ${WORK}/never)
+expect_refusal(train_alpha_nan "--alpha-start nan: expected a finite number in \\[0, 1\\]" ${train_t} --alpha nan --out ${WORK}/never)
+foreach(value nan inf -1 1e309)
+  expect_refusal(train_lr_${value} "--lr ${value}: expected a finite number in \\(0, inf\\)" ${train_t} --lr=${value} --out ${WORK}/never)
+endforeach()
+expect_refusal(train_keep_tiles_text "--keep-tiles 12x: expected an integer in" ${train_t} --keep-tiles 12x --out ${WORK}/never)
+
+# --- sizes: what is being allocated and how much, checked before the allocation ----------------
+expect_refusal(train_batch_beyond_memory "a \\[B,S\\] = \\[1048576,16777216\\] batch needs [0-9.]+ [KMGTPE]iB \\([0-9]+ bytes\\), more than this machine's"
+               ${train_t} --steps 2 --batch-size 1048576 --seq-len 16777216 --out ${WORK}/never)
+expect_refusal(demo_batch_beyond_memory "a \\[B,S\\] = \\[1048576,16777216\\] batch needs .* more than this machine's"
+               ${CLI} demo --out ${WORK}/demo_never --steps 1 --train-sentences 40 --val-sentences 8 --vocab 280 --plain
+               --batch 1048576 --seq 16777216)
+expect_refusal(synth_count_beyond_memory "1000000000 synthetic sentences needs .* bytes\\), more than this machine's"
+               ${CLI} synth --out ${WORK}/never.jsonl --count 1000000000)
+expect_refusal(compare_modes_samples_2_40 "--samples 1099511627776: expected an integer in \\[1, 1024\\]"
+               ${CLI} compare-modes --model ${MODEL} --tokenizer ${TOKENIZER} --prompt abc --samples 1099511627776)
+# (eval --seq-len 1048576 --batch-size 65536, past the position cap: eval_cli.cmake, on a model with its tokenizer)
+
+# --- the position cap of a model whose config.json states none: the default, 32768 -------------
+file(COPY ${MODEL}/ DESTINATION ${WORK}/model_no_cap)
+string(REGEX REPLACE "\"max_position_embeddings\": [0-9]+,?" "" no_cap "${config_text}")
+file(WRITE ${WORK}/model_no_cap/config.json "${no_cap}")
+expect_refusal(default_position_cap "--max-new-tokens 40000 must be at most the model's max_position_embeddings 32768 \\(the default cap: config.json states none\\)"
+               ${CLI} generate --model ${WORK}/model_no_cap --tokenizer ${TOKENIZER} --prompt abc --max-new-tokens 40000)
+
+# --- streams: read errors and endless lines are refused, never taken for the end of the input -----
+function(expect_refusal_stdin name regex input)
+  execute_process(COMMAND ${ARGN} INPUT_FILE ${input} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+  string(STRIP "${err}" line)
+  if(NOT rc STREQUAL "1" AND NOT rc STREQUAL "2")
+    set(failures "${failures}\n  ${name}: exit status '${rc}' (expected 1 or 2)\n    stderr: ${err}" PARENT_SCOPE)
+  elseif(line MATCHES "\n" OR NOT line MATCHES "${regex}")
+    set(failures "${failures}\n  ${name}: stderr does not match '${regex}' on one line\n    stderr: ${err}" PARENT_SCOPE)
+  else()
+    message(STATUS "${name}: exit ${rc}: ${line}")
+  endif()
+endfunction()
+if(EXISTS /dev/zero)
+  expect_refusal_stdin(tokenize_dev_zero "tokenize: stdin:1: the line is longer than 64 MiB, the limit of a line" /dev/zero
+                       ${CLI} tokenize --tokenizer ${TOKENIZER})
+  expect_refusal(generate_prompts_dev_zero "/dev/zero:1: the line is longer than 64 MiB" ${gen} --prompts /dev/zero)
+  expect_refusal(train_dev_zero "/dev/zero:1: the line is longer than 64 MiB"
+                 ${CLI} train --preset tiny --tokenizer ${WORK}/train_tokenizer.json --steps 2 --data /dev/zero --out ${WORK}/never)
+  expect_refusal(forward_dev_zero "/dev/zero: holds more than 256 MiB, the limit of a JSON file" ${fwd} --inputs /dev/zero)
+  expect_refusal(bpe_dev_zero "/dev/zero:1: the line is longer than 64 MiB" ${CLI} bpe --corpus /dev/zero --vocab-size 300 --out ${WORK}/never.json)
+endif()
+file(WRITE ${WORK}/prompts_empty.jsonl "")
+expect_refusal(prompts_empty "prompts_empty.jsonl: the file holds no prompt \\(it is empty\\)" ${gen} --prompts ${WORK}/prompts_empty.jsonl)
+file(WRITE ${WORK}/prompts_blank.jsonl "\n  \n")
+expect_refusal(prompts_blank "prompts_blank.jsonl: the file holds no prompt \\(2 lines, all blank\\)" ${gen} --prompts ${WORK}/prompts_blank.jsonl)
+# invalid bytes in a parse error are escaped, not copied to the terminal
+execute_process(COMMAND printf "\"ab\\377\"\\n" OUTPUT_FILE ${WORK}/prompts_bad_byte.jsonl)
+execute_process(COMMAND ${gen} --prompts ${WORK}/prompts_bad_byte.jsonl RESULT_VARIABLE rc ERROR_VARIABLE err)
+string(HEX "${err}" err_hex)
+if(NOT rc EQUAL 1 OR NOT err MATCHES "prompts_bad_byte.jsonl:1: not valid JSON" OR NOT err MATCHES "\\\\xff" OR err_hex MATCHES "^(..)*ff")
+  set(failures "${failures}\n  prompts_bad_byte: expected exit 1 and the byte written as \\xff, got ${rc}: ${err}")
+endif()
+
+# --- messages -----------------------------------------------------------------------------------
+expect_refusal(report_text_empty "--text: 1 required TEXT missing"
+               ${CLI} report --model ${MODEL} --tokenizer ${TOKENIZER} --text "")
+expect_refusal(bpe_special_twice "bpe: --special 'a' is given twice: each special token has one id"
+               ${CLI} bpe --corpus ${WORK}/train.jsonl --vocab-size 300 --out ${WORK}/never.json --special a a)
+
+# --- resume: the state must match its folder and the run; LATEST missing is not a fresh start ----
+execute_process(COMMAND ${train_t} --steps 2 --batch-size 2 --seq-len 8 --out ${WORK}/resume_run --resume
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "resume: [^\n]*resume_run/checkpoints holds no checkpoint yet: starting from step 0")
+  set(failures "${failures}\n  resume_fresh: exit ${rc}, expected 0 and 'holds no checkpoint yet: starting from step 0'\n    ${out}${err}")
+endif()
+set(state ${WORK}/resume_run/checkpoints/step-00000002/trainer_state.json)
+if(EXISTS ${state})
+  file(READ ${state} state_text)
+  expect_refusal(resume_past_steps "step-00000002: the checkpoint is at step 2, past this run's 1 steps"
+                 ${train_t} --steps 1 --batch-size 2 --seq-len 8 --out ${WORK}/resume_run --resume)
+  foreach(step 999 9223372036854775808)
+    string(REGEX REPLACE "\"step\": *2" "\"step\": ${step}" bad_state "${state_text}")
+    file(WRITE ${state} "${bad_state}")
+    expect_refusal(resume_state_step_${step} "step-00000002/trainer_state.json: field 'step' is ${step}, but the checkpoint's directory is step-00000002"
+                   ${train_t} --steps 2 --batch-size 2 --seq-len 8 --out ${WORK}/resume_run --resume)
+  endforeach()
+  file(WRITE ${state} "${state_text}")
+  file(REMOVE ${WORK}/resume_run/checkpoints/LATEST)
+  expect_refusal(resume_without_latest "resume_run/checkpoints: holds 1 checkpoint directories \\(step-00000002\\) but no LATEST"
+                 ${train_t} --steps 4 --batch-size 2 --seq-len 8 --out ${WORK}/resume_run --resume)
+else()
+  set(failures "${failures}\n  resume_fresh: no checkpoint ${state} written")
+endif()
+
 if(failures)
   message(FATAL_ERROR "bad input not refused as one line with exit status 1 or 2:${failures}")
 endif()

@@ -50,6 +50,20 @@ expect_refusal(eval_tokenizer_mismatch "tiny_tokenizer.json: <NUM> has the id [0
 expect_refusal(eval_baseline_no_numbers "no_numbers.jsonl: no line holds a number, so it gives no median"
                ${eval} --data ${DEMO}/held_out.jsonl --baseline-data ${WORK}/no_numbers.jsonl)
 
+# the position cap: the demo's model records its training sequence length (64); a model whose
+# config.json states none gets the default cap, 32768; a data file that is one endless line
+expect_refusal(eval_seq_len_past_positions "--seq-len 1048576 must be at most the model's max_position_embeddings 64 \\(config.json\\)"
+               ${CLI} eval --model ${DEMO}/model --data ${DEMO}/held_out.jsonl --seq-len 1048576 --batch-size 65536)
+file(COPY ${DEMO}/model/ DESTINATION ${WORK}/model_no_cap)
+file(READ ${DEMO}/model/config.json config_text)
+string(REGEX REPLACE "\"max_position_embeddings\": [0-9]+,?" "" no_cap "${config_text}")
+file(WRITE ${WORK}/model_no_cap/config.json "${no_cap}")
+expect_refusal(eval_default_position_cap "--seq-len 1048576 must be at most the model's max_position_embeddings 32768 \\(the default cap: config.json states none\\)"
+               ${CLI} eval --model ${WORK}/model_no_cap --data ${DEMO}/held_out.jsonl --seq-len 1048576)
+if(EXISTS /dev/zero)
+  expect_refusal(eval_dev_zero "/dev/zero:1: the line is longer than 64 MiB, the limit of a line" ${eval} --data /dev/zero)
+endif()
+
 if(failures)
   message(FATAL_ERROR "eval:${failures}")
 endif()

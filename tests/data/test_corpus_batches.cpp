@@ -199,3 +199,17 @@ TEST_CASE("evaluation batches cover every sequence once, in order") {
   CHECK(stream == corpus->ids);
   CHECK(labelled == corpus->token_count() - 1);
 }
+
+TEST_CASE("a batch whose size overflows or passes the memory is refused before anything is allocated") {
+  const auto corpus = small_corpus(5, 20);
+  const auto m = cqtest::error_message<causalqwen::SizeError>(
+      [&] { tr::CorpusBatchSource<float>(corpus, {.batch_size = 288230376151711745ull, .seq_len = 64}); });
+  CHECK(m.find("a [B,S] = [288230376151711745,64] batch: the size 288230376151711745 x 64 does not fit in 64 bits") !=
+        std::string::npos);
+  CHECK(cqtest::error_message<causalqwen::SizeError>(
+            [&] { tr::CorpusBatchSource<float>(corpus, {.batch_size = 1 << 20, .seq_len = 1 << 24}); })
+            .find("a [B,S] = [1048576,16777216] batch needs ") != std::string::npos);
+  CHECK_THROWS_AS(tr::evaluation_batches<float>(*corpus, 1, std::size_t{1} << 62), causalqwen::SizeError);
+  CHECK_THROWS_AS(tr::evaluation_batches<float>(*corpus, 1, std::size_t{1} << 62, tr::BatchLayout::packed),
+                  causalqwen::SizeError);
+}

@@ -371,6 +371,33 @@ TEST_CASE("a crash inside a checkpoint write keeps the previous checkpoint as LA
   fs::remove_all(out);
 }
 
+TEST_CASE("resume trusts nothing: checkpoints without LATEST are refused, a state's step must be its folder's") {
+  const auto seed = cqtest::test_seed(3, "resume checks");
+  const auto out = fresh_dir("resume_checks");
+  CHECK(!ct::latest_checkpoint(out));  // no checkpoint at all: nothing to resume, a fresh start
+  cqtest::LinearFeatureSource<float> train(8, 8, 11, seed);
+  ct::HeadLearner<float> learner(cqtest::tiny_config(1.0), train, nullptr, seed);
+  cq::optim::AdamW<float> adam(learner.params().shared_layout());
+  ct::TrainerState st;
+  st.step = 20;
+  st.rng = ct::rng_state(std::mt19937_64(seed));
+  ct::write_checkpoint(out, learner, adam, st);
+  const auto dir = *ct::latest_checkpoint(out);
+  CHECK(ct::read_checkpoint(dir, learner, adam).step == 20);
+  auto j = ct::read_trainer_state(dir / "trainer_state.json").to_json();
+  for (const std::uint64_t step : {std::uint64_t{999}, std::uint64_t{1} << 63, std::uint64_t{0}}) {
+    j["step"] = step;
+    std::ofstream(dir / "trainer_state.json") << j.dump();
+    CHECK(cqtest::error_message<cq::FormatError>([&] { ct::read_checkpoint(dir, learner, adam); }) ==
+          fmt::format("{}: field 'step' is {}, but the checkpoint's directory is step-00000020",
+                      (dir / "trainer_state.json").string(), step));
+  }
+  fs::remove(out / "checkpoints" / "LATEST");
+  CHECK(cqtest::error_message<cq::FormatError>([&] { ct::latest_checkpoint(out); })
+            .find("checkpoints: holds 1 checkpoint directories (step-00000020) but no LATEST") != std::string::npos);
+  fs::remove_all(out);
+}
+
 TEST_CASE("progress degrades to plain lines off a terminal") {
   std::FILE* f = std::tmpfile();
   cqcli::Progress p(40, 0, f, cqcli::Progress::Style::lines);

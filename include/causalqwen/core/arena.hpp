@@ -3,6 +3,7 @@
 /// Parameters, gradients and optimiser moments share one Layout, so zero-grad, optimiser steps,
 /// parameter counts and checkpoint I/O are plain loops over `layout().slots()` or over `span()`.
 #pragma once
+#include "causalqwen/core/checked_size.hpp"
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/page_buffer.hpp"
 #include "causalqwen/core/tensor.hpp"
@@ -44,10 +45,12 @@ class Layout {
   std::size_t add(std::string name, std::vector<std::size_t> shape,
                   Placement placement = Placement::aligned) {
     detail::require(!index_.contains(name), "Layout::add", "duplicate slot name '{}'", name);
+    const auto what = [&] { return fmt::format("arena slot '{}'", name); };
     std::size_t size = 1;
-    for (auto e : shape) size *= e;
+    for (auto e : shape) size = checked_mul(size, e, what());
     std::size_t offset = total_;
-    if (placement == Placement::aligned) offset = (total_ + align_ - 1) / align_ * align_;
+    if (placement == Placement::aligned) offset = checked_add(total_, align_ - 1, what()) / align_ * align_;
+    checked_add(offset, size, what());
     index_.emplace(name, slots_.size());
     slots_.push_back(Slot{std::move(name), std::move(shape), offset, size});
     total_ = offset + size;
@@ -133,9 +136,11 @@ class Arena {
     std::size_t n = std::max<std::size_t>(layout_->total(), 1);
     if (n > capacity_) {
       const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-      const bool huge = memory_ == ArenaMemory::filled && n * sizeof(T) >= huge_buffer_min_bytes;
+      const std::size_t wanted = checked_bytes<T>(n, "Arena::reset");
+      const bool huge = memory_ == ArenaMemory::filled && wanted >= huge_buffer_min_bytes;
       const std::size_t align = memory_ == ArenaMemory::on_demand ? page : huge ? huge_page_bytes : 64;
-      const std::size_t bytes = (n * sizeof(T) + align - 1) / align * align;
+      const std::size_t bytes = checked_add(wanted, align - 1, "Arena::reset") / align * align;
+      if (memory_ == ArenaMemory::filled) require_memory(bytes, fmt::format("an arena of {} elements", n));
       buffer_.reset();
       if (memory_ == ArenaMemory::on_demand) {
         void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -36,23 +36,63 @@ inline FormatError field_error(std::string_view source, std::string_view path, s
   return FormatError(fmt::format("{}: {} must be {}, got {}", source, path, expected, shown));
 }
 
+/// `text` fit for a terminal: control bytes and bytes that are not part of valid UTF-8 written as
+/// \xHH (the JSON library's messages quote the bytes they stopped at, whatever they are).
+inline std::string escaped(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    // the length of a valid UTF-8 sequence starting here (0: not one)
+    std::size_t n = c < 0x80 ? 1 : (c >= 0xc2 && c <= 0xdf) ? 2 : (c >= 0xe0 && c <= 0xef) ? 3 : (c >= 0xf0 && c <= 0xf4) ? 4 : 0;
+    if (n > 1) {
+      if (i + n > text.size()) n = 0;
+      for (std::size_t k = 1; k < n; ++k)
+        if ((static_cast<unsigned char>(text[i + k]) & 0xc0) != 0x80) n = 0;
+      if (n == 3) {  // no overlong forms, no surrogates
+        const auto c1 = static_cast<unsigned char>(text[i + 1]);
+        if ((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 >= 0xa0)) n = 0;
+      } else if (n == 4) {
+        const auto c1 = static_cast<unsigned char>(text[i + 1]);
+        if ((c == 0xf0 && c1 < 0x90) || (c == 0xf4 && c1 >= 0x90)) n = 0;
+      }
+    }
+    if (n == 1 && c >= 0x20 && c != 0x7f) out += static_cast<char>(c);
+    else if (n > 1) out.append(text.substr(i, n));
+    else out += fmt::format("\\x{:02x}", c);
+    i += n ? n : 1;
+  }
+  return out;
+}
+
 /// `text` parsed; FormatError naming `source` on any JSON library error (including numbers
-/// beyond the double range, which the JSON library refuses while parsing).
+/// beyond the double range, which the JSON library refuses while parsing), its bytes escaped.
 inline Json parse(std::string_view text, std::string_view source) {
   try {
     return Json::parse(text);
   } catch (const Json::exception& e) {
-    throw FormatError(fmt::format("{}: not valid JSON ({})", source, e.what()));
+    throw FormatError(fmt::format("{}: not valid JSON ({})", source, escaped(e.what())));
   }
 }
 
-/// The file at `path` parsed (see parse()); FormatError when it cannot be opened.
+/// The largest JSON file parse_file reads: 256 MiB (a Qwen2 tokenizer.json is about 7 MiB).
+inline constexpr std::size_t max_json_file_bytes = std::size_t{256} << 20;
+
+/// The file at `path` parsed (see parse()); FormatError when it cannot be opened or read, or
+/// holds more than max_json_file_bytes (/dev/zero is refused after that many bytes, not read on).
 inline Json parse_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw FormatError(fmt::format("{}: cannot open the file", path.string()));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse(text.str(), path.string());
+  std::string text;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > max_json_file_bytes)
+      throw FormatError(fmt::format("{}: holds more than {} MiB, the limit of a JSON file", path.string(),
+                                    max_json_file_bytes >> 20));
+  }
+  if (in.bad()) throw FormatError(fmt::format("{}: read error", path.string()));
+  return parse(text, path.string());
 }
 
 /// read(), with any JSON library exception escaping it turned into FormatError naming `source`.

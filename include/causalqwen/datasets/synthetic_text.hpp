@@ -41,6 +41,7 @@
 /// text), so no validation text ever appears in training (the mix has about 5,700 distinct
 /// texts; 10% of them are held out).
 #pragma once
+#include "causalqwen/core/checked_size.hpp"
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/text/tokenizer.hpp"
 #include "causalqwen/train/random.hpp"
@@ -374,10 +375,14 @@ struct SyntheticTextOptions {
 inline std::vector<SyntheticSentence> synthetic_sentences(train::DataSplit side, std::size_t count,
                                                           std::uint64_t seed,
                                                           const SyntheticTextOptions& options = {}) {
+  {  // a sentence holds its record, its text and its numbers: at least 256 bytes, checked first
+    const auto what = fmt::format("{} synthetic sentences", count);
+    require_memory(checked_mul(count, 256, what), what);
+  }
   train::SplitMix64 rng(splitmix64(seed));
   std::vector<SyntheticSentence> out;
   out.reserve(count);
-  const std::size_t max_draws = 1000 * count + 100000;
+  const std::size_t max_draws = checked_add(checked_mul(1000, count, "synthetic_sentences: draws"), 100000, "synthetic_sentences: draws");
   for (std::size_t draws = 0; out.size() < count; ++draws) {
     if (draws == max_draws)
       throw DomainError(fmt::format("causalqwen::datasets::synthetic_sentences: found only {} of {} {} "

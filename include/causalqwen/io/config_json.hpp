@@ -11,7 +11,9 @@
 ///   reg_init_gain (0.01), reg_bias_init (0), scale_U_floor and scale_Y_floor (0: none; lower
 ///   bounds added to scale_U and scale_Y), bce_form ("stable" or "epsilon").
 /// max_position_embeddings (optional): the longest sequence the model was trained for; the
-///   generate command refuses or cuts longer prompts by it.
+///   generate, eval, forward and report commands refuse (or, generate --long-prompt keep-end,
+///   cut) longer sequences by it. A file that states none gets default_max_position_embeddings
+///   (32768, Qwen2.5's own) from load_model: a cap, never none.
 /// Sizes above ModelSizeLimits, or a model whose parameters would not fit the memory available,
 /// are refused before anything is allocated (model_size.hpp).
 #pragma once
@@ -35,6 +37,9 @@ namespace causalqwen::io {
 
 /// What config.json held: the configuration, whether CausalQwen's own keys were present
 /// (a base Qwen2 checkpoint has none), and the whole JSON object (to write back unknown keys).
+/// The position cap of a model whose config.json states no max_position_embeddings.
+inline constexpr std::size_t default_max_position_embeddings = 32768;
+
 struct ConfigFile {
   model::CausalConfig config;
   bool has_num_token_id = false;

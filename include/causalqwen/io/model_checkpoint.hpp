@@ -35,7 +35,9 @@ struct LoadedModel {
   std::unique_ptr<model::CausalQwen<T>> model;
   bool converted = false;            // true when a base Qwen2 checkpoint was converted
   nlohmann::json config_json;        // the file's keys, kept on save
-  std::optional<std::size_t> max_position_embeddings;  // when config.json states it
+  // config.json's max_position_embeddings, or default_max_position_embeddings when it states none
+  std::optional<std::size_t> max_position_embeddings;
+  bool max_position_embeddings_stated = false;  // whether config.json states it
   std::vector<float> lm_head;        // [V,H] of an untied base, empty when tied
   std::vector<std::size_t> lm_head_shape;
 };
@@ -77,7 +79,8 @@ LoadedModel<T> load_model(const std::filesystem::path& dir, const LoadOptions& o
   auto cfg_file = read_config_json(dir / "config.json", options.num_token_id);
   LoadedModel<T> out;
   out.config_json = cfg_file.json;
-  out.max_position_embeddings = cfg_file.max_position_embeddings;
+  out.max_position_embeddings_stated = cfg_file.max_position_embeddings.has_value();
+  out.max_position_embeddings = cfg_file.max_position_embeddings.value_or(default_max_position_embeddings);
   const auto ckpt = SafetensorsCheckpoint::open(dir);
   bool any_causal = false;
   for (const auto& name : ckpt.names()) any_causal |= detail_checkpoint::is_causal(name);

@@ -9,6 +9,7 @@
 ///                                             static_asserts with readable messages
 /// Both share one implementation (CausalQwen<T, RuntimeConfig>).
 #pragma once
+#include "causalqwen/core/checked_size.hpp"
 #include "causalqwen/core/update_follower.hpp"
 #include "causalqwen/linalg/bf16_copies.hpp"
 #include "causalqwen/model/causal_head.hpp"
@@ -273,12 +274,31 @@ class CausalQwen<T, RuntimeConfig> {
     return TensorView<const T, 3>(e.data(), {B, S, H});
   }
 
+  /// Bytes that a forward pass over a [B,S] batch holds at least (M = B·S): per layer
+  /// M·(4H + (nh + 2nkv)·D + nh·D + 3F) (the residual stream, the norms' outputs, q|k|v, the
+  /// attention output and SwiGLU's three products), the heads' M·8C, and with backward the
+  /// attention weights B·nh·S² of every layer. SizeError naming the batch when it overflows or
+  /// passes the machine's memory.
+  std::size_t require_forward_memory(std::size_t B, std::size_t S, bool backward) const {
+    const auto& bb = cfg_.backbone;
+    const auto what = fmt::format("the forward pass{} of a [B,S] = [{},{}] batch", backward ? " and backward" : "", B, S);
+    const std::size_t M = checked_mul(B, S, what);
+    const std::size_t per_token = 4 * bb.hidden_size + bb.qkv_size() + bb.num_heads * bb.head_dim() +
+                                  3 * bb.intermediate_size;
+    std::size_t elements = checked_mul(checked_mul(M, per_token, what), bb.num_layers, what);
+    elements = checked_add(elements, checked_mul(M, 8 * cfg_.causal_size, what), what);
+    if (backward)
+      elements = checked_add(elements, checked_product({B, bb.num_heads, S, S, bb.num_layers}, what), what);
+    return require_elements<T>(elements, what);
+  }
+
   /// The whole forward pass: embeddings, the Qwen2 stack, the causal heads and their losses
   /// (with `grads`, the heads' backward too: their losses are fused with it, down to ∂L/∂z).
   HeadMetrics forward(const Batch<T>& b, Cache& cache, ActionMode mode, SamplingNoise<T> noise,
                       const linalg::GradientTarget<T>* grads) {
     const std::size_t B = b.input_ids.shape[0], S = b.input_ids.shape[1], M = B * S, H = cfg_.hidden_size();
     detail::require(B > 0 && S > 0, "CausalQwen", "input_ids {} is empty", shape_text(b.input_ids.shape));
+    require_forward_memory(B, S, grads != nullptr);
     require_shape(b.labels, {B, S}, "CausalQwen", "labels");
     if (!b.target_values.empty()) require_shape(b.target_values, {B, S}, "CausalQwen", "target_values");
     const auto e = embed(b.input_ids, b.numeric_values, cache.embedding, cache.e);                         // [B,S,H]

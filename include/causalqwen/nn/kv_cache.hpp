@@ -20,6 +20,7 @@
 /// would round it, so the attention's results do not depend on the storage being bf16.
 #pragma once
 #include "causalqwen/core/bfloat16.hpp"
+#include "causalqwen/core/checked_size.hpp"
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/linalg/packed_weight.hpp"
 
@@ -118,6 +119,15 @@ struct KvCache {
   void reserve(std::size_t slots) {
     slots = linalg::panel_padded_cols(slots);
     if (slots <= capacity) return;
+    {  // keys and values of every layer, batch row and KV head, plus the mask, checked before growing
+      const auto what = fmt::format("the KV cache of {} rows x {} slots ({} layers, {} KV heads of {})", batch, slots,
+                                    num_layers, num_kv_heads, head_dim);
+      const std::size_t per_layer = checked_product({2, batch, num_kv_heads, slots, head_dim}, what);
+      const std::size_t elements = checked_mul(per_layer, num_layers, what);
+      const std::size_t bytes = checked_add(checked_mul(elements, storage == KvStorage::f32 ? sizeof(T) : 2, what),
+                                            checked_product({batch, slots, sizeof(std::int64_t)}, what), what);
+      require_memory(bytes, what);
+    }
     const std::size_t old = capacity;
     for (std::size_t l = 0; l < num_layers; ++l) {
       if (storage == KvStorage::f32) {

@@ -91,6 +91,10 @@ class BpeTrainer {
       if (s.empty() || find_invalid_utf8(s) != std::string_view::npos)
         throw DomainError(fmt::format("causalqwen::text::BpeTrainer: special_tokens[{}] must be "
                                       "non-empty UTF-8", i));
+      for (std::size_t j = 0; j < i; ++j)
+        if (options_.special_tokens[j] == s)
+          throw DomainError(fmt::format("causalqwen::text::BpeTrainer: special_tokens[{}] '{}' repeats special_tokens[{}]: "
+                                        "one token cannot have two ids", i, s, j));
       added.push_back({static_cast<TokenId>(i), s, true, false, false});
     }
     specials_ = AddedTokenMatcher(std::move(added));

@@ -19,6 +19,7 @@
 /// offset of the next token in it} plus the settings and the corpus fingerprint, so restore()
 /// continues with the very batches an uninterrupted source would have given.
 #pragma once
+#include "causalqwen/core/checked_size.hpp"
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/labels.hpp"
 #include "causalqwen/train/batch_source.hpp"
@@ -59,8 +60,18 @@ struct CorpusBatchOptions {
 namespace detail_corpus {
 
 /// An empty [B,S] batch: padding everywhere (pad ids, mask 0, labels −100, values 0).
+/// Bytes of a [rows,seq] batch (four int64 and two T arrays of B·S cells); SizeError when the
+/// product overflows or passes the machine's memory, before anything is allocated.
+template <class T>
+std::size_t require_batch_memory(std::size_t rows, std::size_t seq) {
+  const auto what = fmt::format("a [B,S] = [{},{}] batch", rows, seq);
+  const std::size_t cells = checked_mul(rows, seq, what);
+  return require_elements<char>(checked_mul(cells, 4 * sizeof(std::int64_t) + 2 * sizeof(T), what), what);
+}
+
 template <class T>
 io::BatchData<T> empty_batch(std::size_t rows, std::size_t seq, TokenId pad_id) {
+  require_batch_memory<T>(rows, seq);
   io::BatchData<T> b;
   b.batch = rows;
   b.seq = seq;
@@ -104,6 +115,12 @@ std::vector<io::BatchData<T>> evaluation_batches(const TokenCorpus& corpus, std:
   detail::require(batch_size > 0 && seq_len > 0, "train::evaluation_batches",
                   "batch_size and seq_len must be > 0, got {} and {}", batch_size, seq_len);
   std::vector<io::BatchData<T>> out;
+  {  // every batch is held at once: the pass's rows times S, checked before the first is made
+    const std::size_t rows = layout == BatchLayout::padded
+                                 ? corpus.size()
+                                 : corpus.token_count() / seq_len + (corpus.token_count() % seq_len != 0);
+    detail_corpus::require_batch_memory<T>(rows, seq_len);
+  }
   if (layout == BatchLayout::padded) {
     for (std::size_t k = 0; k < corpus.size(); k += batch_size) {
       const std::size_t rows = std::min(batch_size, corpus.size() - k);
@@ -119,7 +136,7 @@ std::vector<io::BatchData<T>> evaluation_batches(const TokenCorpus& corpus, std:
     return out;
   }
   const std::size_t total = corpus.token_count();
-  const std::size_t windows = (total + seq_len - 1) / seq_len;  // the last token needs no window
+  const std::size_t windows = total / seq_len + (total % seq_len != 0);  // the last token needs no window
   for (std::size_t w = 0; w < windows; w += batch_size) {
     const std::size_t rows = std::min(batch_size, windows - w);
     auto b = detail_corpus::empty_batch<T>(rows, seq_len, corpus.pad_id);
@@ -147,6 +164,7 @@ class CorpusBatchSource final : public TokenBatchSource<T> {
     detail::require(options_.batch_size > 0 && options_.seq_len > 0, "train::CorpusBatchSource",
                     "batch_size and seq_len must be > 0, got {} and {}", options_.batch_size,
                     options_.seq_len);
+    detail_corpus::require_batch_memory<T>(options_.batch_size, options_.seq_len);
     fingerprint_ = fmt::format("{:016x}", corpus_->fingerprint());
   }
 

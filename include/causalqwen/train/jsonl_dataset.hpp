@@ -1,6 +1,7 @@
 /// A JSONL text data set: one JSON object per line, `{"text": "…"}` (other fields ignored, but
 /// for an optional string "group" that read_jsonl_records can keep; blank lines skipped). Errors
-/// name the file and the 1-based line: malformed JSON, a line that is not an object, a missing
+/// name the file and the 1-based line: a read error, a line longer than default_max_line_bytes
+/// (64 MiB), malformed JSON, a line that is not an object, a missing
 /// or non-string "text", invalid UTF-8, a group that is not a string, an empty file.
 ///
 /// load_jsonl_dataset splits the lines by SplitRule (a hash of the text: a text, and every
@@ -11,6 +12,7 @@
 #pragma once
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/json.hpp"
+#include "causalqwen/core/line_reader.hpp"
 #include "causalqwen/text/tokenizer.hpp"
 #include "causalqwen/text/utf8.hpp"
 #include "causalqwen/train/corpus_batch_source.hpp"
@@ -41,16 +43,13 @@ struct JsonlRecords {
 /// a group that is not a string is one more, naming the file and line).
 inline JsonlRecords read_jsonl_records(const std::filesystem::path& file, const std::string& field = "text",
                                        const std::string& group_field = "") {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw FormatError(fmt::format("{}: cannot open the JSONL file", file.string()));
+  LineReader in(file, default_max_line_bytes, "JSONL file");
   JsonlRecords records;
   std::vector<std::optional<std::string>> groups;
   bool any_group = false;
   std::string line;
-  std::size_t number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+  while (in.next(line)) {
+    const std::size_t number = in.line_number();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     const auto at = [&](const std::string& what) {
       return FormatError(fmt::format("{}:{}: {}", file.string(), number, what));

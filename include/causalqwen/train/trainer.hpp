@@ -161,6 +161,11 @@ class Trainer {
     if (!o_.out_dir.empty() && root) lock_out_dir();
     if (o_.resume && !o_.out_dir.empty()) {
       if (auto st = processes() > 1 ? receive_checkpoint(summary) : read_latest_checkpoint(summary)) {
+        if (st->step > o_.steps)
+          throw FormatError(fmt::format("{}: the checkpoint is at step {}, past this run's {} steps (give --steps {} or "
+                                        "more to continue it)",
+                                        summary.checkpoint ? summary.checkpoint->string() : o_.out_dir.string(), st->step,
+                                        o_.steps, st->step));
         restore_rng(rng_, st->rng);
         learner_.restore_data_state(st->data);
         step = st->step;

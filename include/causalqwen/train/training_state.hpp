@@ -100,14 +100,38 @@ inline bool is_checkpoint_name(std::string_view name) {
   return std::all_of(name.begin() + prefix.size(), name.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-/// The newest complete checkpoint's directory, if LATEST exists. FormatError naming LATEST when
-/// it holds anything but the name of a complete checkpoint ("step-<digits>" with a state file).
+/// The names of the step directories in `out`/checkpoints, in order (none when it is absent).
+inline std::vector<std::string> checkpoint_names(const std::filesystem::path& out) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(checkpoints_dir(out), ec))
+    if (entry.is_directory() && is_checkpoint_name(entry.path().filename().string()))
+      names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+/// The newest complete checkpoint's directory, if LATEST exists; nullopt for a run with no
+/// checkpoint at all (nothing to resume). FormatError naming LATEST when it cannot be read or
+/// holds anything but the name of a complete checkpoint ("step-<digits>" with a state file), and
+/// naming the checkpoints directory when it holds step directories but no LATEST (resuming
+/// from step 0 would overwrite them).
 inline std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& out) {
   const auto latest = checkpoints_dir(out) / "LATEST";
+  std::error_code ec;
+  if (!std::filesystem::exists(latest, ec)) {
+    const auto found = checkpoint_names(out);
+    if (found.empty()) return std::nullopt;
+    throw FormatError(fmt::format("{}: holds {} checkpoint directories ({}{}) but no LATEST naming the newest complete "
+                                  "one: write the name to resume from into LATEST, or give another --out",
+                                  checkpoints_dir(out).string(), found.size(), found.back(),
+                                  found.size() > 1 ? fmt::format(" the newest, {} the oldest", found.front()) : ""));
+  }
   std::ifstream in(latest);
-  if (!in) return std::nullopt;
   std::string name;
-  std::getline(in, name);
+  if (!in || std::filesystem::is_directory(latest, ec) || (!std::getline(in, name) && !in.eof()))
+    throw FormatError(fmt::format("{}: cannot read the file naming the newest checkpoint", latest.string()));
+  if (name.size() > 80) name.resize(80);
   if (!is_checkpoint_name(name))
     throw FormatError(fmt::format("{}: names '{}', expected a checkpoint name such as step-00000120",
                                   latest.string(), name.substr(0, 80)));
@@ -272,9 +296,19 @@ inline TrainerState read_trainer_state(const std::filesystem::path& file) {
 }
 
 /// Loads parameters, moments and the trainer state from checkpoint `dir`.
+/// FormatError unless the state's step is the one its directory's name states (step-00000020/
+/// holds step 20).
+inline void require_step_of_directory(const TrainerState& state, const std::filesystem::path& dir) {
+  const std::string name = dir.filename().string();
+  if (!is_checkpoint_name(name) || checkpoint_name(state.step) != name)
+    throw FormatError(fmt::format("{}: field 'step' is {}, but the checkpoint's directory is {}",
+                                  (dir / "trainer_state.json").string(), state.step, name));
+}
+
 template <class T, class Optimizer>
 TrainerState read_checkpoint(const std::filesystem::path& dir, Learner<T>& learner, Optimizer& adam) {
   auto state = read_trainer_state(dir / "trainer_state.json");
+  require_step_of_directory(state, dir);
   learner.load_params(dir);
   read_moments(io::SafetensorsFile::open(dir / "optimizer.safetensors"), adam);
   adam.set_steps(state.adam_steps);

@@ -1,0 +1,111 @@
+/// Sizes that allocate, checked: every product or sum of sizes that becomes an allocation goes
+/// through checked_mul / checked_add, which refuse (SizeError naming what was being sized) instead
+/// of wrapping around 2^64, and require_memory refuses a byte count above this machine's physical
+/// memory before the allocation is tried (an overcommitting kernel would grant it and then kill
+/// the process as the pages are touched). allocating(what, bytes, f) runs an allocation and turns
+/// std::bad_alloc into a SizeError naming what and how much.
+///
+///   const auto cells = checked_mul(rows, seq, "train batch [B,S]");
+///   require_memory(checked_bytes<float>(cells, "train batch [B,S]"), "train batch [B,S]");
+#pragma once
+#include "causalqwen/core/error.hpp"
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <new>
+#include <string>
+#include <string_view>
+
+namespace causalqwen {
+
+/// A size that overflows, or more memory than the machine has: what was being sized and how much.
+class SizeError : public DomainError {
+ public:
+  using DomainError::DomainError;
+};
+
+/// A byte count in readable form: "512 bytes", "3.0 MiB", "16.0 EiB".
+inline std::string readable_bytes(double bytes) {
+  static constexpr const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"};
+  std::size_t u = 0;
+  while (bytes >= 1024.0 && u + 1 < std::size(units)) bytes /= 1024.0, ++u;
+  return u == 0 ? fmt::format("{:.0f} bytes", bytes) : fmt::format("{:.1f} {}", bytes, units[u]);
+}
+
+/// a·b; SizeError when the product passes 2^64 − 1.
+inline std::size_t checked_mul(std::size_t a, std::size_t b, std::string_view what) {
+  std::size_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product)) [[unlikely]]
+    throw SizeError(fmt::format("{}: the size {} x {} does not fit in 64 bits (about {:.3g} elements)", what, a, b,
+                                static_cast<double>(a) * static_cast<double>(b)));
+  return product;
+}
+
+/// a + b; SizeError when the sum passes 2^64 − 1.
+inline std::size_t checked_add(std::size_t a, std::size_t b, std::string_view what) {
+  std::size_t sum = 0;
+  if (__builtin_add_overflow(a, b, &sum)) [[unlikely]]
+    throw SizeError(fmt::format("{}: the size {} + {} does not fit in 64 bits", what, a, b));
+  return sum;
+}
+
+/// ∏ factors, checked at every step.
+inline std::size_t checked_product(std::initializer_list<std::size_t> factors, std::string_view what) {
+  std::size_t product = 1;
+  for (auto f : factors) product = checked_mul(product, f, what);
+  return product;
+}
+
+/// count · sizeof(T), checked.
+template <class T>
+std::size_t checked_bytes(std::size_t count, std::string_view what) {
+  return checked_mul(count, sizeof(T), what);
+}
+
+/// This machine's physical memory in bytes (sysconf); 2^64 − 1 when it cannot be told.
+inline std::size_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return std::numeric_limits<std::size_t>::max();
+  std::size_t bytes = 0;
+  if (__builtin_mul_overflow(static_cast<std::size_t>(pages), static_cast<std::size_t>(page), &bytes))
+    return std::numeric_limits<std::size_t>::max();
+  return bytes;
+}
+
+/// SizeError when `bytes` exceed the machine's physical memory: "<what> needs 1.0 TiB, more than
+/// this machine's 15.6 GiB of memory".
+inline void require_memory(std::size_t bytes, std::string_view what) {
+  const std::size_t have = physical_memory_bytes();
+  if (bytes > have) [[unlikely]]
+    throw SizeError(fmt::format("{} needs {} ({} bytes), more than this machine's {} of memory", what,
+                                readable_bytes(static_cast<double>(bytes)), bytes,
+                                readable_bytes(static_cast<double>(have))));
+}
+
+/// count · sizeof(T) bytes for `what`, checked for overflow and against the machine's memory.
+template <class T>
+std::size_t require_elements(std::size_t count, std::string_view what) {
+  const auto bytes = checked_bytes<T>(count, what);
+  require_memory(bytes, what);
+  return bytes;
+}
+
+/// f() (an allocation of about `bytes` for `what`), with std::bad_alloc turned into a SizeError
+/// that names what and how much.
+template <class F>
+decltype(auto) allocating(std::string_view what, std::size_t bytes, F&& f) {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    throw SizeError(fmt::format("{}: cannot allocate {} ({} bytes)", what, readable_bytes(static_cast<double>(bytes)),
+                                bytes));
+  }
+}
+
+}  // namespace causalqwen

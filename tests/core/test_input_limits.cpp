@@ -1,0 +1,148 @@
+// The library's input limits: sizes that allocate (core/checked_size.hpp: products and sums that
+// would pass 2^64 − 1, byte counts above the machine's memory, std::bad_alloc named), the line
+// reader (core/line_reader.hpp: lines past the limit, read errors, '\r\n', a last line without
+// '\n'), and the escaping of bytes in JSON parse errors (core/json.hpp).
+#include "../support/test_support.hpp"
+
+#include <causalqwen/core/checked_size.hpp>
+#include <causalqwen/core/json.hpp>
+#include <causalqwen/core/line_reader.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <new>
+#include <string>
+#include <unistd.h>
+
+namespace cq = causalqwen;
+
+namespace {
+constexpr std::size_t max_size = std::numeric_limits<std::size_t>::max();
+
+/// A file under the system's temporary directory holding `text`, removed at the end of scope.
+struct TempFile {
+  std::filesystem::path path;
+  explicit TempFile(const std::string& text) {
+    path = std::filesystem::temp_directory_path() / fmt::format("cq_input_limits_{}_{}", ::getpid(), counter()++);
+    std::ofstream(path, std::ios::binary) << text;
+  }
+  ~TempFile() { std::filesystem::remove(path); }
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+};
+
+std::vector<std::string> all_lines(cq::LineReader& in) {
+  std::vector<std::string> out;
+  for (std::string line; in.next(line);) out.push_back(line);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("checked_mul and checked_add refuse what passes 2^64 - 1 and name what was sized") {
+  CHECK(cq::checked_mul(0, max_size, "x") == 0);
+  CHECK(cq::checked_mul(std::size_t{1} << 32, (std::size_t{1} << 32) - 1, "x") == max_size - (std::size_t{1} << 32) + 1);
+  CHECK(cq::checked_add(max_size - 1, 1, "x") == max_size);
+  // the train batch of the reproducer: 288230376151711745 rows of 64 tokens wrap to 64
+  const auto m = cqtest::error_message<cq::SizeError>([] { cq::checked_mul(288230376151711745ull, 64, "a [B,S] batch"); });
+  CHECK(m.find("a [B,S] batch: the size 288230376151711745 x 64 does not fit in 64 bits") != std::string::npos);
+  CHECK(cqtest::error_message<cq::SizeError>([] { cq::checked_add(max_size, 1, "the sum"); })
+            .find("the sum: the size") != std::string::npos);
+  CHECK(cq::checked_product({2, 3, 7}, "x") == 42);
+  CHECK_THROWS_AS(cq::checked_product({std::size_t{1} << 32, std::size_t{1} << 31, 2}, "x"), cq::SizeError);
+  CHECK_THROWS_AS(cq::checked_bytes<double>(max_size / 4, "x"), cq::SizeError);
+  // a SizeError is a DomainError: the programs' catch of bad arguments holds it
+  CHECK_THROWS_AS(cq::checked_mul(max_size, 2, "x"), cq::DomainError);
+}
+
+TEST_CASE("require_memory refuses more bytes than the machine has, naming what and how much") {
+  const std::size_t have = cq::physical_memory_bytes();
+  REQUIRE(have > (std::size_t{1} << 20));
+  CHECK_NOTHROW(cq::require_memory(1 << 20, "a small buffer"));
+  const auto m = cqtest::error_message<cq::SizeError>([&] { cq::require_memory(have + 1, "the KV cache"); });
+  CHECK(m.find("the KV cache needs ") != std::string::npos);
+  CHECK(m.find(fmt::format("({} bytes), more than this machine's", have + 1)) != std::string::npos);
+  CHECK(cq::readable_bytes(512) == "512 bytes");
+  CHECK(cq::readable_bytes(3.0 * 1024 * 1024) == "3.0 MiB");
+  CHECK(cq::readable_bytes(static_cast<double>(max_size)) == "16.0 EiB");
+}
+
+TEST_CASE("allocating turns std::bad_alloc into a SizeError naming what and how much") {
+  CHECK(cq::allocating("x", 8, [] { return 7; }) == 7);
+  const auto m = cqtest::error_message<cq::SizeError>([] {
+    cq::allocating("the evaluation's batches", std::size_t{3} << 30, []() -> int { throw std::bad_alloc(); });
+  });
+  CHECK(m == "the evaluation's batches: cannot allocate 3.0 GiB (3221225472 bytes)");
+}
+
+TEST_CASE("LineReader: lines with and without '\\r' and a final '\\n'; blank lines kept") {
+  TempFile f("one\r\ntwo\n\nthree");
+  cq::LineReader in(f.path);
+  CHECK(all_lines(in) == std::vector<std::string>{"one", "two", "", "three"});
+  CHECK(in.line_number() == 4);
+  TempFile empty("");
+  cq::LineReader none(empty.path);
+  std::string line;
+  CHECK_FALSE(none.next(line));
+  CHECK(none.line_number() == 0);
+}
+
+TEST_CASE("LineReader: a line past the limit is refused with the file and its line number") {
+  // lines across the 64 KiB buffer: the limit holds whatever the buffer's boundaries
+  const std::string long_line(70000, 'x');
+  TempFile f("short\n" + long_line + "\n" + "after\n");
+  {
+    cq::LineReader in(f.path, 70000);
+    CHECK(all_lines(in) == std::vector<std::string>{"short", long_line, "after"});
+  }
+  cq::LineReader in(f.path, 69999);
+  std::string line;
+  CHECK(in.next(line));
+  const auto m = cqtest::error_message<cq::FormatError>([&] { in.next(line); });
+  CHECK(m == f.path.string() + ":2: the line is longer than 69999 bytes, the limit of a line");
+  CHECK(line.size() <= 69999);
+  CHECK(cq::default_max_line_bytes == std::size_t{64} << 20);
+}
+
+TEST_CASE("LineReader: /dev/zero is one endless line, refused at the limit (not read to the end)") {
+  if (!std::filesystem::exists("/dev/zero")) return;
+  cq::LineReader in("/dev/zero", 1 << 20);
+  std::string line;
+  CHECK(cqtest::error_message<cq::FormatError>([&] { in.next(line); }) ==
+        "/dev/zero:1: the line is longer than 1 MiB, the limit of a line");
+}
+
+TEST_CASE("LineReader: a read error is an error, not the end of the input") {
+  // reading a directory fails with EISDIR
+  const auto dir = std::filesystem::temp_directory_path();
+  cq::LineReader in(dir);
+  std::string line;
+  const auto m = cqtest::error_message<cq::FormatError>([&] { in.next(line); });
+  CHECK(m.find(dir.string() + ": read error after line 0: ") == 0);
+  const auto missing = cqtest::error_message<cq::FormatError>([] { cq::LineReader("/nonexistent/cq.jsonl"); });
+  CHECK(missing == "/nonexistent/cq.jsonl: cannot open the file: No such file or directory");
+}
+
+TEST_CASE("json::escaped writes control bytes and invalid UTF-8 as \\xHH, keeps valid UTF-8") {
+  CHECK(cq::json::escaped("plain") == "plain");
+  CHECK(cq::json::escaped("caf\xc3\xa9 \xe4\xb8\xad") == "caf\xc3\xa9 \xe4\xb8\xad");
+  CHECK(cq::json::escaped(std::string("a\xff" "b\x01" "c", 5)) == "a\\xffb\\x01c");
+  CHECK(cq::json::escaped("\xc3") == "\\xc3");              // a cut sequence
+  CHECK(cq::json::escaped("\xed\xa0\x80") == "\\xed\\xa0\\x80");  // a surrogate
+  const auto m = cqtest::error_message<cq::FormatError>([] { cq::json::parse("[\"\xff\"]", "f.json"); });
+  CHECK(m.find("f.json: not valid JSON") == 0);
+  CHECK(m.find('\xff') == std::string::npos);
+}
+
+TEST_CASE("json::parse_file refuses a file past 256 MiB after reading that much (/dev/zero)") {
+  if (!std::filesystem::exists("/dev/zero")) return;
+  CHECK(cqtest::error_message<cq::FormatError>([] { cq::json::parse_file("/dev/zero"); }) ==
+        "/dev/zero: holds more than 256 MiB, the limit of a JSON file");
+  TempFile small("{\"a\": 1}");
+  CHECK(cq::json::parse_file(small.path)["a"] == 1);
+}
