@@ -14,6 +14,7 @@
 
 #include <unistd.h>
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -21,6 +22,7 @@
 #include <new>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace causalqwen {
 
@@ -38,33 +40,49 @@ inline std::string readable_bytes(double bytes) {
   return u == 0 ? fmt::format("{:.0f} bytes", bytes) : fmt::format("{:.1f} {}", bytes, units[u]);
 }
 
+/// What is being sized: a string, or a callable returning one, called only when a check fails
+/// (so that a check on a hot path builds no message and allocates nothing).
+template <class What>
+concept SizeWhat = std::convertible_to<const What&, std::string_view> || std::is_invocable_v<const What&>;
+
+namespace detail {
+template <SizeWhat What>
+std::string what_text(const What& what) {
+  if constexpr (std::convertible_to<const What&, std::string_view>) return std::string(std::string_view(what));
+  else return std::string(what());
+}
+}  // namespace detail
+
 /// a·b; SizeError when the product passes 2^64 − 1.
-inline std::size_t checked_mul(std::size_t a, std::size_t b, std::string_view what) {
+template <SizeWhat What>
+std::size_t checked_mul(std::size_t a, std::size_t b, const What& what) {
   std::size_t product = 0;
   if (__builtin_mul_overflow(a, b, &product)) [[unlikely]]
-    throw SizeError(fmt::format("{}: the size {} x {} does not fit in 64 bits (about {:.3g} elements)", what, a, b,
+    throw SizeError(fmt::format("{}: the size {} x {} does not fit in 64 bits (about {:.3g} elements)", detail::what_text(what), a, b,
                                 static_cast<double>(a) * static_cast<double>(b)));
   return product;
 }
 
 /// a + b; SizeError when the sum passes 2^64 − 1.
-inline std::size_t checked_add(std::size_t a, std::size_t b, std::string_view what) {
+template <SizeWhat What>
+std::size_t checked_add(std::size_t a, std::size_t b, const What& what) {
   std::size_t sum = 0;
   if (__builtin_add_overflow(a, b, &sum)) [[unlikely]]
-    throw SizeError(fmt::format("{}: the size {} + {} does not fit in 64 bits", what, a, b));
+    throw SizeError(fmt::format("{}: the size {} + {} does not fit in 64 bits", detail::what_text(what), a, b));
   return sum;
 }
 
 /// ∏ factors, checked at every step.
-inline std::size_t checked_product(std::initializer_list<std::size_t> factors, std::string_view what) {
+template <SizeWhat What>
+std::size_t checked_product(std::initializer_list<std::size_t> factors, const What& what) {
   std::size_t product = 1;
   for (auto f : factors) product = checked_mul(product, f, what);
   return product;
 }
 
 /// count · sizeof(T), checked.
-template <class T>
-std::size_t checked_bytes(std::size_t count, std::string_view what) {
+template <class T, SizeWhat What>
+std::size_t checked_bytes(std::size_t count, const What& what) {
   return checked_mul(count, sizeof(T), what);
 }
 
@@ -80,17 +98,18 @@ inline std::size_t physical_memory_bytes() {
 
 /// SizeError when `bytes` exceed the machine's physical memory: "<what> needs 1.0 TiB, more than
 /// this machine's 15.6 GiB of memory".
-inline void require_memory(std::size_t bytes, std::string_view what) {
+template <SizeWhat What>
+void require_memory(std::size_t bytes, const What& what) {
   const std::size_t have = physical_memory_bytes();
   if (bytes > have) [[unlikely]]
-    throw SizeError(fmt::format("{} needs {} ({} bytes), more than this machine's {} of memory", what,
+    throw SizeError(fmt::format("{} needs {} ({} bytes), more than this machine's {} of memory", detail::what_text(what),
                                 readable_bytes(static_cast<double>(bytes)), bytes,
                                 readable_bytes(static_cast<double>(have))));
 }
 
 /// count · sizeof(T) bytes for `what`, checked for overflow and against the machine's memory.
-template <class T>
-std::size_t require_elements(std::size_t count, std::string_view what) {
+template <class T, SizeWhat What>
+std::size_t require_elements(std::size_t count, const What& what) {
   const auto bytes = checked_bytes<T>(count, what);
   require_memory(bytes, what);
   return bytes;

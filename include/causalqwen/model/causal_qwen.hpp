@@ -281,7 +281,9 @@ class CausalQwen<T, RuntimeConfig> {
   /// passes the machine's memory.
   std::size_t require_forward_memory(std::size_t B, std::size_t S, bool backward) const {
     const auto& bb = cfg_.backbone;
-    const auto what = fmt::format("the forward pass{} of a [B,S] = [{},{}] batch", backward ? " and backward" : "", B, S);
+    const auto what = [&] {  // built only for a refusal: a training step allocates nothing
+      return fmt::format("the forward pass{} of a [B,S] = [{},{}] batch", backward ? " and backward" : "", B, S);
+    };
     const std::size_t M = checked_mul(B, S, what);
     const std::size_t per_token = 4 * bb.hidden_size + bb.qkv_size() + bb.num_heads * bb.head_dim() +
                                   3 * bb.intermediate_size;

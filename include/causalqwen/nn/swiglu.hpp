@@ -39,7 +39,7 @@ struct SwiGLU {
         silu_times(c.g.data + b, c.u.data + b, c.a.data + b, e - b);
       });
     else
-      eval(c.a, silu(constant(c.g)) * constant(c.u));
+      autodiff::eval(c.a, silu(constant(c.g)) * constant(c.u));
     Linear<T>::apply(p.down, c.a, y);
   }
 
