@@ -8,7 +8,9 @@
 // renders no text of its own.
 //
 //   node benchmarks/bench_serve.mjs --base http://127.0.0.1:8080 [--n 1,4,8,16] [--tokens 64]
-//                                   [--prompt TEXT]
+//                                   [--prompt TEXT] [--extra JSON]
+//   --extra JSON: fields added to every request (e.g. '{"ignore_eos": true}' for llama.cpp's
+//   llama-server, which then writes max_tokens tokens per stream; causalqwen serve ignores it)
 //   node benchmarks/bench_serve.mjs --cli build/bin/causalqwen --model DIR [--serve-args "..."] …
 //     (starts the server on a free port with --parallel max(N), and stops it at the end)
 import { spawn } from "node:child_process";
@@ -21,6 +23,7 @@ const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) =>
 const counts = (args.n ?? "1,4,8,16").split(",").map(Number);
 const tokens = Number(args.tokens ?? 64);
 const prompt = args.prompt ?? "The total is 12 and the price is";
+const extra = JSON.parse(args.extra ?? "{}");
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const quantile = (xs, q) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -47,7 +50,7 @@ if (!base) {
   }
 }
 
-const body = (seed) => ({ prompt, max_tokens: tokens, seed, mode: "deterministic" });
+const body = (seed) => ({ prompt, max_tokens: tokens, seed, mode: "deterministic", ...extra });
 async function one(seed, t0) {
   const res = await fetch(base + "/v1/completions", {
     method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ ...body(seed), stream: true }),

@@ -13,6 +13,8 @@
 // beyond them up to --max-queue choices wait, and more are refused with 503 and Retry-After.
 // --api-key KEY: /v1/* and /metrics need "Authorization: Bearer KEY" (401 otherwise).
 // SIGINT / SIGTERM: the server stops accepting, cancels what runs and exits 0.
+// A client that leaves is noticed at the next piece written to it (streams) or by a poll of
+// its connection every 100 ms (whole answers); its choices are cancelled at the next step.
 #include "command.hpp"
 #include "model_loading.hpp"
 #include "numeric_options.hpp"
@@ -31,12 +33,18 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <csignal>
 #include <deque>
 #include <filesystem>
@@ -61,7 +69,7 @@ struct ServeOptions {
   std::string host = "127.0.0.1", api_key, name;
   std::int64_t port = 8080, threads = 0, parallel = 4, ctx_size = 0, max_queue = 64, max_body = 1 << 20;
   double timeout = 30;
-  bool no_calibration = false;
+  bool no_calibration = false, no_prefix_cache = false;
 };
 
 /// A Prometheus histogram (cumulative buckets, sum, count).
@@ -108,6 +116,94 @@ struct Metrics {
   }
 };
 
+/// One token's entry in `logprobs`: its text piece, where it starts, its logprob (none in the
+/// causal mode) and the likeliest classes' (text, logprob).
+struct LogprobEntry {
+  std::string piece;
+  std::size_t offset = 0;
+  std::optional<double> logprob;
+  std::vector<std::pair<std::string, double>> top;
+};
+
+/// The `logprobs` object of a choice or a chunk from its entries, as the OpenAI API shapes it:
+/// completions {"tokens", "token_logprobs", "top_logprobs": [{text: logprob}] or null,
+/// "text_offset"}; chat {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token",
+/// "logprob", "bytes"}]}]}.
+json logprobs_json(const std::vector<LogprobEntry>& entries, bool chat, bool with_top) {
+  auto bytes = [](const std::string& s) { return std::vector<unsigned char>(s.begin(), s.end()); };
+  auto number = [](const std::optional<double>& x) { return x ? json(*x) : json(nullptr); };
+  if (chat) {
+    json content = json::array();
+    for (const auto& e : entries) {
+      json top = json::array();
+      for (const auto& [text, lp] : e.top) top.push_back({{"token", text}, {"logprob", lp}, {"bytes", bytes(text)}});
+      content.push_back({{"token", e.piece}, {"logprob", number(e.logprob)}, {"bytes", bytes(e.piece)}, {"top_logprobs", top}});
+    }
+    return {{"content", content}};
+  }
+  json tokens = json::array(), lps = json::array(), offsets = json::array(), tops = json::array();
+  for (const auto& e : entries) {
+    tokens.push_back(e.piece);
+    lps.push_back(number(e.logprob));
+    offsets.push_back(e.offset);
+    json top = json::object();
+    for (const auto& [text, lp] : e.top)
+      if (!top.contains(text)) top[text] = lp;  // two classes of the same text: the likelier
+    tops.push_back(std::move(top));
+  }
+  return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", with_top ? tops : json(nullptr)}, {"text_offset", offsets}};
+}
+
+/// The descriptor of the connection `req` came on, −1 if none is found: the open socket whose
+/// peer is the request's remote address and port and whose own port is its local port
+/// (cpp-httplib 0.11 hands a handler no other way to it).
+int connection_socket(const httplib::Request& req) {
+  auto endpoint = [](const sockaddr_storage& a, std::string& host) -> int {
+    char text[INET6_ADDRSTRLEN] = {};
+    if (a.ss_family == AF_INET) {
+      const auto& in = reinterpret_cast<const sockaddr_in&>(a);
+      inet_ntop(AF_INET, &in.sin_addr, text, sizeof text);
+      host = text;
+      return ntohs(in.sin_port);
+    }
+    if (a.ss_family == AF_INET6) {
+      const auto& in = reinterpret_cast<const sockaddr_in6&>(a);
+      inet_ntop(AF_INET6, &in.sin6_addr, text, sizeof text);
+      host = text;
+      return ntohs(in.sin6_port);
+    }
+    return -1;
+  };
+  DIR* dir = opendir("/proc/self/fd");
+  if (!dir) return -1;
+  int found = -1;
+  while (const dirent* e = readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0') continue;
+    sockaddr_storage peer{}, self{};
+    socklen_t peer_len = sizeof peer, self_len = sizeof self;
+    if (getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0 ||
+        getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&self), &self_len) != 0)
+      continue;
+    std::string peer_host, self_host;
+    if (endpoint(peer, peer_host) == req.remote_port && peer_host == req.remote_addr &&
+        endpoint(self, self_host) == req.local_port) {
+      found = static_cast<int>(fd);
+      break;
+    }
+  }
+  closedir(dir);
+  return found;
+}
+
+/// Whether the peer of socket `fd` has closed or reset the connection (a poll that does not wait).
+bool peer_closed(int fd) {
+  pollfd p{fd, static_cast<short>(POLLIN | POLLRDHUP), 0};
+  if (poll(&p, 1, 0) <= 0) return false;
+  return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
 /// What one choice (one engine request) has produced, shared by the engine's callbacks and the
 /// HTTP handler that answers it.
 struct ChoiceState {
@@ -118,6 +214,9 @@ struct ChoiceState {
   std::size_t streamed = 0;         // bytes of the continuation sent in deltas
   std::size_t numbers_sent = 0;     // number reports sent in deltas
   std::vector<cqs::NumberReport> numbers;
+  std::vector<LogprobEntry> logprobs;  // one per generated token (with logprobs)
+  std::size_t logprobs_sent = 0;       // entries sent in deltas
+  std::size_t rendered = 0;            // bytes of the continuation rendered up to the last entry
   cqg::GenerationResult result;
   std::string text;                 // the final continuation
   std::string finish_reason;        // "stop" | "length" | "cancelled"
@@ -130,6 +229,7 @@ struct Event {
   std::size_t choice = 0;
   std::string text;
   std::vector<cqs::NumberReport> numbers;
+  std::vector<LogprobEntry> logprobs;
   std::optional<std::string> finish_reason;
 };
 
@@ -142,6 +242,7 @@ struct Job {
   std::size_t remaining = 0;
   std::atomic<bool> gone{false};  // the client left: stop at the next token
   bool stream = false;
+  bool logprobs = false, top_logprobs = false;  // logprobs asked (with a top list)
   std::vector<double> levels;
   std::vector<std::string> stop;  // the stop strings the choices' TextRows read
 };
@@ -195,8 +296,8 @@ class Server {
       chat_error_ = e.what();
     }
     if (!o_.no_calibration) calibration_ = cq::eval::load_interval_calibration(o_.model.model_dir);
-    engine_ = std::make_unique<cqs::Engine<float>>(*loaded_.model,
-                                                   cqs::EngineOptions{static_cast<std::size_t>(o_.parallel), ctx_});
+    engine_ = std::make_unique<cqs::Engine<float>>(
+        *loaded_.model, cqs::EngineOptions{static_cast<std::size_t>(o_.parallel), ctx_, !o_.no_prefix_cache});
     routes();
     if (!svr_.bind_to_port(o_.host, static_cast<int>(o_.port)))
       throw cq::FormatError(fmt::format("--host {} --port {}: cannot listen there (in use, or not an address of this machine)",
@@ -271,6 +372,8 @@ class Server {
       if (!engine_->idle()) engine_->step();
       queued_ = engine_->queued();
       busy_ = engine_->running();
+      reused_ = engine_->reused_tokens();
+      prefill_forwards_ = engine_->prefill_forwards();
     }
   }
 
@@ -386,6 +489,8 @@ class Server {
              const cqs::DecodeRequest& d, bool chat) {
     auto job = std::make_shared<Job>();
     job->stream = d.stream;
+    job->logprobs = d.want_logprobs;
+    job->top_logprobs = d.logprobs > 0;
     job->levels = d.interval_levels;
     check_levels(job->levels);
     job->stop = d.stop;
@@ -425,6 +530,11 @@ class Server {
       r.max_new_tokens = d.max_tokens;
       r.eos_ids = eos_;
       r.on_token = [this, job, c](const cqg::GenerationResult& so_far) { return on_token(*job, c, so_far); };
+      r.logprobs = d.want_logprobs;
+      r.top_logprobs = d.logprobs;
+      r.on_logprobs = [this, job, c](const cqg::GenerationResult& so_far, cqs::StepLogprobs&& lp) {
+        on_logprobs(*job, c, so_far, std::move(lp));
+      };
       r.on_done = [this, job, c](cqg::GenerationResult&& result, cqs::Outcome outcome) {
         on_done(*job, c, std::move(result), outcome);
       };
@@ -471,6 +581,31 @@ class Server {
     else whole(req, res, job, d, id, created, chat);
   }
 
+  /// Engine thread, after each token of choice c when it asked for logprobs (before on_token):
+  /// the token's entry, its piece the text it adds to the rendered continuation.
+  void on_logprobs(Job& job, std::size_t c, const cqg::GenerationResult& so_far, cqs::StepLogprobs&& lp) {
+    LogprobEntry e;
+    const std::string now = cqg::render_tokens(*tok_, so_far.tokens);
+    std::lock_guard lock(job.m);
+    auto& ch = job.choices[c];
+    e.piece = now.size() >= ch.rendered ? now.substr(ch.rendered) : std::string();
+    e.offset = ch.prefix.size() + ch.rendered;
+    ch.rendered = std::max(ch.rendered, now.size());
+    if (lp.available) e.logprob = lp.logprob;
+    for (const auto& t : lp.top) {
+      const cq::text::TokenId id = static_cast<cq::text::TokenId>(t.token);
+      e.top.emplace_back(tok_->decode(std::span<const cq::text::TokenId>(&id, 1)), t.logprob);
+    }
+    ch.logprobs.push_back(std::move(e));
+  }
+
+  /// The entries of choice c not sent yet (streams).
+  static std::vector<LogprobEntry> unsent_logprobs(ChoiceState& ch) {
+    std::vector<LogprobEntry> out(ch.logprobs.begin() + static_cast<std::ptrdiff_t>(ch.logprobs_sent), ch.logprobs.end());
+    ch.logprobs_sent = ch.logprobs.size();
+    return out;
+  }
+
   /// Engine thread, after each token of choice c.
   bool on_token(Job& job, std::size_t c, const cqg::GenerationResult& so_far) {
     const auto now = Clock::now();
@@ -496,6 +631,7 @@ class Server {
           ev.numbers.push_back(ch.numbers[ch.numbers_sent++]);
         if (!ev.text.empty() || !ev.numbers.empty()) {
           ev.choice = c;
+          ev.logprobs = unsent_logprobs(ch);
           job.events.push_back(std::move(ev));
         }
       }
@@ -523,6 +659,7 @@ class Server {
       if (job.stream) {
         ch.streamed += ev.text.size();
         while (ch.numbers_sent < ch.numbers.size()) ev.numbers.push_back(ch.numbers[ch.numbers_sent++]);
+        ev.logprobs = unsent_logprobs(ch);
         ev.finish_reason = ch.finish_reason;
         job.events.push_back(std::move(ev));
       }
@@ -544,42 +681,29 @@ class Server {
     jobs_.erase(job);
   }
 
-  json logprobs_json(const ChoiceState& ch, bool chat, bool probability) const {
-    // log P_k of the chosen class under the mode's distribution (deterministic, sampling: the
-    // OvR probability ½ + atan(margin)/π of the winning margin); null for causal and compatible,
-    // whose scores are no probabilities
-    json tokens = json::array(), lps = json::array(), offsets = json::array(), content = json::array();
-    std::string before;
-    std::vector<cqg::GeneratedToken> prefix;
-    for (const auto& t : ch.result.tokens) {
-      prefix.push_back(t);
-      const std::string now = cqg::render_tokens(*tok_, prefix);
-      const std::string piece = now.size() >= before.size() ? now.substr(before.size()) : std::string();
-      const json lp = probability ? json(std::log(cq::cdf(t.score, 0.0, 1.0))) : json(nullptr);
-      if (chat) {
-        content.push_back({{"token", piece}, {"logprob", lp}, {"bytes", std::vector<unsigned char>(piece.begin(), piece.end())},
-                           {"top_logprobs", json::array()}});
-      } else {
-        tokens.push_back(piece);
-        lps.push_back(lp);
-        offsets.push_back(ch.prefix.size() + before.size());
-      }
-      before = now;
-    }
-    if (chat) return {{"content", content}};
-    return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", nullptr}, {"text_offset", offsets}};
-  }
-
   /// Waits for every choice, then answers with the whole completion.
   void whole(const httplib::Request& req, httplib::Response& res, const std::shared_ptr<Job>& job, const cqs::DecodeRequest& d,
              const std::string& id, std::int64_t created, bool chat) {
-    bool complete = false;
-    {
-      std::unique_lock lock(job->m);
-      while (!(complete = job->cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return job->remaining == 0; })))
-        if (engine_done_) break;
+    // a client that closes its connection before the answer cancels its choices
+    const int socket = connection_socket(req);
+    bool complete = false, left = false;
+    for (;;) {
+      {
+        std::unique_lock lock(job->m);
+        complete = job->cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return job->remaining == 0; });
+      }
+      if (complete || engine_done_) break;
+      if (!left && socket >= 0 && peer_closed(socket)) {
+        left = true;
+        abandon(job);
+      }
     }
     forget(job);
+    if (left) {  // nobody to answer
+      res.status = 499;
+      metrics_.count(req.path, 499);
+      return;
+    }
     if (!complete) throw cqs::ApiError(503, "the server stopped before the answer was complete", "", "server_error");
     json choices = json::array();
     std::size_t completion_tokens = 0, prompt_tokens = 0;
@@ -589,9 +713,7 @@ class Server {
       completion_tokens += ch.result.tokens.size();
       if (c % d.n == 0) prompt_tokens += ch.prompt_tokens;
       json choice = {{"index", c}, {"finish_reason", ch.finish_reason}, {"numbers", numbers_json(ch.numbers, ch.prefix.size())}};
-      const bool probability =
-          d.decode.mode == cqg::GenerationMode::deterministic || d.decode.mode == cqg::GenerationMode::sampling;
-      choice["logprobs"] = d.want_logprobs ? logprobs_json(ch, chat, probability) : json(nullptr);
+      choice["logprobs"] = d.want_logprobs ? logprobs_json(ch.logprobs, chat, d.logprobs > 0) : json(nullptr);
       if (chat) choice["message"] = {{"role", "assistant"}, {"content", ch.text}};
       else choice["text"] = ch.prefix + ch.text;
       choices.push_back(std::move(choice));
@@ -635,7 +757,8 @@ class Server {
           }
           for (auto& ev : events) {
             const auto& ch = job->choices[ev.choice];
-            json choice = {{"index", ev.choice}, {"logprobs", nullptr}};
+            json choice = {{"index", ev.choice}};
+            choice["logprobs"] = job->logprobs ? logprobs_json(ev.logprobs, chat, job->top_logprobs) : json(nullptr);
             choice["finish_reason"] = ev.finish_reason && *ev.finish_reason != "cancelled" ? json(*ev.finish_reason) : json(nullptr);
             if (!ev.numbers.empty()) choice["numbers"] = numbers_json(ev.numbers, ch.prefix.size());
             if (chat) {
@@ -738,6 +861,12 @@ class Server {
     out += fmt::format("# HELP causalqwen_generated_tokens_total tokens generated\n"
                        "# TYPE causalqwen_generated_tokens_total counter\ncausalqwen_generated_tokens_total {}\n",
                        metrics_.generated_tokens.load());
+    out += fmt::format("# HELP causalqwen_prompt_tokens_reused_total prompt tokens taken from a kept prompt (the prefix cache)\n"
+                       "# TYPE causalqwen_prompt_tokens_reused_total counter\ncausalqwen_prompt_tokens_reused_total {}\n",
+                       reused_.load());
+    out += fmt::format("# HELP causalqwen_prefill_forwards_total prefill forwards (prompts joining at one step share them)\n"
+                       "# TYPE causalqwen_prefill_forwards_total counter\ncausalqwen_prefill_forwards_total {}\n",
+                       prefill_forwards_.load());
     out += fmt::format("# HELP causalqwen_cancelled_total choices cancelled (client gone, shutdown)\n"
                        "# TYPE causalqwen_cancelled_total counter\ncausalqwen_cancelled_total {}\n",
                        metrics_.cancelled.load());
@@ -769,6 +898,7 @@ class Server {
   std::set<std::shared_ptr<Job>> jobs_;  // the jobs not answered yet
   std::size_t posted_ = 0;               // choices posted, not yet submitted to the engine
   std::atomic<std::size_t> queued_{0}, busy_{0};  // the engine's queue and busy slots after its last step
+  std::atomic<std::uint64_t> reused_{0}, prefill_forwards_{0};  // the engine's counts after its last step
   std::atomic<bool> engine_done_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> next_id_{1};
@@ -797,6 +927,8 @@ const cqcli::Registration reg{"serve", [](CLI::App& app) {
   sub->add_option("--name", o->name, "the model's name in the API (default: the model directory's name)");
   sub->add_flag("--no-calibration", o->no_calibration,
                 "report the model's own intervals even when DIR/calibration.json recalibrates them");
+  sub->add_flag("--no-prefix-cache", o->no_prefix_cache,
+                "compute every prompt whole instead of starting from a slot's kept prompt that begins it");
   sub->callback([o] {
     if (o->threads > 0) cq::set_threads(static_cast<std::size_t>(o->threads));
     // SIGINT and SIGTERM go to the signal thread only

@@ -8,6 +8,7 @@
 #include <causalqwen/serve/api_request.hpp>
 #include <causalqwen/serve/chat_template.hpp>
 #include <causalqwen/serve/number_report.hpp>
+#include <causalqwen/serve/token_logprobs.hpp>
 
 #include <cmath>
 #include <filesystem>
@@ -112,8 +113,58 @@ TEST_CASE("chat requests: messages, content parts, chat's field names") {
   CHECK(refused_param(R"({"messages": []})", true) == "messages");
   CHECK(refused_param(R"({"messages": [{"role": "bot", "content": "x"}]})", true) == "messages[0].role");
   CHECK(refused_param(R"({"messages": [{"role": "user", "content": "x"}, {"role": "user"}]})", true) == "messages[1].content");
-  CHECK(refused_param(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 1, "logprobs": true})", true) ==
+  const auto top = cqs::parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 3, "logprobs": true})",
+                                           limits());
+  CHECK(top.d.want_logprobs);
+  CHECK(top.d.logprobs == 3);
+  CHECK(refused_param(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", true) == "top_logprobs");
+  CHECK(refused_param(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2, "logprobs": false})", true) ==
         "top_logprobs");
+  CHECK(refused_param(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 21, "logprobs": true})", true) ==
+        "top_logprobs");
+  CHECK(cqs::parse_completion_request(R"({"prompt": "x", "logprobs": 4})", limits()).d.logprobs == 4);
+}
+
+// deterministic / sampling: log(P_k / Σ_j P_j) with P_k = ½ + atan((loc_k − C_k)/scale_k)/π;
+// compatible: log softmax(loc_S); causal: none. The top list is sorted, ties to the lower id.
+TEST_CASE_TEMPLATE("step logprobs: the renormalised OvR probabilities, the logits' softmax, the top list", T, float, double) {
+  const T loc[] = {T(1.0), T(-2.0), T(3.0), T(1.0)}, scale[] = {T(0.5), T(2.0), T(4.0), T(0.5)},
+          thr[] = {T(0.0), T(0.5), T(0.0), T(0.0)};
+  std::vector<double> work;
+  double P[4], total = 0;
+  for (int k = 0; k < 4; ++k) {
+    const T margin = (loc[k] - thr[k]) / scale[k];
+    P[k] = 0.5 + std::atan(static_cast<double>(margin)) / std::numbers::pi;
+    total += P[k];
+  }
+  const auto d = cqs::step_logprobs<T>(cqg::GenerationMode::deterministic, loc, scale, thr, 4, 0, 3, work);
+  CHECK(d.available);
+  CHECK(cqtest::close_rel(d.logprob, std::log(P[0] / total), 1e-12));
+  REQUIRE(d.top.size() == 3);
+  CHECK(d.top[0].token == 0);  // margin 2, tied with class 3: the lower id first
+  CHECK(d.top[1].token == 3);
+  CHECK(d.top[2].token == 2);  // margin 0.75
+  CHECK(d.top[0].logprob == d.top[1].logprob);
+  for (const auto& c : d.top) CHECK(cqtest::close_rel(c.logprob, std::log(P[c.token] / total), 1e-12));
+  const auto all = cqs::step_logprobs<T>(cqg::GenerationMode::sampling, loc, scale, thr, 4, 1, 9, work);
+  REQUIRE(all.top.size() == 4);
+  double mass = 0;
+  for (const auto& c : all.top) mass += std::exp(c.logprob);
+  CHECK(cqtest::close_rel(mass, 1.0, 1e-12));
+  CHECK(all.top.back().token == 1);
+  CHECK(cqtest::close_rel(all.logprob, std::log(P[1] / total), 1e-12));
+
+  const auto c = cqs::step_logprobs<T>(cqg::GenerationMode::compatible, loc, nullptr, nullptr, 4, 2, 2, work);
+  const double z = std::exp(1.0) + std::exp(-2.0) + std::exp(3.0) + std::exp(1.0);
+  CHECK(cqtest::close_rel(c.logprob, 3.0 - std::log(z), 1e-12));
+  REQUIRE(c.top.size() == 2);
+  CHECK(c.top[0].token == 2);
+  CHECK(c.top[1].token == 0);
+  CHECK(cqtest::close_rel(c.top[1].logprob, 1.0 - std::log(z), 1e-12));
+
+  const auto none = cqs::step_logprobs<T>(cqg::GenerationMode::causal, loc, nullptr, thr, 4, 2, 2, work);
+  CHECK_FALSE(none.available);
+  CHECK(none.top.empty());
 }
 
 TEST_CASE("number reports: offset and text in the rendered text, intervals loc ± scale·tan(πp/2)") {

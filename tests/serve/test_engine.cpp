@@ -248,3 +248,120 @@ TEST_CASE("engine: bad requests are refused, naming what is wrong") {
   CHECK_THROWS_WITH_AS(cqs::Engine<double>(*model, {0, 0}), doctest::Contains("slots must be >= 1"), cq::DomainError);
   CHECK(engine.idle());
 }
+
+namespace {
+
+/// A prompt: `head` then `tail`, a number of value `v` wherever <NUM> (33) stands.
+cqs::Request prompt_request(std::vector<std::int64_t> ids, double v, std::uint64_t seed, std::size_t i,
+                            cqg::GenerationMode mode, std::size_t max_new) {
+  cqs::Request r;
+  for (auto id : ids) {
+    r.prompt.ids.push_back(id);
+    r.prompt.values.push_back(id == 33 ? v : 0.0);
+  }
+  r.prompt.seed = cqg::row_seed(seed, i);
+  r.decode = settings(mode);
+  r.max_new_tokens = max_new;
+  return r;
+}
+
+std::vector<std::int64_t> cat(std::vector<std::int64_t> a, const std::vector<std::int64_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+}  // namespace
+
+// The prefix cache and the batched prefill: prompts sharing a kept prompt's first tokens (a
+// "system prompt" of 12 tokens holding a number, one of 3 short ones) start from its keys and
+// values; prompts joining at one step share forwards (long ones with rows of padding); every
+// result equals Generator's on the prompt alone, bit for bit in float, and the same with the
+// cache off.
+TEST_CASE_TEMPLATE("engine: prompts starting with a kept prompt reuse its keys and values, with the same results", T, float,
+                   double) {
+  const auto seed = cqtest::test_seed(634, "serve engine prefix cache");
+  auto model = tiny_model<T>(seed);
+  const std::vector<std::int64_t> system = {5, 9, 33, 2, 17, 4, 21, 8, 30, 1, 12, 6};  // 12 tokens (> few_rows_max)
+  const std::vector<std::int64_t> short_head = {7, 3, 11};
+  using M = cqg::GenerationMode;
+  // (prompt, number value, mode, max new tokens, step it is submitted before)
+  struct Case {
+    std::vector<std::int64_t> ids;
+    double value;
+    M mode;
+    std::size_t max_new, step;
+  };
+  const std::vector<Case> cases = {
+      {cat(system, {14, 15}), 2.5, M::deterministic, 3, 0},  // A: kept from step 0
+      {cat(system, {16, 18, 19}), 2.5, M::sampling, 6, 2},   // B: reuses A's 12
+      {cat(system, {20}), 2.5, M::compatible, 5, 2},         // C: reuses 12 (all but its last)
+      {cat(short_head, {22, 23}), 0, M::deterministic, 4, 2},  // D: nothing kept yet with this head
+      {cat(short_head, {24}), 0, M::causal, 4, 2},             // E: joins with D: nothing either
+      {cat(short_head, {25, 26, 27}), 0, M::sampling, 4, 4},   // F: reuses 3 (D's or E's head)
+      {cat(system, {16, 18, 19}), 2.5, M::deterministic, 5, 6},  // G: B's prompt again: 14
+      {cat(system, {16, 18, 19}), 7.0, M::deterministic, 5, 6},  // H: another number: 2 (up to it)
+  };
+  const std::uint64_t expected_reuse = 12 + 12 + 3 + 14 + 2;
+  auto run = [&](bool cache, std::uint64_t& reused, std::uint64_t& forwards) {
+    cqs::Engine<T> engine(*model, {6, 0, cache});
+    std::map<std::size_t, cqg::GenerationResult> out;
+    std::size_t submitted = 0;
+    for (std::size_t step = 0; step < 200 && out.size() < cases.size(); ++step) {
+      while (submitted < cases.size() && cases[submitted].step <= step) {
+        const auto& c = cases[submitted];
+        auto r = prompt_request(c.ids, c.value, seed, submitted, c.mode, c.max_new);
+        const std::size_t i = submitted++;
+        r.on_done = [&out, i](cqg::GenerationResult&& res, cqs::Outcome) { out[i] = std::move(res); };
+        engine.submit(std::move(r));
+      }
+      engine.step();
+    }
+    CHECK(engine.idle());
+    reused = engine.reused_tokens();
+    forwards = engine.prefill_forwards();
+    std::uint64_t prompt_tokens = 0;
+    for (const auto& c : cases) prompt_tokens += c.ids.size();
+    CHECK(engine.reused_tokens() + engine.prefilled_tokens() == prompt_tokens);
+    return out;
+  };
+  std::uint64_t reused = 0, forwards = 0, reused_off = 0, forwards_off = 0;
+  const auto with_cache = run(true, reused, forwards);
+  const auto without = run(false, reused_off, forwards_off);
+  CHECK(reused == expected_reuse);
+  CHECK(reused_off == 0);
+  // step 0: A; step 2: B and C in one (with a row of padding), D and E in one each (2 × 5 > 8
+  // rows); step 4: F; step 6: G and H in one
+  CHECK(forwards == 6);
+  REQUIRE(with_cache.size() == cases.size());
+  REQUIRE(without.size() == cases.size());
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    CAPTURE(i);
+    const auto& c = cases[i];
+    const auto alone_result = alone(*model, prompt_request(c.ids, c.value, seed, i, c.mode, c.max_new));
+    check_identical(with_cache.at(i), alone_result, std::is_same_v<T, float> ? 0.0 : 1e-12);
+    check_identical(without.at(i), alone_result, std::is_same_v<T, float> ? 0.0 : 1e-12);
+  }
+}
+
+TEST_CASE("engine: many prompts joining at one step share prefill forwards (bf16 weights), with the same results") {
+  const auto seed = cqtest::test_seed(635, "serve engine batched prefill");
+  auto model = tiny_model<float>(seed);
+  model->use_weights(cq::linalg::WeightType::bf16);
+  cqs::Engine<float> engine(*model, {11, 0, false});
+  std::map<std::size_t, cqg::GenerationResult> out;
+  const std::size_t count = 11;
+  for (std::size_t i = 0; i < count; ++i) {
+    auto r = request(i, seed);
+    r.on_done = [&out, i](cqg::GenerationResult&& res, cqs::Outcome) { out[i] = std::move(res); };
+    engine.submit(std::move(r));
+  }
+  for (int i = 0; i < 200 && !engine.idle(); ++i) engine.step();
+  REQUIRE(out.size() == count);
+  // prompts of 1 … 11 tokens: the long ones (9, 10, 11) in one forward, the short ones, fewest
+  // tokens first, while rows × longest ≤ 8: {1, 2}, {3, 4}, {5}, {6}, {7}, {8}
+  CHECK(engine.prefill_forwards() == 7);
+  for (std::size_t i = 0; i < count; ++i) {
+    CAPTURE(i);
+    check_identical(out.at(i), alone(*model, request(i, seed)));
+  }
+}

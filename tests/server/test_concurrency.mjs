@@ -1,6 +1,7 @@
 // Continuous batching seen from outside: 32 requests from 8 clients at once (streamed and not,
 // every mode, several seeds) get the answers they get alone; a client killed mid-stream frees
-// its slot (the server cancels it and goes on answering); a full queue answers 503 with
+// its slot (the server cancels it and goes on answering), and so does a client of a whole answer
+// that closes its connection before the answer; a full queue answers 503 with
 // Retry-After; SIGTERM during a stream ends the server with status 0 within 5 s.
 import { spawn } from "node:child_process";
 import { check, joinChunks, post, postStream, run, sleep } from "./harness.mjs";
@@ -53,6 +54,31 @@ await run(async (start) => {
   }
   check(busy === 0, "…and its slot is free");
   check((await post(s.base, "/v1/completions", request(3))).json.choices[0].text === alone[3].text, "…and the server answers as before");
+
+  // a client of a whole (not streamed) answer killed while its choice decodes
+  const before2 = await metric(s.base, "causalqwen_cancelled_total");
+  const whole = `await fetch(${JSON.stringify(s.base + "/v1/completions")}, {method: "POST",
+    headers: {"Content-Type": "application/json"}, body: JSON.stringify({prompt: "the count is", max_tokens: 3000})});`;
+  const waiter = spawn(process.execPath, ["--input-type=module", "-e", whole], { stdio: ["ignore", "ignore", "inherit"] });
+  let running = 0;
+  for (let i = 0; i < 200 && running === 0; ++i) {
+    await sleep(20);
+    running = await metric(s.base, "causalqwen_slots_busy");
+  }
+  check(running === 1, "a whole answer of 3000 tokens decodes");
+  waiter.kill("SIGKILL");
+  let cancelled2 = before2;
+  for (let i = 0; i < 100 && cancelled2 === before2; ++i) {
+    await sleep(50);
+    cancelled2 = await metric(s.base, "causalqwen_cancelled_total");
+  }
+  check(cancelled2 === before2 + 1, "its client killed: the choice is cancelled");
+  busy = 1;
+  for (let i = 0; i < 100 && busy !== 0; ++i) {
+    await sleep(20);
+    busy = await metric(s.base, "causalqwen_slots_busy");
+  }
+  check(busy === 0, "…and its slot is free");
 
   // a full queue: 1 slot, 1 place in the queue
   const q = await start(["--parallel", "1", "--max-queue", "1"]);

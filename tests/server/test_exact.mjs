@@ -1,7 +1,9 @@
 // Byte for byte: the server's completion equals `causalqwen generate --json`'s text for the same
 // prompt, mode, settings and seed (every mode; a list of prompts = generate's --prompts, prompt
 // i on stream i); the streamed pieces joined equal the whole answer; n choices of one prompt are
-// streams 0 … n−1, so choice 0 of n = 3 is the n = 1 answer.
+// streams 0 … n−1, so choice 0 of n = 3 is the n = 1 answer. The prompts are sent once first,
+// so that every answer compared starts from the kept prompts (the prefix cache, counted in
+// /metrics) and still equals generate's.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import { CLI, WORK, check, joinChunks, post, postStream, run } from "./harness.mjs";
@@ -25,6 +27,12 @@ await run(async (start) => {
   const s = await start(["--parallel", "3"]);
   const file = `${WORK}/exact_prompts.jsonl`;
   fs.writeFileSync(file, prompts.map((p) => JSON.stringify(p)).join("\n") + "\n");
+  const reused = async () => {
+    const m = await (await fetch(s.base + "/metrics")).text();
+    return Number(m.split("\n").find((l) => l.startsWith("causalqwen_prompt_tokens_reused_total ")).split(" ")[1]);
+  };
+  check((await post(s.base, "/v1/completions", { prompt: prompts, max_tokens: 1 })).status === 200, "the prompts sent once");
+  check(await reused() === 0, "nothing reused yet");
   let numbers = 0;
   for (const c of cases) {
     const expected = generate(c.mode, c.args, file);
@@ -50,6 +58,8 @@ await run(async (start) => {
     }
   }
   check(numbers > 0, `numbers were compared (${numbers})`);
+  const r = await reused();
+  check(r > 0, `the answers compared reused kept prompts (${r} tokens)`);
   const three = await post(s.base, "/v1/completions", { prompt: prompts[0], max_tokens: maxTokens, seed, mode: "sampling", n: 3 });
   const one = await post(s.base, "/v1/completions", { prompt: prompts[0], max_tokens: maxTokens, seed, mode: "sampling" });
   check(three.json.choices.length === 3 && three.json.choices[0].text === one.json.choices[0].text, "n = 3: choice 0 is the n = 1 answer");
@@ -59,7 +69,8 @@ await run(async (start) => {
   check(echo.json.choices[0].text === prompts[0] + plain.json.choices[0].text, "echo puts the prompt first");
   const lp = await post(s.base, "/v1/completions", { prompt: prompts[0], max_tokens: maxTokens, seed, logprobs: 0 });
   const l = lp.json.choices[0].logprobs;
-  check(l.tokens.join("") === lp.json.choices[0].text && l.token_logprobs.every((x) => x < 0), "logprobs: the tokens and their log P");
+  check(l.tokens.join("") === lp.json.choices[0].text && l.token_logprobs.every((x) => x < 0) && l.top_logprobs === null,
+        "logprobs: the tokens and their log P");
   const full = plain.json.choices[0].text, stopString = full.slice(2, 4), cut = full.indexOf(stopString) + stopString.length;
   const stop = await post(s.base, "/v1/completions", { prompt: prompts[0], max_tokens: maxTokens, seed, stop: [stopString] });
   check(stop.json.choices[0].text === full.slice(0, cut) && stop.json.choices[0].finish_reason === "stop",

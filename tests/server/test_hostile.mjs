@@ -33,7 +33,7 @@ const cases = [
   [CH, { messages: [5] }, 400, "messages[0]"], [CH, { messages: [{ role: "wizard", content: "hi" }] }, 400, "messages[0].role"],
   [CH, { messages: [{ role: "user" }] }, 400, "messages[0].content"], [CH, { messages: [{ role: "user", content: 5 }] }, 400, "messages[0].content"],
   [CH, { messages: [{ role: "user", content: [{ type: "image_url" }] }] }, 400, "messages[0].content"],
-  [CH, { messages: msgs, logprobs: 3 }, 400, "logprobs"], [CH, { messages: msgs, logprobs: true, top_logprobs: 2 }, 400, "top_logprobs"],
+  [CH, { messages: msgs, logprobs: 3 }, 400, "logprobs"], [CH, { messages: msgs, logprobs: true, top_logprobs: 21 }, 400, "top_logprobs"], [CH, { messages: msgs, top_logprobs: 2 }, 400, "top_logprobs"],
   [CH, { messages: msgs, max_completion_tokens: 0 }, 400, "max_completion_tokens"],
   ["/v1/score", {}, 400, "text"], ["/v1/score", { text: 5 }, 400, "text"], ["/v1/score", { text: "x", interval_levels: [2] }, 400, "interval_levels"],
   ["/v1/score", { text: "x 1 ".repeat(3000) }, 400, "text"],

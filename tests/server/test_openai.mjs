@@ -3,7 +3,8 @@
 // completion (streamed and whole), errors as the client reads them (400 with the field, 401
 // without the key), the extension fields read back (each number's text at its offset, its
 // intervals around loc), a model without a recognised chat template refused naming the file,
-// /v1/score and /metrics.
+// /v1/score and /metrics; logprobs with top lists (completions' logprobs = N, chat's
+// top_logprobs = N), whole and streamed, the streamed entries joined = the whole answer's.
 import OpenAI from "openai";
 import { check, post, run, WORK } from "./harness.mjs";
 
@@ -50,6 +51,30 @@ await run(async (start) => {
   const levels = await client.completions.create({ ...req, interval_levels: [0.8] });
   check(Object.keys(levels.choices[0].numbers[0].intervals).join() === "0.8", "interval_levels chooses the intervals");
 
+  // logprobs: the renormalised OvR probabilities; in the deterministic mode the emitted token is
+  // the likeliest class, so its logprob heads its top list
+  const lpReq = { model: "tiny", prompt: "The total is 12 and the price is", max_tokens: 12, seed: 1, logprobs: 3 };
+  const lpWhole = (await client.completions.create(lpReq)).choices[0];
+  const L = lpWhole.logprobs;
+  check(L.tokens.join("") === lpWhole.text && L.tokens.length === L.token_logprobs.length &&
+        L.top_logprobs.length === L.tokens.length && L.text_offset.length === L.tokens.length, "logprobs: one entry per token");
+  L.token_logprobs.forEach((lp, i) => {
+    const top = Object.values(L.top_logprobs[i]);
+    const mass = top.reduce((a, x) => a + Math.exp(x), 0);
+    check(lp <= 0 && top.length >= 1 && top.length <= 3 && Math.max(...top) === lp && mass <= 1 + 1e-12,
+          `logprobs, token ${i}: log P ≤ 0 heads its top list of ≤ 3, the list's mass ≤ 1`, JSON.stringify([lp, L.top_logprobs[i]]));
+  });
+  check(L.text_offset.every((o, i) => o === Buffer.byteLength(L.tokens.slice(0, i).join(""))),
+        "logprobs: each text_offset is the bytes of the pieces before it", JSON.stringify(L.text_offset));
+  const lpStream = await client.completions.create({ ...lpReq, stream: true });
+  const joinedLp = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
+  for await (const chunk of lpStream) {
+    const l = chunk.choices[0].logprobs;
+    if (l) for (const k of Object.keys(joinedLp)) joinedLp[k].push(...l[k]);
+  }
+  check(Object.keys(joinedLp).every((k) => JSON.stringify(joinedLp[k]) === JSON.stringify(L[k])),
+        "streamed logprobs joined = the whole answer's", JSON.stringify([joinedLp, L]));
+
   // chat
   const messages = [{ role: "system", content: "answer with a number" }, { role: "user", content: "the count is" }];
   const chat = await client.chat.completions.create({ model: "tiny", messages, max_tokens: 16, seed: 5 });
@@ -62,6 +87,20 @@ await run(async (start) => {
     role ??= chunk.choices[0].delta.role;
   }
   check(role === "assistant" && chatJoined === chat.choices[0].message.content, "streamed chat joined = the whole chat answer");
+  const chatLpReq = { model: "tiny", messages, max_tokens: 10, seed: 5, logprobs: true, top_logprobs: 2 };
+  const chatLp = (await client.chat.completions.create(chatLpReq)).choices[0];
+  const content = chatLp.logprobs.content;
+  check(content.map((e) => e.token).join("") === chatLp.message.content, "chat logprobs: the tokens make the answer");
+  check(content.every((e) => e.top_logprobs.length === 2 && e.top_logprobs[0].logprob === e.logprob &&
+                             e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob && e.logprob <= 0 &&
+                             Buffer.from(e.bytes).toString() === e.token),
+        "chat logprobs: top_logprobs 2, the emitted token first, bytes = its text", JSON.stringify(content[0]));
+  const chatLpStream = await client.chat.completions.create({ ...chatLpReq, stream: true });
+  const chatJoinedLp = [];
+  for await (const chunk of chatLpStream) if (chunk.choices[0].logprobs) chatJoinedLp.push(...chunk.choices[0].logprobs.content);
+  check(JSON.stringify(chatJoinedLp) === JSON.stringify(content), "streamed chat logprobs joined = the whole answer's");
+  const causal = (await client.completions.create({ ...lpReq, mode: "causal" })).choices[0].logprobs;
+  check(causal.token_logprobs.every((x) => x === null), "causal mode: no logprob (an individual's scores)");
 
   // errors as the client sees them
   try {

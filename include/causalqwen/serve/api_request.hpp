@@ -16,7 +16,8 @@
 ///   stop             string | [string, …]                  at most 4, none empty
 ///   n                integer                               1 … limits.max_n
 ///   stream           boolean
-///   logprobs         completions: integer 0 … 5; chat: boolean (with top_logprobs 0)
+///   logprobs         completions: integer 0 … 5 (the top list's length); chat: boolean
+///   top_logprobs     chat: integer 0 … 20, > 0 only with logprobs true
 ///   echo             completions: boolean
 ///   mode             "deterministic" | "sampling" | "causal" | "compatible" (default deterministic)
 ///   shared_noise     boolean: sampling / causal, one noise draw per sequence
@@ -72,7 +73,7 @@ struct DecodeRequest {
   std::vector<std::string> stop;
   std::size_t n = 1;
   bool stream = false;
-  std::size_t logprobs = 0;  // 0: none
+  std::size_t logprobs = 0;  // the length of each token's top list (completions' logprobs, chat's top_logprobs)
   bool want_logprobs = false;
   bool echo = false;
   std::vector<double> interval_levels{0.5, 0.9};
@@ -231,15 +232,18 @@ inline DecodeRequest decode_fields(const nlohmann::json& j, const ApiLimits& lim
   if (const auto* v = field(j, "logprobs")) {
     if (chat) {
       d.want_logprobs = boolean(*v, "logprobs");
-      if (const auto* t = field(j, "top_logprobs"))
-        if (integer(*t, "top_logprobs", 0, 20) != 0)
-          throw ApiError(400, "'top_logprobs' must be 0: the classes are one-vs-rest, so no top list is a distribution", "top_logprobs");
     } else {
       const auto k = integer(*v, "logprobs", 0, 5);
       d.want_logprobs = true;
       d.logprobs = static_cast<std::size_t>(k);
     }
   }
+  if (chat)
+    if (const auto* t = field(j, "top_logprobs")) {
+      d.logprobs = static_cast<std::size_t>(integer(*t, "top_logprobs", 0, 20));
+      if (d.logprobs > 0 && !d.want_logprobs)
+        throw ApiError(400, "'top_logprobs' needs 'logprobs': true", "top_logprobs");
+    }
   if (!chat)
     if (const auto* v = field(j, "echo")) d.echo = boolean(*v, "echo");
   if (const auto* v = field(j, "interval_levels")) d.interval_levels = levels(*v);

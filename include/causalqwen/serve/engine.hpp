@@ -1,8 +1,9 @@
 /// Continuous batching: requests decode together in slots, each engine step advancing every
 /// active slot by one token in batched forwards, requests joining and leaving between steps.
 ///
-///   submit ──▶ queue ──(a free slot)──▶ prefill (the prompt alone, one row) ──▶ slot
-///   step:  1. cancelled slots leave; queued requests take the free slots (prefill each)
+///   submit ──▶ queue ──(a free slot)──▶ prefill (the joining prompts together) ──▶ slot
+///   step:  1. cancelled slots leave; queued requests take the free slots; their prompts are
+///             prefilled together, in as few forwards as the rule below allows
 ///          2. every active slot decides its next token (generate::NextTokenHead, rows with the
 ///             same decoding settings together), with its own noise stream at its own step
 ///          3. slots that emitted EOS, were stopped by their hook or reached max_new_tokens leave
@@ -12,18 +13,36 @@
 /// The slots are cut into groups of at most linalg::few_rows_max rows, each group one KV cache
 /// (nn::KvCache, rows in lockstep) and one forward per step. Inside a group the rows are
 /// right-aligned: row r's tokens fill slots [start_r, L) of the group's L slots, the slots
-/// before start_r masked. A joining prompt's keys and values, computed by a one-row prefill,
-/// are copied to the slots that end at L (the group's rows shift right when the prompt is
-/// longer than L); when the row that started first leaves, every row shifts left, so L stays the
+/// before start_r masked. A joining prompt's keys and values, computed by the prefill, are
+/// copied to the slots that end at L (the group's rows shift right when the prompt is longer
+/// than L); when the row that started first leaves, every row shifts left, so L stays the
 /// longest row's length. Rotary positions are each row's own count of tokens.
 ///
-/// A request's tokens and numbers are those of generate::Generator run on its prompt alone, bit
-/// for bit in a float model on the library's float kernel (AVX2 or AVX-512): the prefill is that
-/// run's; masked slots contribute exact zeros to the softmax sums and to P·V, whose sums run in
-/// key order; the decoding forward and the head treat each row alone at up to few_rows_max rows
-/// (the same kernels for one row as for eight); the noise is a function of the request's seed and
-/// its own step (random_stream.hpp). Double products run on BLAS, whose sums depend on the
-/// shapes: the same tokens but for near ties, numbers equal within rounding.
+/// The prefix cache: each slot keeps its last prompt's keys and values (after the request has
+/// left, until the slot takes another). A joining prompt whose first p tokens (ids and numbers)
+/// are a kept prompt's starts from them: the kept slots are copied into its prefill row, right-
+/// aligned before the new tokens, and only its other n − p tokens are computed (p ≤ n − 1, so
+/// that the last token's z is computed).
+///
+/// The prefill batches: a forward over rows [B, S] (each joining prompt's new tokens in a row,
+/// left-aligned, padding after them masked; the reused slots before them) runs its linear layers
+/// over M = B·S rows, and the library's kernels give a row the same bits for any M on the same
+/// side of few_rows_max (at most: the few-rows kernel, each row alone; more: the GEMM, each
+/// output one chain over k, bf16 weights any M). Alone, generate::Generator prefills a prompt
+/// of n tokens in one forward of M = n rows, so the engine puts a prompt of n ≤ few_rows_max
+/// tokens only in forwards of M ≤ few_rows_max and one of more tokens only in forwards of
+/// M > few_rows_max (rows of padding are added when its new tokens are fewer), and a prompt
+/// reuses only a kept prompt of the same side. Attention gives each row what it gives alone:
+/// a token attends to its own row's earlier slots, whose scores are sums over the head
+/// dimension; masked slots contribute exact zeros to the softmax sums and to P·V, whose sums run
+/// in key order.
+///
+/// A request's tokens and numbers are then those of generate::Generator run on its prompt
+/// alone, bit for bit in a float model on the library's float kernel (AVX2 or AVX-512); the
+/// decoding forward and the head treat each row alone at up to few_rows_max rows (the same
+/// kernels for one row as for eight); the noise is a function of the request's seed and its
+/// own step (random_stream.hpp). Double products run on BLAS, whose sums depend on the shapes:
+/// the same tokens but for near ties, numbers equal within rounding.
 ///
 /// Not thread-safe: one thread calls submit, cancel and step (the server guards it with a
 /// mutex). The callbacks run inside step().
@@ -32,6 +51,7 @@
 #include "causalqwen/generate/generator.hpp"
 #include "causalqwen/linalg/gemv.hpp"
 #include "causalqwen/serve/slot_cache.hpp"
+#include "causalqwen/serve/token_logprobs.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -57,11 +77,18 @@ struct Request {
   std::function<bool(const generate::GenerationResult&)> on_token;
   /// Once, when the request leaves: its result and how it ended.
   std::function<void(generate::GenerationResult&&, Outcome)> on_done;
+  /// With `logprobs`: after each token (before on_token, EOS included), the result so far and
+  /// the step's logprobs with the `top_logprobs` likeliest classes (token_logprobs.hpp).
+  bool logprobs = false;
+  std::size_t top_logprobs = 0;
+  std::function<void(const generate::GenerationResult&, StepLogprobs&&)> on_logprobs;
 };
 
 struct EngineOptions {
   std::size_t slots = 4;         // requests decoded at once
   std::size_t max_sequence = 0;  // positions a request may use (prompt + max_new_tokens − 1); 0: no limit
+  bool prefix_cache = true;      // keep each slot's last prompt and start prompts that begin with it from it
+  std::size_t prefill_tokens = 4096;  // rows × new tokens one prefill forward takes at most (one prompt: any)
 };
 
 template <class T>
@@ -71,7 +98,7 @@ class Engine {
   static constexpr std::size_t group_rows = linalg::few_rows_max;
 
   Engine(model::CausalQwen<T>& model, EngineOptions options)
-      : model_(model), options_(options), head_(model.config()), slots_(options.slots) {
+      : model_(model), options_(options), head_(model.config()), slots_(options.slots), kept_(options.slots) {
     detail::require(options.slots > 0, "serve::Engine", "slots must be >= 1, got {}", options.slots);
     groups_.resize((options.slots + group_rows - 1) / group_rows);
     for (std::size_t g = 0; g < groups_.size(); ++g)
@@ -104,6 +131,11 @@ class Engine {
   std::size_t slots() const { return slots_.size(); }
   /// Slots in use in group g's cache and its length L (for tests and metrics).
   std::size_t group_length(std::size_t g) const { return groups_.at(g).state.backbone.kv.length; }
+  /// Prompt tokens taken from kept prompts (the prefix cache), and prompt tokens computed.
+  std::uint64_t reused_tokens() const { return reused_tokens_; }
+  std::uint64_t prefilled_tokens() const { return prefilled_tokens_; }
+  /// Prefill forwards run (prompts that joined at the same step share them).
+  std::uint64_t prefill_forwards() const { return prefill_forwards_; }
 
   /// One engine step (see the file comment). Does nothing when idle.
   void step() {
@@ -135,6 +167,21 @@ class Engine {
   struct Group {
     typename model::CausalQwen<T>::InferenceState state;
   };
+  /// A slot's last prompt: its ids and numbers and their keys and values.
+  struct KeptPrompt {
+    std::vector<std::int64_t> ids;
+    std::vector<T> values;
+    bool wide = false;  // computed in forwards of more than few_rows_max rows
+    nn::KvCache<T> kv;  // one row, slots [0, ids.size())
+  };
+  /// A request taking a free slot at this step.
+  struct Joining {
+    std::size_t slot = 0;
+    std::size_t reuse = 0;   // its first tokens taken from kept_[source]
+    std::size_t source = 0;
+    bool wide = false;       // more than few_rows_max prompt tokens
+    std::size_t fresh = 0;   // tokens to compute
+  };
 
   void validate(const Request& r) const {
     const auto& cfg = model_.config();
@@ -156,9 +203,13 @@ class Engine {
 
   nn::KvCache<T>& kv(std::size_t g) { return groups_[g].state.backbone.kv; }
 
-  /// Queued requests into the free slots, each prefilled alone and placed right-aligned.
+  static T value_at(const generate::PromptInput& p, std::size_t i) {
+    return p.values.empty() ? T(0) : static_cast<T>(p.values[i]);
+  }
+
+  /// Queued requests into the free slots, their prompts prefilled together (file comment).
   void admit() {
-    const std::size_t H = model_.config().hidden_size();
+    joining_.clear();
     for (std::size_t s = 0; s < slots_.size() && !queue_.empty(); ++s) {
       if (slots_[s].used) continue;
       while (!queue_.empty() && queue_.front().cancelled) {
@@ -169,42 +220,139 @@ class Engine {
       if (queue_.empty()) break;
       Queued q = std::move(queue_.front());
       queue_.pop_front();
-      const auto& p = q.request.prompt;
-      const std::size_t n = p.ids.size();
-      // the prefill, as generate::Generator runs a one-prompt batch
-      ids_.assign(p.ids.begin(), p.ids.end());
-      vals_.resize(n);
-      for (std::size_t i = 0; i < n; ++i) vals_[i] = p.values.empty() ? T(0) : static_cast<T>(p.values[i]);
-      mask_.assign(n, 1);
-      pos_.resize(n);
-      for (std::size_t i = 0; i < n; ++i) pos_[i] = static_cast<std::int64_t>(i);
-      model_.begin_inference(prefill_, 1, n);
-      const auto z = model_.forward_cached({ids_.data(), {1, n}}, {vals_.data(), {1, n}}, {mask_.data(), {1, n}},
-                                           {pos_.data(), {1, n}}, prefill_);
       Slot& slot = slots_[s];
       slot = Slot{};
       slot.used = true;
       slot.id = q.id;
       slot.request = std::move(q.request);
-      slot.z.assign(z.data + (n - 1) * H, z.data + n * H);
-      slot.position = static_cast<std::int64_t>(n);
-      // into the group's cache, ending at its length L (the rows shift right when n > L)
-      const std::size_t g = s / group_rows, row = s % group_rows;
-      auto& cache = kv(g);
-      auto& source = prefill_.backbone.kv;
-      cache.use_storage(source.storage);
-      std::size_t L = cache.length;
-      if (n > L) {
-        cache.reserve(n);
-        shift_rows(cache, 0, n - L, L);
-        for (std::size_t o = 0; o < slots_.size(); ++o)
-          if (o != s && slots_[o].used && o / group_rows == g) slots_[o].start += n - L;
-        L = cache.length = n;
-      }
-      for (std::size_t t = 0; t < L - n; ++t) clear_slot(cache, row, t);
-      for (std::size_t t = 0; t < n; ++t) copy_slot(source, 0, t, cache, row, L - n + t);
-      slot.start = L - n;
+      joining_.push_back(longest_kept_prefix(s));
     }
+    if (joining_.empty()) return;
+    // the same side of few_rows_max together, fewest new tokens first; each forward takes the
+    // next prompts while rows × their longest new part fit its budget
+    std::sort(joining_.begin(), joining_.end(), [](const Joining& a, const Joining& b) {
+      return a.wide != b.wide ? a.wide : a.fresh != b.fresh ? a.fresh < b.fresh : a.slot < b.slot;
+    });
+    kept_now_.clear();
+    for (std::size_t first = 0; first < joining_.size();) {
+      const bool wide = joining_[first].wide;
+      const std::size_t budget = wide ? std::max<std::size_t>(options_.prefill_tokens, 1) : linalg::few_rows_max;
+      std::size_t last = first + 1;
+      while (last < joining_.size() && joining_[last].wide == wide && (last - first + 1) * joining_[last].fresh <= budget) ++last;
+      prefill(first, last);
+      first = last;
+    }
+    // the new prompts replace their slots' kept ones only now: a prompt of this step may have
+    // read the one its slot kept before
+    for (auto& [s, kept] : kept_now_) kept_[s] = std::move(kept);
+  }
+
+  /// The joining request of slot s and the longest prefix of its prompt a kept prompt of the
+  /// same side of few_rows_max holds (at most all its tokens but the last).
+  Joining longest_kept_prefix(std::size_t s) const {
+    const auto& p = slots_[s].request.prompt;
+    const std::size_t n = p.ids.size();
+    Joining j{s, 0, 0, n > linalg::few_rows_max, n};
+    if (!options_.prefix_cache) return j;
+    for (std::size_t k = 0; k < kept_.size(); ++k) {
+      const auto& kept = kept_[k];
+      if (kept.ids.empty() || kept.wide != j.wide) continue;
+      const std::size_t most = std::min(kept.ids.size(), n - 1);
+      std::size_t m = 0;
+      while (m < most && kept.ids[m] == p.ids[m] && kept.values[m] == value_at(p, m)) ++m;
+      if (m > j.reuse) {
+        j.reuse = m;
+        j.source = k;
+      }
+    }
+    j.fresh = n - j.reuse;
+    return j;
+  }
+
+  /// One prefill forward over joining_[first, last): row r holds request r's new tokens at
+  /// slots [L, L + fresh_r) after its reused ones at [L − reuse_r, L) (L the longest reuse),
+  /// padding after them; then each prompt is placed in its group and kept.
+  void prefill(std::size_t first, std::size_t last) {
+    const auto& cfg = model_.config();
+    const std::size_t H = cfg.hidden_size(), B = last - first;
+    const bool wide = joining_[first].wide;
+    std::size_t L = 0, S = 0;
+    for (std::size_t r = first; r < last; ++r) {
+      L = std::max(L, joining_[r].reuse);
+      S = std::max(S, joining_[r].fresh);
+    }
+    // a wide forward keeps more than few_rows_max rows: rows of padding when there are fewer
+    const std::size_t rows = wide ? std::max(B, linalg::few_rows_max / S + 1) : B;
+    model_.begin_inference(prefill_, rows, L + S);
+    auto& cache = prefill_.backbone.kv;
+    if (L > 0) {
+      cache.use_storage(kept_[joining_[first].source].kv.storage);
+      for (std::size_t r = 0; r < rows; ++r) {
+        const std::size_t p = r < B ? joining_[first + r].reuse : 0;
+        for (std::size_t t = 0; t < L - p; ++t) clear_slot(cache, r, t);
+        for (std::size_t t = 0; t < p; ++t) copy_slot(kept_[joining_[first + r].source].kv, 0, t, cache, r, L - p + t);
+      }
+      cache.length = L;
+    }
+    ids_.assign(rows * S, 0);
+    vals_.assign(rows * S, T(0));
+    mask_.assign(rows * S, 0);
+    pos_.assign(rows * S, 0);
+    for (std::size_t r = 0; r < B; ++r) {
+      const Joining& j = joining_[first + r];
+      const auto& p = slots_[j.slot].request.prompt;
+      for (std::size_t t = 0; t < j.fresh; ++t) {
+        const std::size_t i = j.reuse + t, m = r * S + t;
+        ids_[m] = p.ids[i];
+        vals_[m] = value_at(p, i);
+        mask_[m] = 1;
+        pos_[m] = static_cast<std::int64_t>(i);
+      }
+    }
+    const auto z = model_.forward_cached({ids_.data(), {rows, S}}, {vals_.data(), {rows, S}}, {mask_.data(), {rows, S}},
+                                         {pos_.data(), {rows, S}}, prefill_);  // [rows,S,H]
+    ++prefill_forwards_;
+    for (std::size_t r = 0; r < B; ++r) {
+      const Joining& j = joining_[first + r];
+      Slot& slot = slots_[j.slot];
+      const auto& p = slot.request.prompt;
+      const std::size_t n = p.ids.size();
+      const T* z_last = z.data + (r * S + j.fresh - 1) * H;
+      slot.z.assign(z_last, z_last + H);
+      slot.position = static_cast<std::int64_t>(n);
+      place(j.slot, cache, r, L - j.reuse, n);
+      reused_tokens_ += j.reuse;
+      prefilled_tokens_ += j.fresh;
+      if (!options_.prefix_cache) continue;
+      KeptPrompt kept;
+      kept.ids.assign(p.ids.begin(), p.ids.end());
+      for (std::size_t i = 0; i < n; ++i) kept.values.push_back(value_at(p, i));
+      kept.wide = wide;
+      kept.kv.reset(1, cache.num_layers, cache.num_kv_heads, cache.head_dim, n);
+      kept.kv.use_storage(cache.storage);
+      for (std::size_t t = 0; t < n; ++t) copy_slot(cache, r, L - j.reuse + t, kept.kv, 0, t);
+      kept.kv.length = n;
+      kept_now_.emplace_back(j.slot, std::move(kept));
+    }
+  }
+
+  /// Slot s's n prompt tokens, slots [from, from + n) of row r in `source`, into its group's
+  /// cache, ending at its length L (the rows shift right when n > L).
+  void place(std::size_t s, nn::KvCache<T>& source, std::size_t r, std::size_t from, std::size_t n) {
+    const std::size_t g = s / group_rows, row = s % group_rows;
+    auto& cache = kv(g);
+    cache.use_storage(source.storage);
+    std::size_t L = cache.length;
+    if (n > L) {
+      cache.reserve(n);
+      shift_rows(cache, 0, n - L, L);
+      for (std::size_t o = 0; o < slots_.size(); ++o)
+        if (o != s && slots_[o].used && o / group_rows == g) slots_[o].start += n - L;
+      L = cache.length = n;
+    }
+    for (std::size_t t = 0; t < L - n; ++t) clear_slot(cache, row, t);
+    for (std::size_t t = 0; t < n; ++t) copy_slot(source, r, from + t, cache, row, L - n + t);
+    slots_[s].start = L - n;
   }
 
   /// The next token of every active slot, rows of the same settings together (at most
@@ -215,7 +363,7 @@ class Engine {
     std::vector<char> done(slots_.size(), 0);
     for (std::size_t first = 0; first < slots_.size(); ++first) {
       if (!slots_[first].used || done[first]) continue;
-      const auto& settings = slots_[first].request.decode;
+      const auto settings = slots_[first].request.decode;  // a copy: the slot may leave below
       rows_.clear();
       for (std::size_t s = first; s < slots_.size() && rows_.size() < group_rows; ++s)
         if (slots_[s].used && !done[s] && same(slots_[s].request.decode, settings)) rows_.push_back(s);
@@ -239,6 +387,15 @@ class Engine {
         Slot& slot = slots_[s];
         const auto& d = decisions_[i];
         slot.result.tokens.push_back({d.token, d.value, d.scale, d.p_num, d.score});
+        if (slot.request.logprobs && slot.request.on_logprobs) {
+          const std::size_t K = cfg.num_classes;
+          const bool scaled = !head_.scale_S().empty();
+          slot.request.on_logprobs(
+              slot.result, step_logprobs<T>(settings.mode, head_.loc_S().data() + i * K,
+                                            scaled ? head_.scale_S().data() + i * K : nullptr,
+                                            model_.head_params().action.threshold.data, K, d.token,
+                                            slot.request.top_logprobs, logprob_work_));
+        }
         const auto& eos = slot.request.eos_ids;
         if (std::find(eos.begin(), eos.end(), d.token) != eos.end()) {
           slot.result.stop = generate::StopReason::eos;
@@ -328,6 +485,11 @@ class Engine {
   std::deque<Queued> queue_;
   std::uint64_t next_id_ = 1;
   typename model::CausalQwen<T>::InferenceState prefill_;
+  std::vector<KeptPrompt> kept_;  // by slot: its last prompt (empty ids: none)
+  std::vector<std::pair<std::size_t, KeptPrompt>> kept_now_;
+  std::vector<Joining> joining_;
+  std::uint64_t reused_tokens_ = 0, prefilled_tokens_ = 0, prefill_forwards_ = 0;
+  std::vector<double> logprob_work_;
   std::vector<std::int64_t> ids_, mask_, pos_;
   std::vector<T> vals_, z_rows_, action_;
   std::vector<double> pick_;
