@@ -5,12 +5,16 @@
 // token and the gaps between pieces (p50, p99 over all streams). The token counts are the
 // usage of the same requests sent whole (a choice's streamed pieces are its whole answer), so
 // they are exact; a gap is between two pieces of text, one per token except where a token
-// renders no text of its own.
+// renders no text of its own. The whole requests go out all at once (they also warm the server
+// up, and leave the prompt in the slots for servers with a prefix cache); the prompt tokens the
+// server reports in their usage are printed too.
 //
 //   node benchmarks/bench_serve.mjs --base http://127.0.0.1:8080 [--n 1,4,8,16] [--tokens 64]
-//                                   [--prompt TEXT] [--extra JSON]
+//                                   [--prompt TEXT] [--extra JSON] [--json FILE]
 //   --extra JSON: fields added to every request (e.g. '{"ignore_eos": true}' for llama.cpp's
-//   llama-server, which then writes max_tokens tokens per stream; causalqwen serve ignores it)
+//   llama-server, which then writes max_tokens tokens per stream; causalqwen serve ignores it;
+//   '{"prompt": [1, 2, 3]}' sends token ids instead of the text to a server that takes them)
+//   --json FILE: the rows also written there as JSON (with every TTFT and gap, in ms)
 //   node benchmarks/bench_serve.mjs --cli build/bin/causalqwen --model DIR [--serve-args "..."] …
 //     (starts the server on a free port with --parallel max(N), and stops it at the end)
 import { spawn } from "node:child_process";
@@ -79,16 +83,23 @@ async function one(seed, t0) {
 }
 
 // warm up, and the exact token counts of every seed
-const used = {};
-for (let seed = 0; seed < Math.max(...counts); ++seed) {
-  const r = await (await fetch(base + "/v1/completions", {
+const used = {}, promptTokens = new Set();
+await Promise.all(Array.from({ length: Math.max(...counts) }, async (_, seed) => {
+  const res = await fetch(base + "/v1/completions", {
     method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body(seed)),
-  })).json();
+  });
+  const r = await res.json();
+  if (!res.ok || !r.usage) throw new Error(`bench_serve.mjs: ${base}/v1/completions answered ${res.status}: ${JSON.stringify(r)}`);
   used[seed] = r.usage.completion_tokens;
-}
-console.log(`prompt "${prompt}", max_tokens ${tokens}, deterministic mode, ${base}`);
+  promptTokens.add(r.usage.prompt_tokens);
+}));
+const shown = typeof body(0).prompt === "string" ? `"${body(0).prompt}"` : JSON.stringify(body(0).prompt);
+console.log(`prompt ${shown} (${[...promptTokens].join(", ")} prompt tokens as the server counts them), ` +
+            `max_tokens ${tokens}, completion tokens per stream ${Math.min(...Object.values(used))}…` +
+            `${Math.max(...Object.values(used))}, deterministic mode, ${base}`);
 console.log("   N   tokens/s   ×N=1   TTFT p50 ms   TTFT p99 ms   gap p50 ms   gap p99 ms");
 let single = null;
+const rows = [];
 for (const n of counts) {
   const t0 = performance.now();
   const runs = await Promise.all(Array.from({ length: n }, (_, seed) => one(seed, t0)));
@@ -98,8 +109,14 @@ for (const n of counts) {
   const rate = total / wall;
   single ??= rate;
   const ttft = runs.map((r) => r.ttft), gaps = runs.flatMap((r) => r.gaps);
+  rows.push({ n, tokens: total, wall_s: wall, tokens_per_s: rate, ttft_ms: ttft, gap_ms: gaps });
   console.log(`${String(n).padStart(4)} ${rate.toFixed(1).padStart(10)} ${(rate / single).toFixed(2).padStart(6)} ` +
               `${quantile(ttft, 0.5).toFixed(1).padStart(13)} ${quantile(ttft, 0.99).toFixed(1).padStart(13)} ` +
               `${quantile(gaps, 0.5).toFixed(1).padStart(12)} ${quantile(gaps, 0.99).toFixed(1).padStart(12)}`);
+}
+if (args.json) {
+  const { writeFileSync } = await import("node:fs");
+  writeFileSync(args.json, JSON.stringify({ base, prompt: body(0).prompt, max_tokens: tokens, prompt_tokens: [...promptTokens],
+                                            completion_tokens: used, rows }));
 }
 if (server) server.kill("SIGTERM");
