@@ -1,9 +1,13 @@
 // causalqwen compare-modes --model DIR [--tokenizer FILE] --prompt TEXT [--samples N]
-//                          [--max-new-tokens N] [--temperature T] [--seed S] [--dtype f32|f64]
+//                          [--max-new-tokens N] [--long-prompt error|keep-end] [--temperature T]
+//                          [--seed S] [--dtype f32|f64]
 //
 // The continuations of every mode side by side (deterministic, N sampling draws, N causal
 // draws, compatible greedy), then one row per step with each run's token, P(<NUM>) and the
-// head's predicted number ± its scale.
+// head's predicted number ± its scale. The model's position cap applies as in generate:
+// --max-new-tokens at most max_position_embeddings (config.json's, or the default cap), and a
+// prompt of P tokens with P + N − 1 positions past it refused (--long-prompt error, the default)
+// or cut to its last tokens (keep-end).
 #include "command.hpp"
 #include "mode_comparison_print.hpp"
 #include "model_loading.hpp"
@@ -18,7 +22,7 @@ namespace cqg = causalqwen::generate;
 
 struct CompareOptions {
   cqcli::ModelOptions model;
-  std::string prompt, dtype = "f32";
+  std::string prompt, dtype = "f32", long_prompt = "error";
   cqg::ModeComparisonOptions compare;
 };
 
@@ -27,13 +31,18 @@ void run_compare(const CompareOptions& o) {
   const auto tok_path = o.model.tokenizer_path();
   if (!tok_path) throw cq::FormatError("compare-modes needs a tokenizer: --tokenizer FILE or DIR/tokenizer.json");
   auto loaded = o.model.load<T>();
+  // the position cap as generate applies it: --max-new-tokens within it, a prompt that with them
+  // passes it refused (--long-prompt error) or cut to its end (keep-end)
+  auto compare = o.compare;
+  compare.max_sequence_length = cqcli::generation_position_cap(loaded, compare.max_new_tokens);
+  compare.long_prompt = o.long_prompt == "keep-end" ? cqg::LongPrompt::keep_end : cqg::LongPrompt::error;
   // the tokenizer's <NUM> is the checkpoint's (config.json's num_token_id, or for a base model
   // --num-token-id / the first id after the tokenizer's vocabulary), so that a generated <NUM> is
   // rendered as its number whatever id the checkpoint gave it
   cq::text::TokenizerOptions tok_options;
   tok_options.num_token_id = static_cast<cq::text::TokenId>(loaded.model->config().num_token_id);
   const auto tok = cq::text::Tokenizer::from_file(tok_path->string(), tok_options);
-  cqcli::print_mode_comparison(stdout, *loaded.model, tok, o.prompt, o.compare);
+  cqcli::print_mode_comparison(stdout, *loaded.model, tok, o.prompt, compare);
 }
 
 const cqcli::Registration reg{"compare-modes", [](CLI::App& app) {
@@ -44,6 +53,9 @@ const cqcli::Registration reg{"compare-modes", [](CLI::App& app) {
   cqcli::add_integer(sub, "--samples", o->compare.samples, {1, 1024}, "draws of the sampling and causal modes");
   cqcli::add_integer(sub, "--max-new-tokens", o->compare.max_new_tokens,
                      {0, static_cast<std::int64_t>(cqg::max_new_tokens_limit)}, "tokens per continuation");
+  sub->add_option("--long-prompt", o->long_prompt,
+                  "a prompt that with --max-new-tokens passes max_position_embeddings: error (default) | keep-end (drop its first tokens)")
+      ->check(CLI::IsMember({"error", "keep-end"}));
   cqcli::add_real(sub, "--temperature", o->compare.temperature, cqcli::RealRange::non_negative(), "sampling mode's T");
   cqcli::add_integer(sub, "--seed", o->compare.seed, {0, cqcli::max_seed}, "seed of the random streams");
   sub->add_option("--dtype", o->dtype, "f32 | f64")->check(CLI::IsMember({"f32", "f64"}));

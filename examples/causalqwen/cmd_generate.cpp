@@ -107,13 +107,7 @@ void run_generate(const GenerateOptions& o) {
   d.shared_noise = o.shared_noise;
   d.validate("generate");
   t.generation.max_new_tokens = static_cast<std::size_t>(o.max_new_tokens);
-  if (loaded.max_position_embeddings) {
-    if (t.generation.max_new_tokens > *loaded.max_position_embeddings)
-      throw cq::FormatError(fmt::format("--max-new-tokens {} must be at most the model's max_position_embeddings {} "
-                                        "({}), which must also hold the prompt",
-                                        o.max_new_tokens, *loaded.max_position_embeddings, cqcli::position_cap_source(loaded)));
-    t.max_sequence_length = *loaded.max_position_embeddings;
-  }
+  t.max_sequence_length = cqcli::generation_position_cap(loaded, t.generation.max_new_tokens);
   t.long_prompt = o.long_prompt == "keep-end" ? cqg::LongPrompt::keep_end : cqg::LongPrompt::error;
   t.generation.use_cache = !o.no_cache;
   t.generation.padding = o.padding == "right" ? cq::PaddingSide::right : cq::PaddingSide::left;

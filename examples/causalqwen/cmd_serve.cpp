@@ -281,11 +281,12 @@ class Server {
     tok_ = std::make_unique<cq::text::Tokenizer>(cq::text::Tokenizer::from_file(tok_path->string(), tok_options));
     cqcli::require_matching(*tok_, *tok_path, loaded_.model->config(), o_.model.model_dir);
     eos_ = cqg::default_eos_ids(*tok_);
-    const std::size_t positions = loaded_.max_position_embeddings.value_or(2048);
+    // the position cap: config.json's, or io::default_max_position_embeddings when it states none
+    const std::size_t positions = loaded_.max_position_embeddings.value_or(cq::io::default_max_position_embeddings);
     ctx_ = o_.ctx_size > 0 ? static_cast<std::size_t>(o_.ctx_size) : positions;
     if (ctx_ > positions)
-      throw cq::FormatError(fmt::format("--ctx-size {} is more than the model's max_position_embeddings {} (config.json)", ctx_,
-                                        positions));
+      throw cq::FormatError(fmt::format("--ctx-size {} is more than the model's max_position_embeddings {} ({})", ctx_,
+                                        positions, cqcli::position_cap_source(loaded_)));
     limits_.model_name = o_.name.empty() ? std::filesystem::path(o_.model.model_dir).filename().string() : o_.name;
     if (limits_.model_name.empty()) limits_.model_name = "causalqwen";
     limits_.max_tokens = ctx_;
@@ -918,7 +919,7 @@ const cqcli::Registration reg{"serve", [](CLI::App& app) {
   cqcli::add_integer(sub, "--threads", o->threads, {0, cqcli::max_threads}, "compute threads (0: all cores)");
   cqcli::add_integer(sub, "--parallel", o->parallel, {1, 256}, "decoding slots");
   cqcli::add_integer(sub, "--ctx-size", o->ctx_size, {0, std::int64_t{1} << 20},
-                     "positions per slot (prompt + max_tokens - 1; 0: max_position_embeddings, or 2048)");
+                     "positions per slot (prompt + max_tokens - 1; 0: max_position_embeddings, or 32768 without it)");
   cqcli::add_integer(sub, "--max-queue", o->max_queue, {0, 100000}, "choices that may wait for a slot; more get 503");
   cqcli::add_integer(sub, "--max-body", o->max_body, {1, std::int64_t{1} << 30},
                      "largest request body in bytes; larger get 413");

@@ -103,6 +103,19 @@ std::string position_cap_source(const causalqwen::io::LoadedModel<T>& m) {
   return m.max_position_embeddings_stated ? "config.json" : "the default cap: config.json states none";
 }
 
+/// The position cap that generating `max_new_tokens` tokens is held to: the model's
+/// max_position_embeddings (config.json's, or io::default_max_position_embeddings when it states
+/// none); FormatError naming --max-new-tokens when those tokens alone pass it.
+template <class T>
+std::size_t generation_position_cap(const causalqwen::io::LoadedModel<T>& m, std::size_t max_new_tokens) {
+  const std::size_t cap = m.max_position_embeddings.value_or(causalqwen::io::default_max_position_embeddings);
+  if (max_new_tokens > cap)
+    throw causalqwen::FormatError(fmt::format("--max-new-tokens {} must be at most the model's max_position_embeddings {} "
+                                              "({}), which must also hold the prompt",
+                                              max_new_tokens, cap, position_cap_source(m)));
+  return cap;
+}
+
 /// The tokenizer must be the model's: the same <NUM> id, and no id beyond the model's rows.
 inline void require_matching(const causalqwen::text::Tokenizer& tok, const std::filesystem::path& tok_path,
                              const causalqwen::model::CausalConfig& c, const std::string& model_dir) {

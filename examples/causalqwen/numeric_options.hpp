@@ -2,7 +2,8 @@
 // as a signed 64-bit integer (so -1 is refused, never wrapped to 2^64 - 1) and must lie in its
 // range; every real option must be a finite number in its range (NaN, infinities and values past
 // the double range are refused); the range is written into the option's --help in readable form
-// ("[1, 2^20]", "(0, inf)"). A value outside is one line and exit status 2:
+// ("[1, 2^20]", "(0, inf)"). A value outside is one line and exit status 2, naming the option
+// as typed (an option of several names is one CLI11 option per name):
 //   causalqwen: error: --steps -1: expected an integer in [1, 10^9] (see --help)
 // Each option is also listed in numeric_option_table(), which `causalqwen --list-numeric-options`
 // prints (subcommand, option, kind, range) for the test that walks every numeric option.
@@ -13,6 +14,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <concepts>
@@ -186,22 +188,60 @@ std::string default_text(const V& v) {
 
 }  // namespace detail_numeric
 
+namespace detail_numeric {
+
+/// The names of `flags` ("--alpha-start,--alpha" → "--alpha-start", "--alpha").
+inline std::vector<std::string> flag_names(const std::string& flags) {
+  std::vector<std::string> names;
+  for (std::size_t from = 0; from <= flags.size();) {
+    const std::size_t comma = std::min(flags.find(',', from), flags.size());
+    if (comma > from) names.push_back(flags.substr(from, comma - from));
+    from = comma + 1;
+  }
+  return names;
+}
+
+/// Adds one option per name of `flags`, so that a refusal names the one the user typed: the
+/// first with `help`, each other one "the same as <first>" (the two exclude each other). Each
+/// is listed in numeric_option_table() and writes `range` into its help; set(name, value)
+/// parses and stores a value given under `name`. Returns the first.
+template <class Arg, class Set, class List>
+CLI::Option* add_each_name(CLI::App* sub, const std::string& flags, const std::string& help, const std::string& range,
+                           const std::string& type, const Set& set, const List& list) {
+  CLI::Option* first = nullptr;
+  const auto names = flag_names(flags);
+  for (const auto& name : names) {
+    auto* opt = sub->add_option_function<Arg>(
+        name, [set, name](const Arg& value) { set(name, value); },
+        help_with_range(first ? "the same as " + names.front() : help, range));
+    opt->type_name(type);
+    list(opt);
+    if (first) first->excludes(opt);
+    else first = opt;
+  }
+  return first;
+}
+
+}  // namespace detail_numeric
+
 /// An integer option into `target` (any integer type whose values hold `range`), its range
 /// checked and written into its help, its current value shown as the default when `show_default`.
+/// Several names ("--a,--b") are one option each, so that a refusal names the one typed.
 template <std::integral Int>
 CLI::Option* add_integer(CLI::App* sub, const std::string& flags, Int& target, IntRange range, const std::string& help,
                          bool show_default = true) {
   if (range.min < std::int64_t(std::numeric_limits<Int>::min())) range.min = std::int64_t(std::numeric_limits<Int>::min());
   if (std::uint64_t(range.max) > std::uint64_t(std::numeric_limits<Int>::max()))
     range.max = std::int64_t(std::numeric_limits<Int>::max());
-  auto* opt = sub->add_option_function<std::string>(
-      flags, [&target, range, name = flags.substr(0, flags.find(','))](const std::string& text) {
+  auto* opt = detail_numeric::add_each_name<std::string>(
+      sub, flags, help, detail_numeric::range_text(range), "INT",
+      [&target, range](const std::string& name, const std::string& text) {
         target = static_cast<Int>(detail_numeric::parse_integer(name, text, range));
       },
-      detail_numeric::help_with_range(help, detail_numeric::range_text(range)));
-  opt->type_name("INT");
+      [&](const CLI::Option* o) {
+        detail_numeric::list(sub, o, "int", std::to_string(range.min), std::to_string(range.max), false, false);
+      });
   if (show_default) opt->default_str(detail_numeric::default_text(target));
-  detail_numeric::list(sub, opt, "int", std::to_string(range.min), std::to_string(range.max), false, false);
   return opt;
 }
 
@@ -209,14 +249,14 @@ CLI::Option* add_integer(CLI::App* sub, const std::string& flags, Int& target, I
 template <std::integral Int>
 CLI::Option* add_integer(CLI::App* sub, const std::string& flags, std::optional<Int>& target, IntRange range,
                          const std::string& help) {
-  auto* opt = sub->add_option_function<std::string>(
-      flags, [&target, range, name = flags.substr(0, flags.find(','))](const std::string& text) {
+  return detail_numeric::add_each_name<std::string>(
+      sub, flags, help, detail_numeric::range_text(range), "INT",
+      [&target, range](const std::string& name, const std::string& text) {
         target = static_cast<Int>(detail_numeric::parse_integer(name, text, range));
       },
-      detail_numeric::help_with_range(help, detail_numeric::range_text(range)));
-  opt->type_name("INT");
-  detail_numeric::list(sub, opt, "int", std::to_string(range.min), std::to_string(range.max), false, false);
-  return opt;
+      [&](const CLI::Option* o) {
+        detail_numeric::list(sub, o, "int", std::to_string(range.min), std::to_string(range.max), false, false);
+      });
 }
 
 namespace detail_numeric {
@@ -229,42 +269,37 @@ inline void list_real(CLI::App* sub, const CLI::Option* opt, const RealRange& r)
 template <std::floating_point Real>
 CLI::Option* add_real(CLI::App* sub, const std::string& flags, Real& target, RealRange range, const std::string& help,
                       bool show_default = true) {
-  auto* opt = sub->add_option_function<std::string>(
-      flags, [&target, range, name = flags.substr(0, flags.find(','))](const std::string& text) {
+  auto* opt = detail_numeric::add_each_name<std::string>(
+      sub, flags, help, detail_numeric::range_text(range), "FLOAT",
+      [&target, range](const std::string& name, const std::string& text) {
         target = static_cast<Real>(detail_numeric::parse_real(name, text, range));
       },
-      detail_numeric::help_with_range(help, detail_numeric::range_text(range)));
-  opt->type_name("FLOAT");
+      [&](const CLI::Option* o) { detail_numeric::list_real(sub, o, range); });
   if (show_default) opt->default_str(detail_numeric::default_text(target));
-  detail_numeric::list_real(sub, opt, range);
   return opt;
 }
 
 /// std::optional<double> target: set when the option is given.
 inline CLI::Option* add_real(CLI::App* sub, const std::string& flags, std::optional<double>& target, RealRange range,
                              const std::string& help) {
-  auto* opt = sub->add_option_function<std::string>(
-      flags, [&target, range, name = flags.substr(0, flags.find(','))](const std::string& text) {
+  return detail_numeric::add_each_name<std::string>(
+      sub, flags, help, detail_numeric::range_text(range), "FLOAT",
+      [&target, range](const std::string& name, const std::string& text) {
         target = detail_numeric::parse_real(name, text, range);
       },
-      detail_numeric::help_with_range(help, detail_numeric::range_text(range)));
-  opt->type_name("FLOAT");
-  detail_numeric::list_real(sub, opt, range);
-  return opt;
+      [&](const CLI::Option* o) { detail_numeric::list_real(sub, o, range); });
 }
 
 /// One or more reals (repeatable, or several after the flag), each finite and within `range`.
 inline CLI::Option* add_reals(CLI::App* sub, const std::string& flags, std::vector<double>& target, RealRange range,
                               const std::string& help) {
-  auto* opt = sub->add_option_function<std::vector<std::string>>(
-      flags, [&target, range, name = flags.substr(0, flags.find(','))](const std::vector<std::string>& texts) {
+  return detail_numeric::add_each_name<std::vector<std::string>>(
+      sub, flags, help, detail_numeric::range_text(range) + " each", "FLOAT",
+      [&target, range](const std::string& name, const std::vector<std::string>& texts) {
         target.clear();
         for (const auto& text : texts) target.push_back(detail_numeric::parse_real(name, text, range));
       },
-      detail_numeric::help_with_range(help, detail_numeric::range_text(range) + " each"));
-  opt->type_name("FLOAT");
-  detail_numeric::list_real(sub, opt, range);
-  return opt;
+      [&](const CLI::Option* o) { detail_numeric::list_real(sub, o, range); });
 }
 
 /// Prints the table, one option a line: "<command> <option> <int|real> <low> <high> <[|(><]|)>".

@@ -21,6 +21,18 @@ expect_refusal(max_new_tokens_past_positions "--max-new-tokens 40 must be at mos
                ${gen} --prompt abc --max-new-tokens 40)
 expect_refusal(long_prompt "prompt 0 has 55 tokens; with max_new_tokens 8 the model would see 62 positions, more than its 32"
                ${gen} --prompt "abc abc abc abc abc abc abc abc abc abc abc abc abc abc" --max-new-tokens 8)
+# compare-modes applies the same cap (--max-new-tokens, then prompt + new tokens) and policy
+set(cmp ${CLI} compare-modes --model ${MODEL} --tokenizer ${TOKENIZER} --samples 1)
+expect_refusal(compare_modes_max_new_tokens_past_positions "--max-new-tokens 40 must be at most the model's max_position_embeddings 32 \\(config.json\\)"
+               ${cmp} --prompt abc --max-new-tokens 40)
+expect_refusal(compare_modes_long_prompt "prompt 0 has 55 tokens; with max_new_tokens 8 the model would see 62 positions, more than its 32"
+               ${cmp} --prompt "abc abc abc abc abc abc abc abc abc abc abc abc abc abc" --max-new-tokens 8)
+execute_process(COMMAND ${cmp} --prompt "abc abc abc abc abc abc abc abc abc abc abc abc abc abc" --max-new-tokens 8
+                        --long-prompt keep-end RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "per step: token")
+  set(failures "${failures}\n  compare_modes_long_prompt_keep_end: exit status '${rc}' (expected 0 and the table)\n    stderr: ${err}")
+endif()
+expect_refusal(compare_modes_long_prompt_policy "--long-prompt" ${cmp} --prompt abc --long-prompt cut)
 # the documented alternative: keep-end drops the prompt's first tokens and generates
 execute_process(COMMAND ${gen} --prompt "abc abc abc abc abc abc abc abc abc abc abc abc abc abc" --max-new-tokens 8
                         --long-prompt keep-end RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
@@ -149,19 +161,23 @@ expect_refusal(generate_interval_nan "--interval nan: expected a finite number i
 expect_refusal(report_threshold_nan "--threshold nan: expected a finite number in \\(-inf, inf\\)"
                ${CLI} report --model ${MODEL} --inputs ${MODEL}/../inputs.json --threshold nan)
 expect_refusal(train_clip_nan "--clip nan: expected a finite number in \\[0, inf\\)" ${train_t} --clip nan --out ${WORK}/never)
-expect_refusal(train_alpha_nan "--alpha-start nan: expected a finite number in \\[0, 1\\]" ${train_t} --alpha nan --out ${WORK}/never)
+# an option of two names: the refusal names the one typed
+expect_refusal(train_alpha_nan "error: --alpha nan: expected a finite number in \\[0, 1\\]" ${train_t} --alpha nan --out ${WORK}/never)
+expect_refusal(train_alpha_start_nan "error: --alpha-start nan: expected a finite number in \\[0, 1\\]"
+               ${train_t} --alpha-start nan --out ${WORK}/never)
+expect_refusal(train_alpha_twice "--alpha-start excludes --alpha" ${train_t} --alpha 0.5 --alpha-start 0.5 --out ${WORK}/never)
 foreach(value nan inf -1 1e309)
   expect_refusal(train_lr_${value} "--lr ${value}: expected a finite number in \\(0, inf\\)" ${train_t} --lr=${value} --out ${WORK}/never)
 endforeach()
 expect_refusal(train_keep_tiles_text "--keep-tiles 12x: expected an integer in" ${train_t} --keep-tiles 12x --out ${WORK}/never)
 
 # --- sizes: what is being allocated and how much, checked before the allocation ----------------
-expect_refusal(train_batch_beyond_memory "a \\[B,S\\] = \\[1048576,16777216\\] batch needs [0-9.]+ [KMGTPE]iB \\([0-9]+ bytes\\), more than this machine's"
+expect_refusal(train_batch_beyond_memory "a \\[B,S\\] = \\[1048576,16777216\\] batch needs [0-9.]+ [KMGTPE]iB \\([0-9]+ bytes\\), more than the [0-9.]+ [KMGTPE]iB \\([0-9]+ bytes\\) of (memory available now|this machine.s physical memory)"
                ${train_t} --steps 2 --batch-size 1048576 --seq-len 16777216 --out ${WORK}/never)
-expect_refusal(demo_batch_beyond_memory "a \\[B,S\\] = \\[1048576,16777216\\] batch needs .* more than this machine's"
+expect_refusal(demo_batch_beyond_memory "a \\[B,S\\] = \\[1048576,16777216\\] batch needs .* more than the .* bytes\\) of (memory available now|this machine.s physical memory)"
                ${CLI} demo --out ${WORK}/demo_never --steps 1 --train-sentences 40 --val-sentences 8 --vocab 280 --plain
                --batch 1048576 --seq 16777216)
-expect_refusal(synth_count_beyond_memory "1000000000 synthetic sentences needs .* bytes\\), more than this machine's"
+expect_refusal(synth_count_beyond_memory "1000000000 synthetic sentences needs .* bytes\\), more than the .* bytes\\) of (memory available now|this machine.s physical memory)"
                ${CLI} synth --out ${WORK}/never.jsonl --count 1000000000)
 expect_refusal(compare_modes_samples_2_40 "--samples 1099511627776: expected an integer in \\[1, 1024\\]"
                ${CLI} compare-modes --model ${MODEL} --tokenizer ${TOKENIZER} --prompt abc --samples 1099511627776)
@@ -173,6 +189,8 @@ string(REGEX REPLACE "\"max_position_embeddings\": [0-9]+,?" "" no_cap "${config
 file(WRITE ${WORK}/model_no_cap/config.json "${no_cap}")
 expect_refusal(default_position_cap "--max-new-tokens 40000 must be at most the model's max_position_embeddings 32768 \\(the default cap: config.json states none\\)"
                ${CLI} generate --model ${WORK}/model_no_cap --tokenizer ${TOKENIZER} --prompt abc --max-new-tokens 40000)
+expect_refusal(compare_modes_default_position_cap "--max-new-tokens 40000 must be at most the model's max_position_embeddings 32768 \\(the default cap: config.json states none\\)"
+               ${CLI} compare-modes --model ${WORK}/model_no_cap --tokenizer ${TOKENIZER} --prompt abc --max-new-tokens 40000)
 
 # --- streams: read errors and endless lines are refused, never taken for the end of the input -----
 function(expect_refusal_stdin name regex input)
@@ -193,6 +211,7 @@ if(EXISTS /dev/zero)
   expect_refusal(train_dev_zero "/dev/zero:1: the line is longer than 64 MiB"
                  ${CLI} train --preset tiny --tokenizer ${WORK}/train_tokenizer.json --steps 2 --data /dev/zero --out ${WORK}/never)
   expect_refusal(forward_dev_zero "/dev/zero: holds more than 256 MiB, the limit of a JSON file" ${fwd} --inputs /dev/zero)
+  expect_refusal(tokenizer_dev_zero "/dev/zero: holds more than 256 MiB, the limit of a JSON file" ${gen_model} --tokenizer /dev/zero --prompt abc)
   expect_refusal(bpe_dev_zero "/dev/zero:1: the line is longer than 64 MiB" ${CLI} bpe --corpus /dev/zero --vocab-size 300 --out ${WORK}/never.json)
 endif()
 file(WRITE ${WORK}/prompts_empty.jsonl "")

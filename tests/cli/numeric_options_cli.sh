@@ -12,6 +12,11 @@
 # "A large allocation": more than 1 GiB of resident memory (GNU time's maximum RSS); besides,
 # without sanitizers the address space is limited to 8 GiB (ulimit -v), and under AddressSanitizer
 # (CQ_SANITIZED=1) an allocation above 1 GiB is a sanitizer error.
+# "Naming the option": the name as typed, not a longer one it begins (--alpha, not --alpha-start).
+#
+# Cost: every case is one process of the program (the OpenMP settings it would restart itself
+# for are set here, so it does not execute itself twice) under timeout and GNU time, and the
+# checks run in bash itself, without a process per check; the cases run JOBS at a time.
 #
 # usage: numeric_options_cli.sh CAUSALQWEN MODEL_DIR INPUTS_JSON TOKENIZER WORK_DIR [JOBS]
 set -u
@@ -25,7 +30,8 @@ RSS_LIMIT_KIB=$((1024 * 1024))
 if [ "${CQ_SANITIZED:-0}" = 1 ]; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}max_allocation_size_mb=1024:allocator_may_return_null=0:detect_leaks=0"
 fi
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+# the settings the program would otherwise restart itself with (core/threading.hpp)
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000
 
 # --- fixtures: a JSONL corpus with numbers, a BPE tokenizer with <NUM> for train/init ---------------
 printf '{"text": "the value is 3 and then 4"}\n{"text": "abc 12 abc 7"}\n{"text": "we saw 5 cats"}\n' > data.jsonl
@@ -83,89 +89,88 @@ while read -r sub opt kind low high ends; do
 done < options.txt
 if [ -s help_failures.txt ]; then cat help_failures.txt; failures=$((failures + $(wc -l < help_failures.txt))); fi
 
-# --- in range? ---------------------------------------------------------------------------------
-# int: an integer within [low, high] (int64 ends; 2^63 and 2^64 lie above every end)
-int_in_range() {  # value low high
-  [[ "$1" =~ ^-?[0-9]+$ ]] || return 1
-  [[ "$1" == 9223372036854775808 || "$1" == 18446744073709551616 ]] && return 1
-  (( $1 >= $2 && $1 <= $3 ))
-}
+# --- the cases: every option with every value, and whether the value lies in its range --------
+# int: an integer within [low, high] (int64 ends; 2^63 and 2^64 lie above every end);
 # real: finite, and within the ends (open or closed: ends like "[)")
-real_in_range() {  # value low high ends
-  case "$1" in nan|inf|-inf|1e309) return 1 ;; esac
-  awk -v v="$1" -v lo="$2" -v hi="$3" -v e="$4" 'BEGIN {
-    lo = (lo == "-inf") ? -1e308 * 10 : lo + 0; hi = (hi == "inf") ? 1e308 * 10 : hi + 0; v += 0
-    ok_lo = (substr(e, 1, 1) == "(") ? v > lo : v >= lo
-    ok_hi = (substr(e, 2, 1) == ")") ? v < hi : v <= hi
-    exit !(ok_lo && ok_hi) }'
-}
+awk -v values="${VALUES[*]}" '
+  BEGIN { nv = split(values, v, " "); n = 0 }
+  {
+    sub_ = $1; opt = $2; kind = $3; lo = $4; hi = $5; e = $6
+    for (k = 1; k <= nv; k++) {
+      x = v[k]; inside = 0
+      if (kind == "int") {
+        if (x ~ /^-?[0-9]+$/ && x != "9223372036854775808" && x != "18446744073709551616")
+          inside = (x + 0 >= lo + 0 && x + 0 <= hi + 0)
+      } else if (x != "nan" && x != "inf" && x != "-inf" && x != "1e309") {
+        l = (lo == "-inf") ? -1e308 * 10 : lo + 0; h = (hi == "inf") ? 1e308 * 10 : hi + 0; y = x + 0
+        ok_lo = (substr(e, 1, 1) == "(") ? y > l : y >= l
+        ok_hi = (substr(e, 2, 1) == ")") ? y < h : y <= h
+        inside = ok_lo && ok_hi
+      }
+      print ++n, sub_, opt, x, inside ? "in" : "out"
+    }
+  }' options.txt > cases.txt || { echo "the case list could not be made"; exit 1; }
 
-# --- one case ----------------------------------------------------------------------------------
+# --- one case: its verdict in results/N, its files kept only when it fails -------------------------
+mkdir -p results
 run_case() {  # n sub opt value expect(in|out)
-  local n=$1 sub=$2 opt=$3 value=$4 expect=$5 dir="$WORK/cases/$1"
-  mkdir -p "$dir"
+  local n=$1 sub=$2 opt=$3 value=$4 expect=$5 files="$WORK/cases/$1" dir="$WORK/cases/$1.out"
   local base=(${BASE[$sub]//OUT/$dir}) args=() i
   for ((i = 0; i < ${#base[@]}; i++)); do  # the option under test replaces the base command's
     if [ "${base[$i]}" = "$opt" ]; then i=$((i + 1)); continue; fi
     args+=("${base[$i]}")
   done
-  local limit=20
-  [ "$expect" = in ] && limit=120
-  (
-    [ "${CQ_SANITIZED:-0}" = 1 ] || ulimit -v $((8 * 1024 * 1024))
-    exec timeout -s KILL "$limit" "$TIME" -f "%e %M" -o "$dir/time" "$CLI" "${args[@]}" "$opt=$value" \
-      > "$dir/stdout" 2> "$dir/stderr"
-  )
-  local rc=$? what="$sub $opt=$value (outside its range)"
-  [ "$expect" = in ] && what="$sub $opt=$value (inside its range)"
-  local rss=0 seconds=?
-  [ -s "$dir/time" ] && read -r seconds rss < <(tail -1 "$dir/time")
-  grep -v '^Command exited with non-zero status' "$dir/stderr" > "$dir/err" 2>/dev/null
-  local lines
-  lines=$(grep -c . "$dir/err")
-  local result=ok
+  local limit=20 what="$sub $opt=$value (outside its range)"
+  if [ "$expect" = in ]; then limit=120 what="$sub $opt=$value (inside its range)"; mkdir -p "$dir"; fi
+  # this function runs in a background subshell of its own: the limit applies to it alone
+  [ "${CQ_SANITIZED:-0}" = 1 ] || ulimit -v $((8 * 1024 * 1024))
+  timeout -s KILL "$limit" "$TIME" -f "%e %M" -o "$files.time" "$CLI" "${args[@]}" "$opt=$value" \
+    > "$files.stdout" 2> "$files.stderr"
+  local rc=$? rss=0 seconds=? a b line lines=0 first="" err=""
+  while read -r a b; do seconds=$a rss=$b; done < "$files.time"  # its last line: "%e %M"
+  while IFS= read -r line || [ -n "$line" ]; do
+    [[ "$line" == "Command exited with non-zero status"* || -z "$line" ]] && continue
+    lines=$((lines + 1)); [ -z "$first" ] && first=$line
+    err+="$line "
+  done < "$files.stderr"
+  local result=ok named='(^|[^A-Za-z0-9-])'"$opt"'([^A-Za-z0-9-]|$)'
   if [ "$rc" -eq 137 ]; then result="killed after ${limit} s (a hang?)"
-  elif grep -q -E 'AddressSanitizer|runtime error:|LeakSanitizer' "$dir/err"; then result="sanitizer report: $(grep -m1 -E 'ERROR|runtime error' "$dir/err")"
+  elif [[ "$err" =~ AddressSanitizer|runtime\ error:|LeakSanitizer ]]; then result="sanitizer report: ${err:0:300}"
   elif [ "$rc" -gt 128 ]; then result="killed by signal $((rc - 128))"
   elif [[ "$rss" =~ ^[0-9]+$ ]] && [ "$rss" -gt "$RSS_LIMIT_KIB" ]; then result="maximum RSS ${rss} KiB"
-  elif grep -q -E 'bad_alloc|cannot allocate' "$dir/err"; then result="an allocation failed: $(head -1 "$dir/err")"
+  elif [[ "$err" =~ bad_alloc|cannot\ allocate ]]; then result="an allocation failed: $first"
   elif [ "$expect" = out ]; then
     if [ "$rc" -ne 1 ] && [ "$rc" -ne 2 ]; then result="exit status $rc (expected 1 or 2)"
     elif [ "$lines" -gt 3 ]; then result="$lines lines on stderr"
-    elif ! grep -q -F -e "$opt" "$dir/err"; then result="the message does not name $opt: $(head -1 "$dir/err")"
+    elif ! [[ "$err" =~ $named ]]; then result="the message does not name $opt: $first"
     fi
   fi
-  if [ "$result" = ok ]; then echo "ok $what: exit $rc in ${seconds} s, $(head -c 160 "$dir/err" | head -1)" > "$dir/result"
-  else echo "FAIL $what: $result; exit $rc; stderr: $(head -c 300 "$dir/err" | tr '\n' ' ')" > "$dir/result"; fi
-  # a passing case leaves nothing behind but its verdict
-  case "$result" in ok) find "$dir" -mindepth 1 ! -name result -delete 2> /dev/null ;; esac
+  if [ "$result" = ok ]; then
+    echo "ok $what: exit $rc in ${seconds} s, ${first:0:160}" > "results/$n"
+    rm -rf "$files.time" "$files.stdout" "$files.stderr" "$dir"
+  else
+    echo "FAIL $what: $result; exit $rc; stderr: ${err:0:300}" > "results/$n"
+  fi
 }
 
-n=0
 cases=0
 running=0
-while read -r sub opt kind low high ends; do
-  for value in "${VALUES[@]}"; do
-    n=$((n + 1))
-    expect=out
-    if [ "$kind" = int ]; then int_in_range "$value" "$low" "$high" && expect=in
-    else real_in_range "$value" "$low" "$high" "$ends" && expect=in; fi
-    if [ "$running" -ge "$JOBS" ]; then wait -n; running=$((running - 1)); fi
-    run_case "$n" "$sub" "$opt" "$value" "$expect" &
-    running=$((running + 1))
-    cases=$((cases + 1))
-  done
-done < options.txt
+while read -r n sub opt value expect; do
+  if [ "$running" -ge "$JOBS" ]; then wait -n; running=$((running - 1)); fi
+  run_case "$n" "$sub" "$opt" "$value" "$expect" &
+  running=$((running + 1))
+  cases=$((cases + 1))
+done < cases.txt
 wait
 
 options=$(wc -l < options.txt)
-for f in cases/*/result; do
-  if grep -q '^FAIL' "$f"; then cat "$f"; failures=$((failures + 1)); fi
+for f in results/*; do
+  read -r verdict rest < "$f"
+  if [ "$verdict" != ok ]; then cat "$f"; failures=$((failures + 1)); fi
 done
-in_range=$(grep -l ' (inside its range)' cases/*/result | wc -l)
+[ "$(ls results | wc -l)" -eq "$cases" ] || fail "$cases cases, but $(ls results | wc -l) verdicts"
+in_range=$(grep -c ' in$' cases.txt)
 echo "numeric options: $options options of $(echo $subcommands | wc -w) subcommands, $cases cases ($in_range in range), $failures failures"
-if [ "$failures" -gt 0 ]; then
-  for f in cases/*/result; do grep -q '^ok' "$f" && [ -n "${VERBOSE:-}" ] && cat "$f"; done
-  exit 1
-fi
+if [ -n "${VERBOSE:-}" ]; then cat results/*; fi
+if [ "$failures" -gt 0 ]; then exit 1; fi
 echo "NUMERIC_OPTIONS_OK"

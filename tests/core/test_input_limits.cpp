@@ -1,5 +1,5 @@
 // The library's input limits: sizes that allocate (core/checked_size.hpp: products and sums that
-// would pass 2^64 − 1, byte counts above the machine's memory, std::bad_alloc named), the line
+// would pass 2^64 − 1, byte counts above the memory available now, std::bad_alloc named), the line
 // reader (core/line_reader.hpp: lines past the limit, read errors, '\r\n', a last line without
 // '\n'), and the escaping of bytes in JSON parse errors (core/json.hpp).
 #include "../support/test_support.hpp"
@@ -60,13 +60,52 @@ TEST_CASE("checked_mul and checked_add refuse what passes 2^64 - 1 and name what
   CHECK_THROWS_AS(cq::checked_mul(max_size, 2, "x"), cq::DomainError);
 }
 
-TEST_CASE("require_memory refuses more bytes than the machine has, naming what and how much") {
-  const std::size_t have = cq::physical_memory_bytes();
-  REQUIRE(have > (std::size_t{1} << 20));
+TEST_CASE("parse_mem_available reads MemAvailable of /proc/meminfo's text, refuses what it cannot read") {
+  const std::string meminfo = "MemTotal:       24683568 kB\nMemFree:        21313256 kB\nMemAvailable:   21909100 kB\n";
+  CHECK(cq::parse_mem_available(meminfo) == std::size_t{21909100} * 1024);
+  CHECK(cq::parse_mem_available("MemAvailable: 0 kB") == std::size_t{0});
+  CHECK(!cq::parse_mem_available("MemTotal: 24683568 kB\nMemFree: 21313256 kB\n"));  // a kernel without it
+  CHECK(!cq::parse_mem_available("XMemAvailable: 5 kB\n"));                          // not at a line's start
+  CHECK(!cq::parse_mem_available("MemAvailable: kB\n"));
+  CHECK(!cq::parse_mem_available("MemAvailable: 5 MB\n"));
+  CHECK(!cq::parse_mem_available("MemAvailable: 18446744073709551616 kB\n"));  // past 2^64 - 1 before the unit
+  CHECK(!cq::parse_mem_available("MemAvailable: 18014398509481984 kB\n"));     // 2^54 kB: 2^64 bytes
+  CHECK(!cq::parse_mem_available(""));
+}
+
+TEST_CASE("available_memory: MemAvailable now, the physical memory where /proc/meminfo cannot be read") {
+  const auto now = cq::available_memory();
+  if (std::filesystem::exists("/proc/meminfo")) CHECK(now.available_now);
+  CHECK(now.bytes > (std::size_t{1} << 20));
+  CHECK(now.bytes <= cq::physical_memory_bytes());
+  const auto fallback = cq::available_memory("/nonexistent/meminfo");
+  CHECK(!fallback.available_now);
+  CHECK(fallback.bytes == cq::physical_memory_bytes());
+  TempFile without_key("MemTotal: 1024 kB\n");
+  CHECK(!cq::available_memory(without_key.path.c_str()).available_now);
+  TempFile with_key("MemTotal: 4096 kB\nMemAvailable: 1024 kB\n");
+  const auto read = cq::available_memory(with_key.path.c_str());
+  CHECK(read.available_now);
+  CHECK(read.bytes == std::size_t{1} << 20);
+}
+
+TEST_CASE("require_memory refuses more bytes than are available now, naming what, the bytes needed and available") {
   CHECK_NOTHROW(cq::require_memory(1 << 20, "a small buffer"));
-  const auto m = cqtest::error_message<cq::SizeError>([&] { cq::require_memory(have + 1, "the KV cache"); });
-  CHECK(m.find("the KV cache needs ") != std::string::npos);
-  CHECK(m.find(fmt::format("({} bytes), more than this machine's", have + 1)) != std::string::npos);
+  // above the physical memory: refused whatever MemAvailable says this instant
+  const std::size_t physical = cq::physical_memory_bytes();
+  REQUIRE(physical > (std::size_t{1} << 20));
+  const auto m = cqtest::error_message<cq::SizeError>([&] { cq::require_memory(physical + 1, "the KV cache"); });
+  CHECK(m.find(fmt::format("the KV cache needs {} ({} bytes), more than the ", cq::readable_bytes(double(physical + 1)),
+                           physical + 1)) == 0);
+  const bool now = cq::available_memory().available_now;
+  CHECK(m.find(now ? " bytes) of memory available now" : " bytes) of this machine's physical memory") != std::string::npos);
+  // against a given figure: below the physical memory but above what is available now
+  const cq::AvailableMemory one_mib{std::size_t{1} << 20, true};
+  CHECK_NOTHROW(cq::require_memory(std::size_t{1} << 20, "a batch", one_mib));
+  CHECK(cqtest::error_message<cq::SizeError>([&] { cq::require_memory((std::size_t{1} << 20) + 1, "a batch", one_mib); }) ==
+        "a batch needs 1.0 MiB (1048577 bytes), more than the 1.0 MiB (1048576 bytes) of memory available now");
+  CHECK(cqtest::error_message<cq::SizeError>([&] { cq::require_memory(std::size_t{3} << 30, "a batch", {std::size_t{1} << 30, false}); }) ==
+        "a batch needs 3.0 GiB (3221225472 bytes), more than the 1.0 GiB (1073741824 bytes) of this machine's physical memory");
   CHECK(cq::readable_bytes(512) == "512 bytes");
   CHECK(cq::readable_bytes(3.0 * 1024 * 1024) == "3.0 MiB");
   CHECK(cq::readable_bytes(static_cast<double>(max_size)) == "16.0 EiB");

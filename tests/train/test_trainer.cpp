@@ -368,6 +368,19 @@ TEST_CASE("a crash inside a checkpoint write keeps the previous checkpoint as LA
     CHECK(cqtest::error_message<cq::FormatError>([&] { ct::latest_checkpoint(out); })
               .find("expected a checkpoint name such as step-00000120") != std::string::npos);
   }
+  // LATEST is read through the line reader: a line past its limit, and a read error (LATEST a
+  // directory), are refused naming the file, never taken for an empty name
+  const auto latest = (out / "checkpoints" / "LATEST").string();
+  std::ofstream(latest) << std::string(ct::latest_max_line_bytes + 1, 's') << "\n";
+  CHECK(cqtest::error_message<cq::FormatError>([&] { ct::latest_checkpoint(out); }) ==
+        latest + ":1: the line is longer than 4096 bytes, the limit of a line");
+  fs::remove(latest);
+  fs::create_directory(latest);
+  CHECK(cqtest::error_message<cq::FormatError>([&] { ct::latest_checkpoint(out); })
+            .starts_with(latest + ": read error after line 0"));
+  fs::remove(latest);
+  std::ofstream(latest) << "step-00000010\r\n";  // a '\r' before the '\n' is dropped
+  CHECK(ct::latest_checkpoint(out)->filename() == "step-00000010");
   fs::remove_all(out);
 }
 
@@ -395,6 +408,23 @@ TEST_CASE("resume trusts nothing: checkpoints without LATEST are refused, a stat
   fs::remove(out / "checkpoints" / "LATEST");
   CHECK(cqtest::error_message<cq::FormatError>([&] { ct::latest_checkpoint(out); })
             .find("checkpoints: holds 1 checkpoint directories (step-00000020) but no LATEST") != std::string::npos);
+  fs::remove_all(out);
+}
+
+TEST_CASE("read_metrics: a missing log is empty, a half-written line skipped, a read error refused") {
+  const auto out = fresh_dir("metrics_read");
+  CHECK(ct::read_metrics(out / "absent.jsonl").empty());
+  const auto log = out / "metrics.jsonl";
+  std::ofstream(log) << "{\"split\": \"train\", \"step\": 1}\r\n\n{\"split\": \"train\", \"step\": 2}\n{\"split\": \"tr";
+  const auto records = ct::read_metrics(log);
+  REQUIRE(records.size() == 2);
+  CHECK(records[1]["step"] == 2);
+  ct::truncate_metrics(log, 1);
+  CHECK(ct::read_metrics(log).size() == 1);
+  // a log that is a directory is a read error naming it, not an empty log
+  fs::create_directory(out / "dir.jsonl");
+  CHECK(cqtest::error_message<cq::FormatError>([&] { ct::read_metrics(out / "dir.jsonl"); })
+            .starts_with((out / "dir.jsonl").string() + ": read error after line 0"));
   fs::remove_all(out);
 }
 

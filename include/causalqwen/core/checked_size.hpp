@@ -1,8 +1,8 @@
 /// Sizes that allocate, checked: every product or sum of sizes that becomes an allocation goes
 /// through checked_mul / checked_add, which refuse (SizeError naming what was being sized) instead
-/// of wrapping around 2^64, and require_memory refuses a byte count above this machine's physical
-/// memory before the allocation is tried (an overcommitting kernel would grant it and then kill
-/// the process as the pages are touched). allocating(what, bytes, f) runs an allocation and turns
+/// of wrapping around 2^64, and require_memory refuses a byte count above the memory available
+/// now (MemAvailable in /proc/meminfo, else the physical memory) before the allocation is tried
+/// (an overcommitting kernel would grant it and then kill the process as the pages are touched). allocating(what, bytes, f) runs an allocation and turns
 /// std::bad_alloc into a SizeError naming what and how much.
 ///
 ///   const auto cells = checked_mul(rows, seq, "train batch [B,S]");
@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <concepts>
@@ -20,13 +21,14 @@
 #include <initializer_list>
 #include <limits>
 #include <new>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
 
 namespace causalqwen {
 
-/// A size that overflows, or more memory than the machine has: what was being sized and how much.
+/// A size that overflows, or more memory than is available: what was being sized and how much.
 class SizeError : public DomainError {
  public:
   using DomainError::DomainError;
@@ -96,18 +98,68 @@ inline std::size_t physical_memory_bytes() {
   return bytes;
 }
 
-/// SizeError when `bytes` exceed the machine's physical memory: "<what> needs 1.0 TiB, more than
-/// this machine's 15.6 GiB of memory".
-template <SizeWhat What>
-void require_memory(std::size_t bytes, const What& what) {
-  const std::size_t have = physical_memory_bytes();
-  if (bytes > have) [[unlikely]]
-    throw SizeError(fmt::format("{} needs {} ({} bytes), more than this machine's {} of memory", detail::what_text(what),
-                                readable_bytes(static_cast<double>(bytes)), bytes,
-                                readable_bytes(static_cast<double>(have))));
+/// MemAvailable of a /proc/meminfo text ("MemAvailable:   21909100 kB"), in bytes = kB · 1024;
+/// nullopt when the line is absent, malformed or its value passes 2^64 − 1 bytes.
+inline std::optional<std::size_t> parse_mem_available(std::string_view meminfo) {
+  constexpr std::string_view key = "MemAvailable:";
+  std::size_t at = meminfo.find(key);
+  while (at != std::string_view::npos && at != 0 && meminfo[at - 1] != '\n') at = meminfo.find(key, at + 1);
+  if (at == std::string_view::npos) return std::nullopt;
+  std::size_t i = at + key.size();
+  while (i < meminfo.size() && meminfo[i] == ' ') ++i;
+  std::size_t kib = 0;
+  const std::size_t first_digit = i;
+  for (; i < meminfo.size() && meminfo[i] >= '0' && meminfo[i] <= '9'; ++i)
+    if (__builtin_mul_overflow(kib, std::size_t{10}, &kib) || __builtin_add_overflow(kib, std::size_t(meminfo[i] - '0'), &kib))
+      return std::nullopt;
+  if (i == first_digit || meminfo.substr(i, 3) != " kB") return std::nullopt;
+  std::size_t bytes = 0;
+  if (__builtin_mul_overflow(kib, std::size_t{1024}, &bytes)) return std::nullopt;
+  return bytes;
 }
 
-/// count · sizeof(T) bytes for `what`, checked for overflow and against the machine's memory.
+/// The memory a process may take now, and what the figure is.
+struct AvailableMemory {
+  std::size_t bytes = std::numeric_limits<std::size_t>::max();
+  bool available_now = false;  ///< true: MemAvailable; false: physical memory (or 2^64 − 1 when unknown)
+};
+
+/// The memory available now: MemAvailable of `meminfo_path` (the kernel's estimate of what can be
+/// allocated without swapping), else this machine's physical memory. Read with one open/read into
+/// a stack buffer: no allocation, about as cheap as a system call, so a check on a hot path may
+/// call it once per decision.
+inline AvailableMemory available_memory(const char* meminfo_path = "/proc/meminfo") {
+  char text[4096];
+  std::size_t used = 0;
+  const int fd = ::open(meminfo_path, O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    for (ssize_t got; used < sizeof text && (got = ::read(fd, text + used, sizeof text - used)) > 0;)
+      used += static_cast<std::size_t>(got);
+    ::close(fd);
+  }
+  if (const auto bytes = parse_mem_available(std::string_view(text, used))) return {*bytes, true};
+  return {physical_memory_bytes(), false};
+}
+
+/// SizeError when `bytes` exceed `have` (the memory available now), naming what, the bytes
+/// needed and the bytes available: "<what> needs 1.0 TiB (1099511627776 bytes), more than the
+/// 15.6 GiB (16750372864 bytes) of memory available now".
+template <SizeWhat What>
+void require_memory(std::size_t bytes, const What& what, const AvailableMemory& have) {
+  if (bytes > have.bytes) [[unlikely]]
+    throw SizeError(fmt::format("{} needs {} ({} bytes), more than the {} ({} bytes) of {}", detail::what_text(what),
+                                readable_bytes(static_cast<double>(bytes)), bytes,
+                                readable_bytes(static_cast<double>(have.bytes)), have.bytes,
+                                have.available_now ? "memory available now" : "this machine's physical memory"));
+}
+
+/// require_memory against available_memory(), read once for this decision.
+template <SizeWhat What>
+void require_memory(std::size_t bytes, const What& what) {
+  require_memory(bytes, what, available_memory());
+}
+
+/// count · sizeof(T) bytes for `what`, checked for overflow and against the memory available now.
 template <class T, SizeWhat What>
 std::size_t require_elements(std::size_t count, const What& what) {
   const auto bytes = checked_bytes<T>(count, what);

@@ -4,7 +4,8 @@
 /// naming the source (a file, or "file:line" for JSONL), the field path and what was expected.
 ///
 ///   parse(text, source)           text → JSON, or FormatError "<source>: not valid JSON (…)"
-///   parse_file(path)              the same for a whole file ("cannot open" when unreadable)
+///   read_file_text(path)          a whole JSON file's text (refused when unreadable or past 256 MiB)
+///   parse_file(path)              the same, parsed
 ///   guarded(source, read)         runs read(); a JSON library exception escaping it becomes
 ///                                 FormatError "<source>: <its message>"
 ///   field<T>(object, key, …)      a present field of type T, else FormatError naming the path
@@ -78,11 +79,12 @@ inline Json parse(std::string_view text, std::string_view source) {
 /// The largest JSON file parse_file reads: 256 MiB (a Qwen2 tokenizer.json is about 7 MiB).
 inline constexpr std::size_t max_json_file_bytes = std::size_t{256} << 20;
 
-/// The file at `path` parsed (see parse()); FormatError when it cannot be opened or read, or
-/// holds more than max_json_file_bytes (/dev/zero is refused after that many bytes, not read on).
-inline Json parse_file(const std::filesystem::path& path) {
+/// The text of the JSON file at `path`; FormatError "<path>: cannot open the <what>" when it
+/// cannot be opened, "<path>: read error" when a read fails (a directory, EIO), and "holds more
+/// than 256 MiB" past max_json_file_bytes (/dev/zero is refused after that many bytes, not read on).
+inline std::string read_file_text(const std::filesystem::path& path, std::string_view what = "file") {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw FormatError(fmt::format("{}: cannot open the file", path.string()));
+  if (!in) throw FormatError(fmt::format("{}: cannot open the {}", path.string(), what));
   std::string text;
   char chunk[1 << 16];
   while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
@@ -92,7 +94,12 @@ inline Json parse_file(const std::filesystem::path& path) {
                                     max_json_file_bytes >> 20));
   }
   if (in.bad()) throw FormatError(fmt::format("{}: read error", path.string()));
-  return parse(text, path.string());
+  return text;
+}
+
+/// The file at `path` parsed (see parse() and read_file_text()).
+inline Json parse_file(const std::filesystem::path& path) {
+  return parse(read_file_text(path), path.string());
 }
 
 /// read(), with any JSON library exception escaping it turned into FormatError naming `source`.

@@ -1,7 +1,8 @@
 /// The four modes side by side on the same prompt: compare_modes runs deterministic (one
 /// draw), sampling (`samples` draws at `temperature`), causal (`samples` draws) and compatible
 /// greedy (one draw), each continuation with its tokens, P(<NUM>) and the head's predicted
-/// number and scale per step. It computes only; the causalqwen program prints the table.
+/// number and scale per step; a prompt too long for max_sequence_length is refused or cut as in
+/// TextGenerator. It computes only; the causalqwen program prints the table.
 ///
 /// mode_statistics gives the sampling specification's quantitative checks of such runs:
 ///   sampling against deterministic: over the sampling draws, the share of aligned steps (up to
@@ -30,6 +31,10 @@ struct ModeComparisonOptions {
   double temperature = 1.0;         // sampling mode's T
   std::uint64_t seed = 0;
   RenderOptions render{Uncertainty::plus_minus};  // how each continuation's numbers are written
+  /// The longest sequence the model takes (e.g. config.json's max_position_embeddings; 0: no
+  /// limit) and what a prompt too long for it gets, as in TextGenerationOptions.
+  std::size_t max_sequence_length = 0;
+  LongPrompt long_prompt = LongPrompt::error;
 };
 
 /// One labelled continuation of a comparison.
@@ -122,6 +127,8 @@ std::vector<ModeRun> compare_modes(model::CausalQwen<T>& model, const text::Toke
     t.generation.max_new_tokens = o.max_new_tokens;
     t.render = o.render;
     t.seed = o.seed;
+    t.max_sequence_length = o.max_sequence_length;
+    t.long_prompt = o.long_prompt;
     const std::vector<std::string> batch(draws, prompt);  // draw i = row i's own stream
     auto results = gen.run(batch, t);
     for (std::size_t i = 0; i < draws; ++i)

@@ -7,15 +7,13 @@
 ///   bytes      = parameters · 4 (float, the smallest element type)
 /// The estimate counts parameters only: activations, caches and optimiser moments come on top.
 #pragma once
+#include "causalqwen/core/checked_size.hpp"
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/model/config.hpp"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <cstddef>
-#include <fstream>
-#include <optional>
 #include <string>
 
 namespace causalqwen::io {
@@ -31,20 +29,6 @@ struct ModelSizeLimits {
   std::size_t max_position_embeddings = std::size_t{1} << 24;
 };
 
-/// Bytes of memory this process may still take: MemAvailable of /proc/meminfo, else the
-/// physical memory (sysconf), else nullopt when neither is known.
-inline std::optional<double> available_memory_bytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  double kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024.0;
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGESIZE);
-  if (pages > 0 && page_size > 0) return static_cast<double>(pages) * static_cast<double>(page_size);
-  return std::nullopt;
-}
-
 /// The number of parameters of the model `c` describes (formula at the top of this file), in
 /// double so that no size can wrap.
 inline double estimated_parameter_count(const model::CausalConfig& c) {
@@ -58,14 +42,15 @@ inline double estimated_parameter_count(const model::CausalConfig& c) {
 }
 
 /// FormatError "<file>: the model would need about N bytes …" when the parameters alone (as
-/// float) exceed the memory available.
+/// float) exceed the memory available now (available_memory(): MemAvailable, else physical).
 inline void check_model_fits_memory(const model::CausalConfig& c, const std::string& file) {
   const double bytes = estimated_parameter_count(c) * 4.0;
-  const auto available = available_memory_bytes();
-  if (available && bytes > *available)
+  const AvailableMemory available = available_memory();
+  if (bytes > static_cast<double>(available.bytes))
     throw FormatError(fmt::format("{}: the model would need about {:.0f} bytes for its parameters alone "
-                                  "(as float32), more than the {:.0f} bytes of memory available",
-                                  file, bytes, *available));
+                                  "(as float32), more than the {} bytes of {}",
+                                  file, bytes, available.bytes,
+                                  available.available_now ? "memory available now" : "this machine's physical memory"));
 }
 
 }  // namespace causalqwen::io

@@ -11,9 +11,7 @@
 #include "causalqwen/text/tokenizer.hpp"
 
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -24,12 +22,15 @@ enum class ChatTemplate { chatml };
 /// The template of `config_path` (tokenizer_config.json) for `tok`: ChatML, or DomainError
 /// naming the file and saying what is missing.
 inline ChatTemplate recognise_chat_template(const std::filesystem::path& config_path, const text::Tokenizer& tok) {
-  std::ifstream in(config_path);
-  detail::require(static_cast<bool>(in), "chat", "{}: cannot open the file (a chat template is read from it)",
-                  config_path.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+  // read whole (json::read_file_text: a read error or a file past 256 MiB is refused), every
+  // refusal of this function a DomainError
+  std::string text;
+  try {
+    text = json::read_file_text(config_path, "file (a chat template is read from it)");
+  } catch (const FormatError& e) {
+    throw DomainError(std::string("causalqwen::chat: ") + e.what());
+  }
+  const auto j = nlohmann::json::parse(text, nullptr, false);
   detail::require(!j.is_discarded() && j.is_object(), "chat", "{}: not a JSON object", config_path.string());
   const auto it = j.find("chat_template");
   detail::require(it != j.end() && it->is_string(), "chat", "{}: no \"chat_template\" string", config_path.string());

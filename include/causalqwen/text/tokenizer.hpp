@@ -88,13 +88,10 @@ struct NumberDecodeOptions {
 
 class Tokenizer {
  public:
-  /// Reads a tokenizer.json; FormatError names the file and the field at fault.
+  /// Reads a tokenizer.json (json::read_file_text: a read error or a file past 256 MiB is
+  /// refused); FormatError names the file and the field at fault.
   static Tokenizer from_file(const std::string& path, TokenizerOptions options = {}) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw FormatError(path + ": cannot open the tokenizer file");
-    std::ostringstream buffer;
-    buffer << in.rdbuf();
-    return from_json_text(buffer.str(), path, std::move(options));
+    return from_json_text(json::read_file_text(path, "tokenizer file"), path, std::move(options));
   }
 
   /// Parses tokenizer.json text; `source` names it in errors.

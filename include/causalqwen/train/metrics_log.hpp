@@ -7,6 +7,7 @@
 /// `step` counts optimiser updates (1 = after the first). Numbers are written with round-trip
 /// precision, so equal lines mean bit-equal values.
 #pragma once
+#include "causalqwen/core/line_reader.hpp"
 #include "causalqwen/io/atomic_file.hpp"
 #include "causalqwen/model/causal_head.hpp"
 
@@ -14,7 +15,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -32,13 +32,17 @@ inline nlohmann::json metrics_json(const model::HeadMetrics& m) {
           {"valid_count", m.valid_count}, {"num_count", m.num_count}};
 }
 
-/// Reads a JSONL metrics file; a line that does not parse (e.g. the half-written last line of a
-/// killed run) is skipped. A missing file gives an empty list.
+/// Reads a JSONL metrics file through the line reader; a line that does not parse (e.g. the
+/// half-written last line of a killed run) is skipped. A missing file gives an empty list; a
+/// file that cannot be opened or read, or a line longer than 64 MiB, is a FormatError naming the
+/// file (and the line).
 inline std::vector<nlohmann::json> read_metrics(const std::filesystem::path& path) {
   std::vector<nlohmann::json> out;
-  std::ifstream in(path);
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return out;
+  LineReader in(path, default_max_line_bytes, "metrics file");
   std::string line;
-  while (std::getline(in, line)) {
+  while (in.next(line)) {
     if (line.empty()) continue;
     auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_object()) out.push_back(std::move(j));

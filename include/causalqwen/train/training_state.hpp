@@ -16,6 +16,7 @@
 #pragma once
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/json.hpp"
+#include "causalqwen/core/line_reader.hpp"
 #include "causalqwen/io/atomic_file.hpp"
 #include "causalqwen/io/safetensors.hpp"
 #include "causalqwen/io/safetensors_writer.hpp"
@@ -32,7 +33,6 @@
 #include <bit>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -111,6 +111,9 @@ inline std::vector<std::string> checkpoint_names(const std::filesystem::path& ou
   return names;
 }
 
+/// The longest line LATEST may hold: a checkpoint's name is "step-" and its digits.
+inline constexpr std::size_t latest_max_line_bytes = 4096;
+
 /// The newest complete checkpoint's directory, if LATEST exists; nullopt for a run with no
 /// checkpoint at all (nothing to resume). FormatError naming LATEST when it cannot be read or
 /// holds anything but the name of a complete checkpoint ("step-<digits>" with a state file), and
@@ -127,10 +130,11 @@ inline std::optional<std::filesystem::path> latest_checkpoint(const std::filesys
                                   checkpoints_dir(out).string(), found.size(), found.back(),
                                   found.size() > 1 ? fmt::format(" the newest, {} the oldest", found.front()) : ""));
   }
-  std::ifstream in(latest);
+  // its first line, through the line reader: a read error (LATEST a directory, EIO) or a line
+  // past latest_max_line_bytes is refused naming the file, never taken for an empty name
   std::string name;
-  if (!in || std::filesystem::is_directory(latest, ec) || (!std::getline(in, name) && !in.eof()))
-    throw FormatError(fmt::format("{}: cannot read the file naming the newest checkpoint", latest.string()));
+  LineReader in(latest, latest_max_line_bytes, "file naming the newest checkpoint");
+  in.next(name);
   if (name.size() > 80) name.resize(80);
   if (!is_checkpoint_name(name))
     throw FormatError(fmt::format("{}: names '{}', expected a checkpoint name such as step-00000120",
