@@ -7,7 +7,8 @@
 # median, batch 16 x 64 tokens, clip 1), ONE thread each, one after the other; then `causalqwen
 # eval` of each on the held-out file (same threads). Writes one Markdown table (NLL, CRPS median,
 # coverage at 50 % and 90 %, the interval scores at 50 % and 90 %, MAE; overall and per family)
-# to OUT_MD, after a header naming the date, the command, the machine and the budget.
+# to OUT_MD, after a header naming the date, the command, the machine and the budget, and a
+# second table of the next-token statistics (accuracy, <NUM> precision and recall, L_cls, RMSE).
 #
 # usage: benchmarks/reg_heads.sh CLI WORK_DIR [STEPS (default 5000, the demo's)] [OUT_MD (default: WORK_DIR/reg-heads.md)]
 #   CLI       build/bin/causalqwen
@@ -41,7 +42,8 @@ done
 import datetime, json, os, platform, subprocess, sys
 w, steps, seed, out_md, command = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 heads = ["cauchy", "gaussian", "mse"]
-reports = {h: json.load(open(f"{w}/eval-{h}.json"))["scores"]["uncalibrated"] for h in heads}
+full = {h: json.load(open(f"{w}/eval-{h}.json")) for h in heads}
+reports = {h: full[h]["scores"]["uncalibrated"] for h in heads}
 def fmt(v, spec=".4g"):
     return "—" if v is None else format(v, spec)
 def row(name, h, s):
@@ -76,6 +78,13 @@ for g in sorted(reports["cauchy"]["groups"]):
     for h in heads:
         if g in reports[h]["groups"]:
             lines.append(row(g, h, reports[h]["groups"][g]))
+lines += ["", "The same models' next-token statistics on the held-out sentences (the regression loss shares the backbone "
+          "with the classification):", "",
+          "| head | next-token accuracy | <NUM> precision | <NUM> recall | L_cls | RMSE |", "|---|---|---|---|---|---|"]
+for h in heads:
+    t = full[h]["calibration"]["overall"]["tokens"]
+    lines.append(f"| {h} | {fmt(t['accuracy'], '.4f')} | {fmt(t['num_precision'], '.4f')} | {fmt(t['num_recall'], '.4f')} | "
+                 f"{fmt(full[h]['metrics']['L_cls_mean'])} | {fmt(reports[h]['overall']['rmse'])} |")
 text = "\n".join(lines) + "\n"
 open(out_md, "w").write(text)
 print(text)
