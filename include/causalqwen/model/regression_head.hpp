@@ -54,7 +54,7 @@ inline bool parse_reg_head(std::string_view name, RegHead& head) {
 inline bool has_scale(RegHead head) { return head != RegHead::mse; }
 
 /// One number's loss and its partials ∂/∂loc, ∂/∂scale.
-template <class T>
+template <Real T>
 struct RegressionLossGrad {
   T value, d_loc, d_scale;
 };
@@ -63,7 +63,7 @@ struct RegressionLossGrad {
 /// ∂/∂σ = (1 − r²)/σ: as (1 − r)(1 + r)/σ for |r| < 2 (no cancellation near r = 1), else as
 /// 1/σ − r·(r/σ) (no r² formed where r·r/σ would overflow while the result does not).
 /// ½·r² is formed as (½·r)·r. +∞ (and infinite partials) once r² passes the largest value.
-template <class T>
+template <Real T>
 inline RegressionLossGrad<T> gaussian_nll_grad(T y, T mu, T sigma) noexcept {
   const T r = (y - mu) / sigma;
   const T half_log_two_pi = T(0.5) * std::log(T(2) * std::numbers::pi_v<T>);
@@ -73,14 +73,14 @@ inline RegressionLossGrad<T> gaussian_nll_grad(T y, T mu, T sigma) noexcept {
 }
 
 /// ½·(y − c)², with ∂/∂c = c − y and ∂/∂scale = 0.
-template <class T>
+template <Real T>
 inline RegressionLossGrad<T> half_squared_error_grad(T y, T c) noexcept {
   const T e = c - y;
   return {(T(0.5) * e) * e, e, T(0)};
 }
 
 /// The loss of `head` for the number y given (loc, scale), with its partials (see the file comment).
-template <class T>
+template <Real T>
 inline RegressionLossGrad<T> regression_loss_grad(RegHead head, T y, T loc, T scale) noexcept {
   switch (head) {
     case RegHead::gaussian: return gaussian_nll_grad(y, loc, scale);
@@ -92,13 +92,13 @@ inline RegressionLossGrad<T> regression_loss_grad(RegHead head, T y, T loc, T sc
 }
 
 /// Φ(z), the standard normal distribution function, as ½·erfc(−z/√2) (accurate in both tails).
-template <class T>
+template <Real T>
 inline T normal_cdf(T z) noexcept {
   return T(0.5) * std::erfc(-z / std::numbers::sqrt2_v<T>);
 }
 
 /// φ(z) = exp(−z²/2)/√(2π).
-template <class T>
+template <Real T>
 inline T normal_pdf(T z) noexcept {
   return std::exp(T(-0.5) * z * z) * (std::numbers::inv_sqrtpi_v<T> / std::numbers::sqrt2_v<T>);
 }
