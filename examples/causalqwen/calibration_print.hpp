@@ -41,12 +41,19 @@ inline void print_number_calibration(std::FILE* out, const causalqwen::train::Nu
                                      const std::string& indent = "  ") {
   fmt::print(out, "{}numbers: {} <NUM> targets\n", indent, r.numbers);
   if (r.numbers == 0) return;
-  fmt::print(out, "{}  MAE of loc_Y {}, median |error| {}, mean Cauchy NLL {}\n", indent, or_dash(r.mae),
-             or_dash(r.median_abs_error), or_dash(r.mean_nll));
+  const bool point = !causalqwen::model::has_scale(r.head);
+  if (point)
+    fmt::print(out, "{}  MAE of loc_Y {}, median |error| {} (a point head: no NLL, interval or PIT)\n", indent, or_dash(r.mae),
+               or_dash(r.median_abs_error));
+  else
+    fmt::print(out, "{}  MAE of loc_Y {}, median |error| {}, mean {} NLL {}\n", indent, or_dash(r.mae),
+               or_dash(r.median_abs_error), r.head == causalqwen::model::RegHead::gaussian ? "Gaussian" : "Cauchy",
+               or_dash(r.mean_nll));
   if (r.baseline)
     fmt::print(out, "{}  baseline: always {:.6g} has MAE {}, median |error| {}; the model's are {}x and {}x of it\n",
                indent, r.baseline->value, or_dash(r.baseline->mae), or_dash(r.baseline->median_abs_error),
                or_dash(r.baseline->mae_ratio, "{:.3f}"), or_dash(r.baseline->median_abs_error_ratio, "{:.3f}"));
+  if (point) return;
   fmt::print(out, "{}  central interval  coverage  ± 2 s.e.  median width  verdict\n", indent);
   for (const auto& interval : r.intervals)
     fmt::print(out, "{}  {:>14.0f}%  {:>8}  {:>8}  {:>12}  {}\n", indent, 100 * interval.nominal,

@@ -12,7 +12,10 @@
 // with --by group (groups of fewer than --min-group-size numbers use the pooled multipliers). The
 // result is written atomically as DIR/calibration.json, which `eval` and `generate` then apply to
 // every interval they print. A level that needs more numbers than the file has (p = 0.9 needs 9,
-// 0.95 needs 19) is refused.
+// 0.95 needs 19) is refused. The intervals are the model's regression head's (config.json
+// reg_head): Cauchy loc_Y ± m·scale_Y·tan(π·p/2), or Gaussian loc_Y ± m·scale_Y·Φ⁻¹(½ + p/2)
+// (calibration.json then says "distribution": "gaussian"); a point head (mse) has no interval
+// to calibrate and is refused.
 #include "command.hpp"
 #include "numeric_options.hpp"
 #include "model_loading.hpp"
@@ -58,6 +61,8 @@ void run_calibrate(const CalibrateOptions& o) {
   if (loaded.max_position_embeddings && o.seq > *loaded.max_position_embeddings)
     throw cq::FormatError(fmt::format("--seq-len {} must be at most the model's max_position_embeddings {} (config.json)",
                                       o.seq, *loaded.max_position_embeddings));
+  cqcli::require_interval_head(model.config(), o.model.model_dir, "calibrate (it rescales the intervals of the scale)");
+  const auto family = cqcli::forecast_family(model.config());
   const bool by_group = o.by == "group";
   const auto records = ct::read_jsonl_records(o.data, "text", "group");
   if (by_group && records.groups.empty())
@@ -84,17 +89,17 @@ void run_calibrate(const CalibrateOptions& o) {
   ce::IntervalCalibration c;
   try {
     c = ce::fit_interval_calibration(numbers.forecasts, by_group ? numbers.group : std::vector<std::string>{}, o.levels,
-                                     method, ce::ForecastFamily::cauchy, o.min_group_size);
+                                     method, family, o.min_group_size);
   } catch (const cq::DomainError& e) {
     throw cq::FormatError(fmt::format("{}: {} numbers scored: {}", o.data, numbers.forecasts.size(), e.what()));
   }
   c.data = std::filesystem::absolute(o.data).string();
 
-  fmt::print("\n{} calibration of the intervals loc_Y ± m·scale_Y·tan(π·p/2) on {} numbers:\n", ce::method_name(method),
-             c.pooled.numbers);
-  const auto before = ce::score_forecasts(numbers.forecasts, ce::ForecastFamily::cauchy, o.levels, std::nullopt);
+  fmt::print("\n{} calibration of the intervals loc_Y ± m·scale_Y·{} on {} numbers:\n", ce::method_name(method),
+             family == ce::ForecastFamily::gaussian ? "Φ⁻¹(½ + p/2) (Gaussian head)" : "tan(π·p/2)", c.pooled.numbers);
+  const auto before = ce::score_forecasts(numbers.forecasts, family, o.levels, std::nullopt);
   const auto after = ce::score_grouped(numbers.forecasts, by_group ? numbers.group : std::vector<std::string>{},
-                                       ce::ForecastFamily::cauchy, o.levels, std::nullopt, &c)
+                                       family, o.levels, std::nullopt, &c)
                          .overall;
   fmt::print("  {:>6}  {:>12}  {:>18}  {:>18}\n", "level", "multiplier", "coverage before", "coverage after");
   for (std::size_t i = 0; i < o.levels.size(); ++i)

@@ -22,6 +22,12 @@
 // can be recomputed. --plot also draws the risk–coverage curve beside the calibration picture
 // (PLOT-risk-coverage.svg): the MAE and coverage of the numbers kept as the widest intervals at
 // --selective-level (default 0.9) are set aside.
+//
+// Every score reads the forecasts as the model's regression head does (config.json reg_head):
+// Cauchy (the default), Gaussian N(loc_Y, scale_Y²) (its NLL, closed-form CRPS, Φ⁻¹ intervals,
+// PIT), or a point loc_Y (mse: MAE, RMSE, CRPS = |y − loc_Y| and the pinball loss; no NLL, no
+// interval, no PIT, no risk–coverage curve: "-" in the tables, null in the JSON). A
+// calibration.json fitted for another distribution than the head's is refused.
 #include "calibration_print.hpp"
 #include "command.hpp"
 #include "model_loading.hpp"
@@ -132,7 +138,11 @@ void run_eval(const EvalOptions& o) {
     slots += batches[done - 1].batch * batches[done - 1].seq;
     progress.show(done, fmt::format("{:.0f} positions/s", double(slots) / std::max(seconds, 1e-9)));
   };
-  const auto calibration = o.no_calibration ? std::nullopt : cq::eval::load_interval_calibration(o.model.model_dir);
+  const auto family = cqcli::forecast_family(model.config());
+  const bool has_intervals = family != cq::eval::ForecastFamily::point;
+  const auto calibration =
+      o.no_calibration || !has_intervals ? std::nullopt : cq::eval::load_interval_calibration(o.model.model_dir);
+  if (calibration) cqcli::require_calibration_family(*calibration, model.config(), o.model.model_dir);
   cqcli::NumberForecasts forecasts;
   const auto e = ct::evaluate(model, batches, forecasts.collector(o.batch, records.groups), options);
   progress.finish();
@@ -141,7 +151,9 @@ void run_eval(const EvalOptions& o) {
                preparing = std::chrono::duration<double>(start - t0).count();
 
   const auto& m = e.metrics;
-  fmt::print("\nloss terms (mean over batches, as in training): L_total {:.4f} = L_cls {:.4f} + L_reg {:.4f}\n",
+  fmt::print("\nregression head: {} (config.json reg_head){}\n", cq::model::reg_head_name(model.config().reg_head),
+             has_intervals ? "" : ": point forecasts, scored by their errors (no NLL, interval or PIT)");
+  fmt::print("loss terms (mean over batches, as in training): L_total {:.4f} = L_cls {:.4f} + L_reg {:.4f}\n",
              m.L_total, m.L_cls_mean, m.L_reg_eff);
   if (e.non_finite > 0)
     fmt::print("WARNING: {} predictions are not finite (a diverged model?) and are left out of the statistics below\n",
@@ -172,21 +184,22 @@ void run_eval(const EvalOptions& o) {
   const std::string baseline_source = o.baseline ? "--baseline"
                                       : !o.baseline_data.empty() ? "the median of --baseline-data's numbers"
                                                                  : "the median of the scored numbers";
-  const auto scores = cq::eval::score_grouped(forecasts.forecasts, forecasts.group, cq::eval::ForecastFamily::cauchy,
-                                              levels, skill_baseline);
+  const auto scores = cq::eval::score_grouped(forecasts.forecasts, forecasts.group, family, levels, skill_baseline);
   std::optional<cq::eval::GroupedProperScores> calibrated_scores;
   if (calibration && !calibrated_levels.empty())
-    calibrated_scores = cq::eval::score_grouped(forecasts.forecasts, forecasts.group, cq::eval::ForecastFamily::cauchy,
-                                                calibrated_levels, skill_baseline, &*calibration);
+    calibrated_scores = cq::eval::score_grouped(forecasts.forecasts, forecasts.group, family, calibrated_levels, skill_baseline,
+                                                &*calibration);
   cqcli::print_proper_scores(stdout, scores, skill_baseline, baseline_source);
   if (calibration) {
     const auto file = (fs::path(o.model.model_dir) / cq::eval::calibration_file_name).string();
     if (calibrated_scores) cqcli::print_recalibration(stdout, scores, *calibrated_scores, *calibration, file);
     else fmt::print("recalibration: {} has no multiplier at the levels eval reports ({})\n", file, fmt::join(levels, ", "));
   }
-  const auto risk = cq::eval::risk_coverage_curve(forecasts.forecasts, o.selective_level, cq::eval::ForecastFamily::cauchy,
-                                                  calibration && calibration->has_level(o.selective_level) ? &*calibration : nullptr,
-                                                  forecasts.group);
+  const auto risk = has_intervals ? cq::eval::risk_coverage_curve(
+                                        forecasts.forecasts, o.selective_level, family,
+                                        calibration && calibration->has_level(o.selective_level) ? &*calibration : nullptr,
+                                        forecasts.group)
+                                  : std::vector<cq::eval::RiskCoveragePoint>{};
   if (!o.predictions.empty()) {
     std::string lines;
     for (std::size_t i = 0; i < forecasts.forecasts.size(); ++i) {
@@ -210,6 +223,7 @@ void run_eval(const EvalOptions& o) {
                         {"dtype", o.dtype},           {"weights", o.weights.weights}, {"texts", records.texts.size()}, {"texts_cut", cut},
                         {"numbers_not_scored", cut_numbers}, {"seq_len", o.seq}, {"batch_size", o.batch},
                         {"batches", e.batches},       {"non_finite", e.non_finite}, {"metrics", metrics_json(m)},
+                        {"reg_head", std::string(cq::model::reg_head_name(model.config().reg_head))},
                         {"calibration", ct::calibration_to_json(e.calibration)}};
     j["scores"] = {{"baseline", {{"value", skill_baseline ? nlohmann::json(*skill_baseline) : nlohmann::json(nullptr)},
                                  {"source", baseline_source}}},
@@ -218,9 +232,10 @@ void run_eval(const EvalOptions& o) {
                    {"uncalibrated", cq::eval::grouped_scores_to_json(scores)},
                    {"calibrated", calibrated_scores ? cq::eval::grouped_scores_to_json(*calibrated_scores) : nlohmann::json(nullptr)},
                    {"interval_calibration", calibration ? cq::eval::interval_calibration_to_json(*calibration) : nlohmann::json(nullptr)}};
-    j["risk_coverage"] = {{"level", o.selective_level},
-                          {"calibrated", calibration && calibration->has_level(o.selective_level)},
-                          {"curve", cq::eval::risk_coverage_to_json(risk)}};
+    j["risk_coverage"] = has_intervals ? nlohmann::json{{"level", o.selective_level},
+                                                        {"calibrated", calibration && calibration->has_level(o.selective_level)},
+                                                        {"curve", cq::eval::risk_coverage_to_json(risk)}}
+                                       : nlohmann::json(nullptr);
     cq::io::write_file_atomically(o.out, [&](cq::io::AtomicFile& f) { f.write(j.dump(2) + "\n"); });
     fmt::print("report -> {}\n", o.out);
   }
@@ -229,9 +244,11 @@ void run_eval(const EvalOptions& o) {
     ct::write_calibration_svg(e.calibration, svg);
     cq::io::write_file_atomically(o.plot, [&](cq::io::AtomicFile& f) { f.write(svg.str()); });
     fmt::print("calibration picture -> {}\n", o.plot);
-    const auto risk_plot = cqcli::risk_coverage_plot_path(o.plot);
-    cqcli::write_risk_coverage_svg(risk_plot, risk, o.selective_level);
-    fmt::print("risk-coverage picture -> {}\n", risk_plot.string());
+    if (has_intervals) {
+      const auto risk_plot = cqcli::risk_coverage_plot_path(o.plot);
+      cqcli::write_risk_coverage_svg(risk_plot, risk, o.selective_level);
+      fmt::print("risk-coverage picture -> {}\n", risk_plot.string());
+    }
   }
 }
 

@@ -8,6 +8,9 @@
 //
 // Continues each prompt with the checkpoint; generated numbers are written into the text
 // (with --show-uncertainty as "42.3 (±1.2)", with --interval P as a central P interval).
+// The intervals are the regression head's (config.json reg_head): Cauchy, or Gaussian
+// loc ± scale·Φ⁻¹(½ + p/2); --show-uncertainty is refused for a Gaussian head (± the Cauchy scale
+// means nothing there) and every uncertainty option for an mse head (a point, no scale).
 // One prompt: the continuation streams to the terminal. --json: one object per prompt with
 // the generated ids, the text, and each generated <NUM>'s value and scale.
 // --temperature: sampling's T (default 1); compatible samples from softmax(loc_S/T) when it is
@@ -18,6 +21,7 @@
 // the default) or loses its first tokens until they fit (keep-end).
 #include "command.hpp"
 #include "model_loading.hpp"
+#include "number_forecasts.hpp"
 #include "numeric_options.hpp"
 
 #include <causalqwen/core/json.hpp>
@@ -113,6 +117,19 @@ void run_generate(const GenerateOptions& o) {
   t.generation.padding = o.padding == "right" ? cq::PaddingSide::right : cq::PaddingSide::left;
   t.stop_strings = o.stop;
   t.seed = o.seed;
+  // a Gaussian head's intervals are its own (loc ± scale·Φ⁻¹(½ + p/2)); a point head has none, and
+  // ± scale (--show-uncertainty, the Cauchy's 50 % half-width) is the Cauchy head's alone
+  const auto& head_config = loaded.model->config();
+  const auto family = cqcli::forecast_family(head_config);
+  if (o.interval || o.max_width || o.max_relative_width)
+    cqcli::require_interval_head(head_config, o.model.model_dir, "--interval, --max-width and --max-relative-width");
+  if (o.show_uncertainty && head_config.reg_head != cq::model::RegHead::cauchy)
+    throw cq::FormatError(fmt::format("{}/config.json: field 'reg_head' is \"{}\": --show-uncertainty prints ± the Cauchy "
+                                      "scale; {}",
+                                      o.model.model_dir, cq::model::reg_head_name(head_config.reg_head),
+                                      family == cq::eval::ForecastFamily::gaussian
+                                          ? "give --interval P for the Gaussian head's own central interval"
+                                          : "the model predicts points, with no scale"));
   if (o.interval) {
     t.render.uncertainty = cqg::Uncertainty::interval;
     t.render.coverage = *o.interval;
@@ -121,6 +138,7 @@ void run_generate(const GenerateOptions& o) {
   }
   // the recalibrated intervals (calibration.json), and the width limit of selective prediction
   const auto calibration = o.no_calibration ? std::nullopt : cq::eval::load_interval_calibration(o.model.model_dir);
+  if (calibration) cqcli::require_calibration_family(*calibration, head_config, o.model.model_dir);
   const double width_level = o.width_level.value_or(o.interval.value_or(0.9));
   const auto calibration_file = (std::filesystem::path(o.model.model_dir) / cq::eval::calibration_file_name).string();
   for (double level : {o.interval.value_or(width_level), width_level})
@@ -137,10 +155,10 @@ void run_generate(const GenerateOptions& o) {
     else if (width_level != *o.interval)
       throw CLI::ValidationError("--width-level", "must equal --interval when both are given (the printed interval is the one judged)");
   }
-  if (calibration) {
+  if (calibration || family == cq::eval::ForecastFamily::gaussian) {
     const double level = t.render.coverage;
-    t.render.interval_of = [&calibration, level](double loc, double scale) {
-      const auto i = cq::eval::central_interval(loc, scale, level, &*calibration);
+    t.render.interval_of = [&calibration, level, family](double loc, double scale) {
+      const auto i = cq::eval::central_interval(loc, scale, level, calibration ? &*calibration : nullptr, nullptr, family);
       return std::pair{i.lower, i.upper};
     };
   }

@@ -126,7 +126,9 @@ void run_report(const cqcli::ModelOptions& mo, const std::string& inputs, const 
 
   fmt::print("\n3. losses\n");
   fmt::print("  L_cls_mean = {:.6g}   (sum over K classes per position, mean over {} labelled positions)\n", m.L_cls_mean, m.valid_count);
-  fmt::print("  L_reg_eff  = {:.6g}   (sum of gate*nll over <NUM> targets / {})\n", m.L_reg_eff, std::max<std::size_t>(m.num_count, 1));
+  fmt::print("  L_reg_eff  = {:.6g}   (sum of gate*nll over <NUM> targets / {}; nll: the {} head's loss, config.json reg_head)\n",
+             m.L_reg_eff, std::max<std::size_t>(m.num_count, 1),
+             cq::model::reg_head_name(cfg.reg_head));
   fmt::print("  L_total    = L_cls_mean + {}*L_reg_eff = {:.6g}   (regression share {:.2f}%)\n", cfg.reg_loss_weight, m.L_total,
              m.L_total != 0 ? 100.0 * cfg.reg_loss_weight * m.L_reg_eff / m.L_total : 0.0);
 

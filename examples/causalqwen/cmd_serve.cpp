@@ -15,6 +15,7 @@
 // SIGINT / SIGTERM: the server stops accepting, cancels what runs and exits 0.
 // A client that leaves is noticed at the next piece written to it (streams) or by a poll of
 // its connection every 100 ms (whole answers); its choices are cancelled at the next step.
+// A model whose regression head is not Cauchy (config.json reg_head gaussian or mse) is refused.
 #include "command.hpp"
 #include "model_loading.hpp"
 #include "numeric_options.hpp"
@@ -275,6 +276,12 @@ class Server {
     if (!tok_path)
       throw cq::FormatError(fmt::format("{}: no tokenizer.json in the model directory; give --tokenizer FILE", o_.model.model_dir));
     loaded_ = o_.model.load<float>();
+    // the API reports every number as a Cauchy forecast with Cauchy intervals
+    if (const auto head = loaded_.model->config().reg_head; head != cq::model::RegHead::cauchy)
+      throw cq::FormatError(fmt::format("{}/config.json: field 'reg_head' is \"{}\": serve reports every number as a Cauchy "
+                                        "forecast with Cauchy intervals, so it serves models trained with --reg-head cauchy only "
+                                        "(score this one with eval)",
+                                        o_.model.model_dir, cq::model::reg_head_name(head)));
     o_.weights.apply(*loaded_.model);
     cq::text::TokenizerOptions tok_options;
     tok_options.num_token_id = static_cast<cq::text::TokenId>(loaded_.model->config().num_token_id);

@@ -11,7 +11,8 @@
 //   recipe   the heads of a model made here (a base converted, --config, --preset): --threshold,
 //            --reg-init-gain, --reg-bias median|VALUE (median: of the training data's numbers);
 //            --alpha (its schedule: --alpha-end, --alpha-steps), --lambda (--lambda-final,
-//            --lambda-steps), --freeze backbone for a first stage; --lr defaults to 3e-3 from
+//            --lambda-steps), --freeze backbone for a first stage; --reg-head cauchy|gaussian|mse (how
+//            the regression head is read and trained, written to config.json as reg_head); --lr defaults to 3e-3 from
 //            scratch, 1e-4 from a checkpoint and 1e-3 from a checkpoint with --freeze backbone
 //   compute  --precision bf16: mixed precision (the decoder layers' and W_cls's products on bf16
 //            operands with float sums; weights, gradients, optimiser, attention and losses stay float);
@@ -52,6 +53,7 @@ struct TrainArgs {
   cqcli::ModelOptions model;
   std::string config, preset, data, out, metrics, curves, schedule = "cosine", freeze = "none", layout = "packed";
   std::string action_mode = "deterministic", optimizer = "adamw", moments = "f32", precision = "f32", bf16_copies = "kept";
+  std::string reg_head;  // empty: the model's own (cauchy for a model made here)
   std::size_t synthetic = 0, steps = 200, batch = 8, seq = 64, warmup = 20, accumulation = 1, eval_every = 50,
               eval_batches = 4, checkpoint_every = 100, threads = 2, alpha_steps = 0, hidden = 64, classes = 16,
               keep_tiles_mib = 0;
@@ -102,6 +104,12 @@ cq::io::ConversionSettings head_settings(const TrainArgs& a, const std::vector<d
   if (!a.threshold.empty()) s.ovr_threshold = a.threshold;
   if (a.alpha_start >= 0) s.alpha_gate = a.alpha_start;
   s.reg_init_gain = a.reg_init_gain;
+  if (!a.reg_head.empty()) {
+    cq::model::RegHead head{};
+    if (!cq::model::parse_reg_head(a.reg_head, head))
+      throw cq::DomainError(fmt::format("train: --reg-head must be cauchy, gaussian or mse, got '{}'", a.reg_head));
+    s.reg_head = head;
+  }
   if (a.reg_bias == "median") {
     const auto median = ct::median(train_numbers);
     if (!median)
@@ -190,6 +198,9 @@ void run_features(const TrainArgs& a) {
     throw cq::DomainError("train: --reg-bias and --reg-init-gain set a token model's heads; --features makes its own");
   if (a.precision != "f32")
     throw cq::DomainError("train: --precision bf16 sets the decoder layers' and W_cls's products; --features trains the heads alone");
+  cq::model::RegHead head = cq::model::RegHead::cauchy;
+  if (!a.reg_head.empty() && !cq::model::parse_reg_head(a.reg_head, head))
+    throw cq::DomainError(fmt::format("train: --reg-head must be cauchy, gaussian or mse, got '{}'", a.reg_head));
   cq::model::CausalConfig c;
   const auto K = a.classes, H = a.hidden;
   c.backbone = {K, H, 2 * H, 1, 2, 1, 1e-6, 1e6};
@@ -198,6 +209,7 @@ void run_features(const TrainArgs& a) {
   c.num_token_id = static_cast<std::int64_t>(K - 1);
   if (!a.threshold.empty()) c.ovr_threshold = a.threshold;
   c.alpha_gate = a.alpha_start >= 0 ? a.alpha_start : 0.0;
+  c.reg_head = head;
   ds::FeatureStoryOptions story;
   story.hidden = H, story.num_classes = K, story.num_token_id = c.num_token_id, story.rows = a.batch * a.seq;
   story.seed = a.seed;
@@ -253,6 +265,10 @@ void run_tokens(const TrainArgs& a) {
       throw cq::DomainError(fmt::format("train: --threshold, --reg-init-gain and --reg-bias set the heads of a model made "
                                         "here, but {} is a CausalQwen checkpoint whose heads are trained already",
                                         a.model.model_dir));
+    if (!loaded.converted && settings.reg_head && *settings.reg_head != loaded.model->config().reg_head)
+      throw cq::DomainError(fmt::format("train: --reg-head {} differs from the regression head of the CausalQwen checkpoint {} "
+                                        "(config.json reg_head: {}); a trained head is continued as it is",
+                                        a.reg_head, a.model.model_dir, cq::model::reg_head_name(loaded.model->config().reg_head)));
     if (loaded.converted && speaks())
       fmt::print("converted the base checkpoint {}: threshold {}, alpha {}, regression gain {}, regression bias {:.6g}\n",
                  a.model.model_dir, loaded.model->config().threshold(0), loaded.model->config().alpha_gate,
@@ -364,6 +380,11 @@ const cqcli::Registration reg{"train", [](CLI::App& app) {
   cqcli::add_reals(sub, "--threshold", a->threshold, cqcli::RealRange::any(), "OvR threshold C (one value, or K values) for a model made here "
                                                "(a base converted, --config, --preset)");
   cqcli::add_real(sub, "--reg-init-gain", a->reg_init_gain, cqcli::RealRange::non_negative(), "Xavier gain of the regression weight, for a model made here");
+  sub->add_option("--reg-head", a->reg_head,
+                  "How the regression head (loc_Y, scale_Y) is read and trained: cauchy (Cauchy NLL), gaussian (Gaussian "
+                  "NLL, scale_Y as sigma) or mse (1/2 squared error of loc_Y, no scale); default: the model's (cauchy for a "
+                  "model made here); written to config.json as reg_head")
+      ->check(CLI::IsMember({"cauchy", "gaussian", "mse"}));
   sub->add_option("--reg-bias", a->reg_bias, "The regression bias of a model made here: median (of the training "
                                               "data's numbers) or a number");
   cqcli::add_real(sub, "--alpha-start,--alpha", a->alpha_start, cqcli::RealRange::closed(0.0, 1.0), "Gate alpha at step 0 (default: the model's alpha_gate)", false);

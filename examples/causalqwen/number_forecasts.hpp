@@ -2,6 +2,8 @@
 // them: one eval::NumberForecast (y, loc_Y, scale_Y) per <NUM> target, with its sequence (the
 // line of the file), its group and P(<NUM>), gathered from train::evaluate's callback. A
 // forecast that is not finite with scale > 0 (a diverged model) is left out and counted.
+// The forecasts are read as the model's regression head says (config.json reg_head): a
+// Cauchy, a Gaussian, or a point (mse).
 #pragma once
 #include "command.hpp"
 
@@ -17,6 +19,37 @@
 #include <vector>
 
 namespace cqcli {
+
+/// The forecast family of a model's regression head: cauchy, gaussian, or point for mse.
+inline causalqwen::eval::ForecastFamily forecast_family(const causalqwen::model::CausalConfig& c) {
+  switch (c.reg_head) {
+    case causalqwen::model::RegHead::gaussian: return causalqwen::eval::ForecastFamily::gaussian;
+    case causalqwen::model::RegHead::mse: return causalqwen::eval::ForecastFamily::point;
+    case causalqwen::model::RegHead::cauchy: break;
+  }
+  return causalqwen::eval::ForecastFamily::cauchy;
+}
+
+/// FormatError naming DIR/config.json when the model's head forecasts a point (reg_head mse):
+/// `what` needs an interval.
+inline void require_interval_head(const causalqwen::model::CausalConfig& c, const std::string& model_dir, const std::string& what) {
+  if (causalqwen::model::has_scale(c.reg_head)) return;
+  throw causalqwen::FormatError(fmt::format("{}/config.json: field 'reg_head' is \"mse\": the model predicts each number as a "
+                                            "point, with no scale and no interval, so {} is refused",
+                                            model_dir, what));
+}
+
+/// FormatError unless the calibration's distribution is the model's head's (a calibration.json
+/// fitted for another reading of the scale would print wrong intervals).
+inline void require_calibration_family(const causalqwen::eval::IntervalCalibration& calibration,
+                                       const causalqwen::model::CausalConfig& c, const std::string& model_dir) {
+  if (calibration.distribution == forecast_family(c)) return;
+  throw causalqwen::FormatError(fmt::format("{}/{}: field 'distribution' is \"{}\" but the model's regression head is \"{}\" "
+                                            "(config.json reg_head): run calibrate again, or give --no-calibration",
+                                            model_dir, causalqwen::eval::calibration_file_name,
+                                            causalqwen::eval::family_name(calibration.distribution),
+                                            causalqwen::model::reg_head_name(c.reg_head)));
+}
 
 /// The forecasts of the numbers, in batch, row, position order.
 struct NumberForecasts {

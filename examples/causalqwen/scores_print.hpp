@@ -26,22 +26,25 @@ inline const causalqwen::eval::LevelScores* level_scores(const causalqwen::eval:
 }
 
 /// One row of the scores table: numbers, NLL, CRPS mean/median/trimmed, pinball, IS at 50 and
-/// 90 %, the skill of the median CRPS.
+/// 90 %, MAE and RMSE of the location, the skill of the median CRPS (a point forecast has no NLL
+/// and no interval: "-").
 inline void print_scores_row(std::FILE* out, const std::string& name, const causalqwen::eval::ProperScores& s) {
   const auto* l50 = level_scores(s, 0.5);
   const auto* l90 = level_scores(s, 0.9);
-  fmt::print(out, "  {:<20} {:>7} {:>9} {:>10} {:>10} {:>10} {:>9} {:>10} {:>10} {:>9}\n", name, s.numbers,
+  fmt::print(out, "  {:<20} {:>7} {:>9} {:>10} {:>10} {:>10} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9}\n", name, s.numbers,
              or_dash(s.nll.mean), or_dash(s.crps.mean), or_dash(s.crps.median), or_dash(s.crps.trimmed_mean),
              or_dash(s.mean_pinball), or_dash(l50 ? l50->interval_score : std::nullopt),
-             or_dash(l90 ? l90->interval_score : std::nullopt), or_dash(s.crps_median_skill, "{:.3f}"));
+             or_dash(l90 ? l90->interval_score : std::nullopt), or_dash(s.mae), or_dash(s.rmse),
+             or_dash(s.crps_median_skill, "{:.3f}"));
 }
 
 /// The proper scores overall and per group, and the skills against the baseline.
 inline void print_proper_scores(std::FILE* out, const causalqwen::eval::GroupedProperScores& g,
                                 std::optional<double> baseline, const std::string& baseline_source) {
-  fmt::print(out, "proper scores of the number forecasts (lower is better; NLL first):\n");
-  fmt::print(out, "  {:<20} {:>7} {:>9} {:>10} {:>10} {:>10} {:>9} {:>10} {:>10} {:>9}\n", "", "numbers", "NLL",
-             "CRPS mean", "median", "trimmed", "pinball", "IS 50%", "IS 90%", "skill*");
+  fmt::print(out, "proper scores of the number forecasts, read as {} (lower is better; NLL first):\n",
+             causalqwen::eval::family_name(g.overall.family));
+  fmt::print(out, "  {:<20} {:>7} {:>9} {:>10} {:>10} {:>10} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9}\n", "", "numbers", "NLL",
+             "CRPS mean", "median", "trimmed", "pinball", "IS 50%", "IS 90%", "MAE", "RMSE", "skill*");
   print_scores_row(out, "overall", g.overall);
   for (const auto& [name, s] : g.groups) print_scores_row(out, name, s);
   const auto& s = g.overall;

@@ -64,6 +64,72 @@ if(EXISTS /dev/zero)
   expect_refusal(eval_dev_zero "/dev/zero:1: the line is longer than 64 MiB, the limit of a line" ${eval} --data /dev/zero)
 endif()
 
+# the regression head's reading (config.json reg_head): the demo's weights read as a Gaussian and
+# as a point (mse) are scored with that distribution's scores; an unknown reading is refused
+foreach(head gaussian mse laplace)
+  file(COPY ${DEMO}/model/ DESTINATION ${WORK}/model_${head})
+  string(REGEX REPLACE "\"reg_head\": \"cauchy\"" "\"reg_head\": \"${head}\"" head_config "${config_text}")
+  if(head_config STREQUAL config_text)
+    string(APPEND failures "\n  the demo's config.json holds no \"reg_head\": \"cauchy\"")
+  endif()
+  file(WRITE ${WORK}/model_${head}/config.json "${head_config}")
+endforeach()
+run(${CLI} eval --model ${WORK}/model_gaussian --seq-len 64 --batch-size 16 --plain --data ${DEMO}/held_out.jsonl
+    --out ${WORK}/gaussian.json --plot ${WORK}/gaussian.svg)
+foreach(expected "regression head: gaussian" "read as gaussian" "mean Gaussian NLL" "central interval  coverage"
+                 "risk-coverage picture -> ")
+  if(NOT last_output MATCHES "${expected}")
+    string(APPEND failures "\n  eval of a Gaussian head lacks '${expected}'")
+  endif()
+endforeach()
+file(READ ${WORK}/gaussian.json gaussian_report)
+string(JSON g_head GET "${gaussian_report}" reg_head)
+string(JSON g_distribution GET "${gaussian_report}" scores uncalibrated overall distribution)
+string(JSON g_calibration GET "${gaussian_report}" calibration overall numbers distribution)
+string(JSON g_coverage GET "${gaussian_report}" scores uncalibrated overall levels 2 coverage)
+string(JSON c_nll GET "${report}" scores uncalibrated overall nll mean)
+string(JSON g_nll GET "${gaussian_report}" scores uncalibrated overall nll mean)
+string(JSON g_mae GET "${gaussian_report}" scores uncalibrated overall mae)
+string(JSON c_mae GET "${report}" scores uncalibrated overall mae)
+if(NOT g_head STREQUAL "gaussian" OR NOT g_distribution STREQUAL "gaussian" OR NOT g_calibration STREQUAL "gaussian"
+   OR g_coverage STREQUAL "" OR g_nll STREQUAL c_nll OR NOT g_mae STREQUAL c_mae)
+  string(APPEND failures "\n  the Gaussian head's report: reg_head ${g_head}, distribution ${g_distribution}/${g_calibration}, "
+                         "coverage 90% ${g_coverage}, NLL ${g_nll} (Cauchy ${c_nll}), MAE ${g_mae} (Cauchy ${c_mae})")
+endif()
+run(${CLI} eval --model ${WORK}/model_mse --seq-len 64 --batch-size 16 --plain --data ${DEMO}/held_out.jsonl
+    --out ${WORK}/mse.json --plot ${WORK}/mse.svg)
+foreach(expected "regression head: mse" "read as point" "a point head: no NLL, interval or PIT")
+  if(NOT last_output MATCHES "${expected}")
+    string(APPEND failures "\n  eval of an mse head lacks '${expected}'")
+  endif()
+endforeach()
+if(last_output MATCHES "risk-coverage picture" OR last_output MATCHES "central interval  coverage")
+  string(APPEND failures "\n  eval of an mse head printed intervals")
+endif()
+file(READ ${WORK}/mse.json mse_report)
+string(JSON m_nll TYPE "${mse_report}" scores uncalibrated overall nll)
+string(JSON m_levels LENGTH "${mse_report}" scores uncalibrated overall levels)
+string(JSON m_mean_nll TYPE "${mse_report}" calibration overall numbers mean_nll)
+string(JSON m_risk TYPE "${mse_report}" risk_coverage)
+string(JSON m_mae GET "${mse_report}" scores uncalibrated overall mae)
+string(JSON m_rmse TYPE "${mse_report}" scores uncalibrated overall rmse)
+if(NOT m_nll STREQUAL "NULL" OR NOT m_levels EQUAL 0 OR NOT m_mean_nll STREQUAL "NULL" OR NOT m_risk STREQUAL "NULL"
+   OR NOT m_mae STREQUAL c_mae OR NOT m_rmse STREQUAL "NUMBER")
+  string(APPEND failures "\n  the mse head's report: nll ${m_nll}, levels ${m_levels}, mean_nll ${m_mean_nll}, "
+                         "risk_coverage ${m_risk}, MAE ${m_mae} (Cauchy ${c_mae}), rmse ${m_rmse}")
+endif()
+expect_refusal(eval_unknown_reg_head "model_laplace/config.json: field 'reg_head' must be \"cauchy\", \"gaussian\" or \"mse\", got \"laplace\""
+               ${CLI} eval --model ${WORK}/model_laplace --data ${DEMO}/held_out.jsonl --seq-len 64)
+expect_refusal(generate_mse_interval "model_mse/config.json: field 'reg_head' is \"mse\": the model predicts each number as a point"
+               ${CLI} generate --model ${WORK}/model_mse --prompt "a 1" --max-new-tokens 2 --interval 0.9)
+expect_refusal(generate_gaussian_plus_minus "model_gaussian/config.json: field 'reg_head' is \"gaussian\": --show-uncertainty"
+               ${CLI} generate --model ${WORK}/model_gaussian --prompt "a 1" --max-new-tokens 2 --show-uncertainty)
+run(${CLI} generate --model ${WORK}/model_gaussian --prompt "a 1" --max-new-tokens 4 --interval 0.9 --json)
+expect_refusal(serve_gaussian "model_gaussian/config.json: field 'reg_head' is \"gaussian\": serve reports every number as a Cauchy"
+               ${CLI} serve --model ${WORK}/model_gaussian --port 65001)
+expect_refusal(calibrate_mse "model_mse/config.json: field 'reg_head' is \"mse\": .* so calibrate .* is refused"
+               ${CLI} calibrate --model ${WORK}/model_mse --data ${DEMO}/held_out.jsonl --seq-len 64)
+
 if(failures)
   message(FATAL_ERROR "eval:${failures}")
 endif()

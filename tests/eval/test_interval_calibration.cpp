@@ -9,6 +9,7 @@
 
 #include "../support/test_support.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -216,6 +217,56 @@ TEST_CASE("calibrated on one split, evaluated on a disjoint one: coverage near n
     CHECK(*after.crps.mean == *before.crps.mean);
     CHECK(*after.nll.mean == *before.nll.mean);
   }
+}
+
+TEST_CASE("score_forecasts of a Gaussian head by hand on three numbers, and of true Gaussian draws") {
+  const std::vector<ce::NumberForecast> f{{0.5, 0.0, 1.0}, {-2.0, 0.0, 0.5}, {10.0, 9.0, 2.0}};
+  const auto s = ce::score_forecasts(f, ce::ForecastFamily::gaussian, {0.5}, 1.0);
+  const auto Phi = [](double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); };
+  const auto phi = [](double z) { return std::exp(-0.5 * z * z) / std::sqrt(2 * std::numbers::pi); };
+  double nll = 0;
+  std::vector<double> crps;
+  for (const auto& n : f) {
+    const double z = (n.y - n.loc) / n.scale;
+    nll += 0.5 * std::log(2 * std::numbers::pi) + std::log(n.scale) + 0.5 * z * z;
+    crps.push_back(n.scale * (z * (2 * Phi(z) - 1) + 2 * phi(z) - 1 / std::sqrt(std::numbers::pi)));
+  }
+  CHECK(s.family == ce::ForecastFamily::gaussian);
+  CHECK(*s.nll.mean == doctest::Approx(nll / 3).epsilon(1e-12));
+  CHECK(*s.crps.mean == doctest::Approx((crps[0] + crps[1] + crps[2]) / 3).epsilon(1e-12));
+  std::sort(crps.begin(), crps.end());
+  CHECK(*s.crps.median == doctest::Approx(crps[1]).epsilon(1e-12));
+  CHECK(*s.mae == doctest::Approx(3.5 / 3));
+  // the 50 % intervals loc ± σ·Φ⁻¹(0.75): [−0.674, 0.674] holds 0.5, [−0.337, 0.337] misses −2 by
+  // 1.663, [7.651, 10.349] holds 10
+  const double w = 0.6744897501960817;
+  CHECK(*s.levels[0].coverage == doctest::Approx(2.0 / 3));
+  const double is = (2 * w + (w + 4 * (2 - 0.5 * w)) + 4 * w) / 3;
+  CHECK(*s.levels[0].interval_score == doctest::Approx(is).epsilon(1e-12));
+  double pinball = 0;
+  for (const auto& n : f) pinball += ce::gaussian_mean_pinball(n.y, n.loc, n.scale);
+  CHECK(*s.mean_pinball == doctest::Approx(pinball / 3));
+  CHECK(ce::proper_scores_to_json(s)["distribution"] == "gaussian");
+
+  const auto seed = cqtest::test_seed(64006, "gaussian draws scored");
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<ce::NumberForecast> draws;
+  for (int i = 0; i < 20000; ++i) {
+    const double loc = 5 * normal(rng), scale = 0.5 + std::fabs(normal(rng));
+    draws.push_back({loc + scale * normal(rng), loc, scale});
+  }
+  const auto g = ce::score_forecasts(draws, ce::ForecastFamily::gaussian, {0.5, 0.9}, std::nullopt);
+  const auto c = ce::score_forecasts(draws, ce::ForecastFamily::cauchy, {0.5, 0.9}, std::nullopt);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const double p = g.levels[i].level, se = std::sqrt(p * (1 - p) / 20000);
+    INFO("level ", p, ": coverage ", *g.levels[i].coverage);
+    CHECK(std::fabs(*g.levels[i].coverage - p) < 3 * se);
+    // the true distribution scores better than the wrong reading of the same (loc, scale)
+    CHECK(*g.levels[i].interval_score < *c.levels[i].interval_score);
+  }
+  CHECK(*g.nll.mean < *c.nll.mean);
+  CHECK(*g.crps.mean < *c.crps.mean);
 }
 
 TEST_CASE("score_forecasts by hand on three numbers, with a baseline, and a point forecast") {

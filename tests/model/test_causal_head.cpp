@@ -111,6 +111,31 @@ TEST_CASE("CausalHead: gradients with α = 0.3 and with the ε-form BCE") {
   check_all_gradients(e, ActionMode::deterministic);
 }
 
+TEST_CASE("CausalHead: gradients with the Gaussian and the mse regression heads (α = 0 and 0.3)") {
+  for (auto head : {cq::model::RegHead::gaussian, cq::model::RegHead::mse}) {
+    for (double alpha : {0.0, 0.3}) {
+      HeadFixture f(cqtest::test_seed(38, "head grad reg head"), cq::model::BceForm::stable, alpha);
+      f.cfg.reg_head = head;
+      INFO(cq::model::reg_head_name(head), ", alpha ", alpha);
+      check_all_gradients(f, ActionMode::deterministic);
+    }
+  }
+  // the per-number loss is the head's: at the <NUM> positions L_reg_gated = gate·loss(y, loc_Y, scale_Y)
+  for (auto head : cq::model::reg_heads) {
+    HeadFixture f(cqtest::test_seed(39, "head reg loss values"));
+    f.cfg.reg_head = head;
+    cq::model::CausalHead<double> h(f.cfg, 3);
+    typename cq::model::CausalHead<double>::Cache c;
+    const cq::Arena<double>& cp = f.params;
+    h.run(cq::model::HeadParams<const double>::bind(cp), 1, {f.z.data(), {f.M, 4}}, f.head_targets(), ActionMode::deterministic, {}, c);
+    for (std::size_t m : {std::size_t(1), std::size_t(3)}) {
+      const auto expected = cq::model::regression_loss_grad(head, f.targets[m], c.regression.loc_Y[m], c.regression.scale_Y[m]);
+      CHECK(c.regression.nll[m] == expected.value);
+      CHECK(c.regression.L_reg_gated[m] == c.regression.gate[m] * expected.value);
+    }
+  }
+}
+
 TEST_CASE("CausalHead: the scale floors hold and leave every gradient exact") {
   HeadFixture f(cqtest::test_seed(37, "head scale floors"));
   f.cfg.scale_U_floor = 0.3;

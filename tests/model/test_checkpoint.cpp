@@ -70,6 +70,19 @@ TEST_CASE("save then load gives back every tensor exactly, and config.json's set
   fs::remove_all(dir);
 }
 
+TEST_CASE("the regression head's reading round-trips through config.json") {
+  for (auto head : {cq::model::RegHead::gaussian, cq::model::RegHead::mse}) {
+    auto cfg = Tiny::runtime();
+    cfg.reg_head = head;
+    cq::model::CausalQwen<float> m(cfg);
+    m.init_random(cqtest::test_seed(5, "reg head round trip"));
+    const auto dir = scratch("reghead");
+    cq::io::save_model(dir, m);
+    CHECK(cq::io::load_model<float>(dir).model->config().reg_head == head);
+    fs::remove_all(dir);
+  }
+}
+
 TEST_CASE("a tied base Qwen2 checkpoint converts: loc_S = base logits, scale_U = γ_init, W_loc = I") {
   cq::model::CausalQwen<float> base(Tiny::runtime());
   base.init_random(cqtest::test_seed(6, "tied conversion"), 0.2);

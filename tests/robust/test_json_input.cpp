@@ -116,6 +116,29 @@ TEST_CASE("config.json: the scale floors are read, written back, and refused whe
   CHECK(contains(message, "scale_Y_floor must be finite and >= 0, got -0.5"));
 }
 
+TEST_CASE("config.json: reg_head is read and written back; absent is cauchy; an unknown value names the file and the key") {
+  using causalqwen::model::RegHead;
+  CHECK(io::read_config_json(write_temp("config_no_head.json", small_config().dump())).config.reg_head == RegHead::cauchy);
+  CHECK(io::config_to_json(io::read_config_json(write_temp("config_no_head2.json", small_config().dump())).config)["reg_head"] ==
+        "cauchy");
+  for (const char* name : {"cauchy", "gaussian", "mse"}) {
+    json j = small_config();
+    j["reg_head"] = name;
+    const auto c = io::read_config_json(write_temp(std::string("config_head_") + name + ".json", j.dump())).config;
+    CHECK(causalqwen::model::reg_head_name(c.reg_head) == name);
+    CHECK(io::config_to_json(c)["reg_head"] == name);
+  }
+  for (const json& bad : {json("laplace"), json("Gaussian"), json(1), json(nullptr)}) {
+    json j = small_config();
+    j["reg_head"] = bad;
+    const auto path = write_temp("config_bad_head.json", j.dump());
+    const std::string message = format_error_of([&] { (void)io::read_config_json(path); });
+    INFO(message);
+    CHECK(contains(message, path.string()));
+    CHECK(contains(message, "field 'reg_head' must be \"cauchy\", \"gaussian\" or \"mse\", got " + bad.dump()));
+  }
+}
+
 TEST_CASE("batch JSON: bad numbers, position ids and masks are refused with the field") {
   struct Case {
     const char* name;

@@ -324,6 +324,68 @@ TEST_CASE("number statistics of true Cauchy draws: calibrated; halved scales ove
   CHECK(halved.mae == truth.mae);  // the scale does not move the point prediction
 }
 
+TEST_CASE("number statistics of a Gaussian head: true Gaussian draws calibrated; a point head has errors only") {
+  const auto seed = cqtest::test_seed(20261131, "calibration of true Gaussian draws");
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::uniform_real_distribution<double> scales(0.2, 5.0);
+  ct::NumberCalibration gaussian(std::nullopt, cq::model::RegHead::gaussian), cauchy;
+  double nll = 0;
+  constexpr std::size_t n = 20000;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double loc = 3.0 * normal(rng), scale = scales(rng), y = loc + scale * normal(rng);
+    gaussian.add(y, loc, scale);
+    cauchy.add(y, loc, scale);
+    const double z = (y - loc) / scale;
+    nll += 0.5 * std::log(2 * std::numbers::pi) + std::log(scale) + 0.5 * z * z;
+  }
+  const auto r = gaussian.report();
+  CHECK(r.head == cq::model::RegHead::gaussian);
+  CHECK(*r.mean_nll == doctest::Approx(nll / n).epsilon(1e-12));
+  for (const auto& c : r.intervals) {
+    INFO("level ", c.nominal, " coverage ", *c.coverage);
+    CHECK(std::fabs(*c.coverage - c.nominal) <= 3 * *c.standard_error);
+    CHECK(c.verdict == ct::CoverageVerdict::calibrated);
+  }
+  INFO("PIT counts: ", fmt::format("{}", fmt::join(r.pit_counts, " ")));
+  CHECK(*r.pit_chi_square < 27.88);  // χ² with 9 d.o.f.: its 0.999 quantile
+  // the same draws read as Cauchy: the 50 % intervals (±scale) are too wide, the PIT far from flat
+  const auto as_cauchy = cauchy.report();
+  CHECK(*as_cauchy.intervals[0].coverage > 0.6);
+  CHECK(*as_cauchy.pit_chi_square > 1000);
+
+  ct::NumberCalibration point(1.0, cq::model::RegHead::mse);
+  point.add(0.5, 0.0, 1.0);
+  point.add(-2.0, 0.0, 0.5);
+  point.add(10.0, 9.0, 2.0);
+  const auto p = point.report();
+  CHECK(p.head == cq::model::RegHead::mse);
+  CHECK(p.numbers == 3);
+  CHECK(*p.mae == doctest::Approx(3.5 / 3));
+  CHECK(*p.baseline->mae == doctest::Approx(12.5 / 3));
+  CHECK_FALSE(p.mean_nll.has_value());
+  CHECK_FALSE(p.pit_chi_square.has_value());
+  for (const auto& c : p.intervals) {
+    CHECK_FALSE(c.coverage.has_value());
+    CHECK_FALSE(c.median_width.has_value());
+    CHECK_FALSE(c.verdict.has_value());
+  }
+  // the reading is in the JSON ("distribution") and comes back; a report without it is Cauchy
+  for (const auto& report : {r, p}) {
+    ct::CalibrationReport whole;
+    whole.overall.numbers = report;
+    auto j = ct::calibration_to_json(whole);
+    CHECK(j["overall"]["numbers"]["distribution"] == std::string(cq::model::reg_head_name(report.head)));
+    CHECK(ct::calibration_from_json(j, "test").overall.numbers.head == report.head);
+    j["overall"]["numbers"].erase("distribution");
+    CHECK(ct::calibration_from_json(j, "test").overall.numbers.head == cq::model::RegHead::cauchy);
+    j["overall"]["numbers"]["distribution"] = "laplace";
+    CHECK(cqtest::error_message<cq::FormatError>([&] { ct::calibration_from_json(j, "test.json"); })
+              .find("test.json: overall.numbers.distribution must be \"cauchy\", \"gaussian\" or \"mse\", got \"laplace\"") !=
+          std::string::npos);
+  }
+}
+
 TEST_CASE("evaluate through a model whose head predicts the true Cauchy: calibrated; with its scale halved, over-confident") {
   // w_reg = 0 makes loc_Y = b_reg and scale_Y = scale_Y_floor at every position, whatever the
   // backbone computes: the model's head then predicts Cauchy(b_reg, floor) for every number.

@@ -16,6 +16,7 @@
 /// so that no z² is formed: finite and accurate for |z| up to the largest finite value.
 #pragma once
 #include "causalqwen/cauchy/distribution.hpp"
+#include "causalqwen/model/regression_head.hpp"
 
 #include <array>
 #include <cmath>
@@ -53,49 +54,11 @@ inline T cauchy_crps(T y, T loc, T scale) noexcept {
          two_over_pi * scale * (std::log(d) - std::log(scale) + T(0.5) * std::log1p(r * r) - ln2);
 }
 
-/// Φ(z), the standard normal distribution function, as ½·erfc(−z/√2) (accurate in both tails).
-template <Real T>
-inline T normal_cdf(T z) noexcept {
-  return T(0.5) * std::erfc(-z / std::numbers::sqrt2_v<T>);
-}
-
-/// φ(z) = exp(−z²/2)/√(2π).
-template <Real T>
-inline T normal_pdf(T z) noexcept {
-  return std::exp(T(-0.5) * z * z) * (std::numbers::inv_sqrtpi_v<T> / std::numbers::sqrt2_v<T>);
-}
-
-/// Φ⁻¹(p), the standard normal quantile: Acklam's rational approximation (relative error
-/// ≤ 1.2e-9), refined by one Halley step on Φ(x) − p in double; −∞ at 0, +∞ at 1, NaN outside.
-inline double normal_quantile(double p) noexcept {
-  if (!(p >= 0 && p <= 1)) return std::numeric_limits<double>::quiet_NaN();
-  if (p == 0) return -std::numeric_limits<double>::infinity();
-  if (p == 1) return std::numeric_limits<double>::infinity();
-  constexpr double a[] = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
-                          1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
-  constexpr double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
-                          6.680131188771972e+01,  -1.328068155288572e+01};
-  constexpr double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
-                          -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
-  constexpr double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00, 3.754408661907416e+00};
-  constexpr double low = 0.02425;
-  double x;
-  if (p < low) {
-    const double q = std::sqrt(-2 * std::log(p));
-    x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
-  } else if (p > 1 - low) {
-    const double q = std::sqrt(-2 * std::log1p(-p));
-    x = -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
-  } else {
-    const double q = p - 0.5, r = q * q;
-    x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
-        (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
-  }
-  // Halley: e = Φ(x) − p (from the nearer tail), u = e/φ(x), x ← x − u/(1 + x·u/2)
-  const double e = p < 0.5 ? normal_cdf(x) - p : (1 - p) - normal_cdf(-x);
-  const double u = e * std::sqrt(2 * std::numbers::pi) * std::exp(0.5 * x * x);
-  return x - u / (1 + 0.5 * x * u);
-}
+/// Φ, φ and Φ⁻¹ of the standard normal (model/regression_head.hpp, where the Gaussian head's
+/// loss is).
+using model::normal_cdf;
+using model::normal_pdf;
+using model::normal_quantile;
 
 /// CRPS of N(mu, sigma²) at y = σ·[z·(2Φ(z) − 1) + 2φ(z) − 1/√π], z = (y − mu)/σ, written with
 /// d = |y − mu| as d·erf(d/(σ√2)) + σ·(2φ(d/σ) − 1/√π) (no z formed when d/σ would overflow).
@@ -163,11 +126,10 @@ inline T cauchy_nll(T y, T loc, T scale) noexcept {
   return raw::nll(y, loc, scale);
 }
 
-/// Gaussian NLL = ½·log(2π) + log σ + ½·((y − mu)/σ)².
+/// Gaussian NLL = ½·log(2π) + log σ + ½·((y − mu)/σ)² (the Gaussian head's training loss).
 template <Real T>
 inline T gaussian_nll(T y, T mu, T sigma) noexcept {
-  const T z = (y - mu) / sigma;
-  return T(0.5) * std::log(T(2) * std::numbers::pi_v<T>) + std::log(sigma) + T(0.5) * z * z;
+  return model::gaussian_nll_grad(y, mu, sigma).value;
 }
 
 /// The half-width, in units of the scale, of the central interval of level p of the standard

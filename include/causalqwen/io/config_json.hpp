@@ -9,7 +9,8 @@
 ///   num_classes (K; default num_token_id + 1), gamma_init (10), ovr_threshold (a number or a
 ///   list of K numbers; 10), reg_loss_weight (1), alpha_gate (0), b_noise_init (0.1),
 ///   reg_init_gain (0.01), reg_bias_init (0), scale_U_floor and scale_Y_floor (0: none; lower
-///   bounds added to scale_U and scale_Y), bce_form ("stable" or "epsilon").
+///   bounds added to scale_U and scale_Y), bce_form ("stable" or "epsilon"), reg_head ("cauchy",
+///   "gaussian" or "mse": how the regression head is read, trained and scored; absent: cauchy).
 /// max_position_embeddings (optional): the longest sequence the model was trained for; the
 ///   generate, eval, forward and report commands refuse (or, generate --long-prompt keep-end,
 ///   cut) longer sequences by it. A file that states none gets default_max_position_embeddings
@@ -150,6 +151,11 @@ inline ConfigFile read_config_fields(ConfigFile out, const std::filesystem::path
     else if (j["bce_form"] == "epsilon") c.bce_form = model::BceForm::epsilon;
     else throw field_error(file, "bce_form", fmt::format("must be \"stable\" or \"epsilon\", got {}", j["bce_form"].dump()));
   }
+  if (j.contains("reg_head")) {
+    const auto& v = j["reg_head"];
+    if (!v.is_string() || !model::parse_reg_head(v.get<std::string>(), c.reg_head))
+      throw field_error(file, "reg_head", fmt::format("must be \"cauchy\", \"gaussian\" or \"mse\", got {}", v.dump()));
+  }
   try {
     c.validate("config");
   } catch (const DomainError& e) {
@@ -173,9 +179,9 @@ inline ConfigFile read_config_json(const std::filesystem::path& file,
 }
 
 /// The CausalQwen keys of config.json (the others are Qwen2's).
-inline constexpr std::array<const char*, 13> causal_qwen_keys = {
+inline constexpr std::array<const char*, 14> causal_qwen_keys = {
     "num_token_id",  "causal_size",   "num_classes",   "gamma_init",    "ovr_threshold", "reg_loss_weight", "alpha_gate",
-    "b_noise_init",  "reg_init_gain", "reg_bias_init", "scale_U_floor", "scale_Y_floor", "bce_form"};
+    "b_noise_init",  "reg_init_gain", "reg_bias_init", "scale_U_floor", "scale_Y_floor", "bce_form",        "reg_head"};
 
 /// The JSON of a configuration: `base` (keys kept as they were) updated with every key above.
 inline nlohmann::json config_to_json(const model::CausalConfig& c, nlohmann::json base = nlohmann::json::object()) {
@@ -206,6 +212,7 @@ inline nlohmann::json config_to_json(const model::CausalConfig& c, nlohmann::jso
   base["scale_U_floor"] = c.scale_U_floor;
   base["scale_Y_floor"] = c.scale_Y_floor;
   base["bce_form"] = c.bce_form == model::BceForm::stable ? "stable" : "epsilon";
+  base["reg_head"] = std::string(model::reg_head_name(c.reg_head));
   return base;
 }
 

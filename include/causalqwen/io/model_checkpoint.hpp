@@ -47,9 +47,10 @@ struct LoadedModel {
 struct ConversionSettings {
   std::optional<std::vector<double>> ovr_threshold;  // one value, or K
   std::optional<double> alpha_gate, reg_init_gain, reg_bias_init, gamma_init, b_noise_init;
+  std::optional<model::RegHead> reg_head;  // how the regression head is read (model/regression_head.hpp)
 
   bool any() const {
-    return ovr_threshold || alpha_gate || reg_init_gain || reg_bias_init || gamma_init || b_noise_init;
+    return ovr_threshold || alpha_gate || reg_init_gain || reg_bias_init || gamma_init || b_noise_init || reg_head;
   }
   void apply(model::CausalConfig& c) const {
     if (ovr_threshold) c.ovr_threshold = *ovr_threshold;
@@ -58,6 +59,7 @@ struct ConversionSettings {
     if (reg_bias_init) c.reg_bias_init = *reg_bias_init;
     if (gamma_init) c.gamma_init = *gamma_init;
     if (b_noise_init) c.b_noise_init = *b_noise_init;
+    if (reg_head) c.reg_head = *reg_head;
   }
 };
 

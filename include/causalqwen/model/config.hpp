@@ -3,6 +3,7 @@
 /// the first field out of range.
 #pragma once
 #include "causalqwen/core/error.hpp"
+#include "causalqwen/model/regression_head.hpp"
 #include "causalqwen/nn/config.hpp"
 
 #include <cmath>
@@ -33,6 +34,7 @@ struct CausalConfig {
   double scale_Y_floor = 0.0;   // scale_Y = floor + |w_reg|·scale_A ≥ floor (0: none)
   BceForm bce_form = BceForm::stable;
   double bce_epsilon = 1e-7;
+  RegHead reg_head = RegHead::cauchy;  // how (loc_Y, scale_Y) is read and scored (model/regression_head.hpp)
 
   std::size_t hidden_size() const { return backbone.hidden_size; }
 

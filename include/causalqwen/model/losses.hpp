@@ -4,7 +4,8 @@
 ///               L_cls = Σ_k BCE(onehot(label), P_k);  L_cls_mean = Σ_valid L_cls / max(N_valid, 1)
 ///               walked over the vocabulary in chunks of classes: S of a chunk = the action's
 ///               linear map of A, the vectorised row kernel, then the backward GEMMs.
-///   regression  nll = log(π·scale_Y) + log1p(((y − loc_Y)/scale_Y)²)
+///   regression  nll = log(π·scale_Y) + log1p(((y − loc_Y)/scale_Y)²)   (reg_head cauchy; the Gaussian
+///               NLL or ½(y − loc_Y)² for reg_head gaussian or mse: model/regression_head.hpp)
 ///               gate = m·(α + (1 − α)·P_<NUM>)  (not detached);  L_reg_eff = Σ gate·nll / max(N_num, 1)
 ///
 /// Both take the action's output A (independent) and produce ∂L/∂A; the class scores S and the
@@ -18,6 +19,7 @@
 #include "causalqwen/linalg/abs_weight.hpp"
 #include "causalqwen/model/action.hpp"
 #include "causalqwen/model/config.hpp"
+#include "causalqwen/model/regression_head.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -74,7 +76,7 @@ struct RegressionLoss {
       const T* sa = A.scale.data + m * C;
       const CauchyParams<T> Y = value_with_floor(Action<T>::value(p, la, sa), cfg), S_num = Action<T>::class_score(p, k_num, la, sa);
       const T y = targets.empty() ? T(0) : targets[m];
-      const auto nll = raw::nll_grad(y, Y.loc, Y.scale);
+      const auto nll = regression_loss_grad(cfg.reg_head, y, Y.loc, Y.scale);  // the head's loss (nll for cauchy)
       const auto P = raw::ovr_prob_grad(S_num.loc, S_num.scale, p.threshold[k_num]);
       r.loc_Y[m] = Y.loc;
       r.scale_Y[m] = Y.scale;

@@ -1,5 +1,8 @@
 /// Calibration statistics of an evaluation: how good the Cauchy predictions of numbers are and
 /// how honest their uncertainty is, and how the OvR class probabilities match the hit rates.
+/// A model whose regression head is read as a Gaussian (reg_head gaussian) is judged by the same
+/// statistics of N(loc, scale²): its NLL, intervals loc ± scale·Φ⁻¹(½ + p/2) and PIT Φ((y − loc)/scale);
+/// a point head (reg_head mse) has errors only: no NLL, no interval, no PIT (null in JSON).
 ///
 /// Numbers (one <NUM> target y with its prediction Y ~ Cauchy(loc, scale)):
 ///   mae = mean |loc − y|,  median_abs_error = median |loc − y|, the same for a constant baseline
@@ -24,6 +27,7 @@
 #include "causalqwen/cauchy/distribution.hpp"
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/json.hpp"
+#include "causalqwen/model/regression_head.hpp"
 
 #include <fmt/format.h>
 
@@ -85,6 +89,17 @@ inline CoverageVerdict coverage_verdict(double coverage, double nominal, std::si
 /// as its quantile of ½ + p/2 (evaluated without cancellation near p = 1).
 inline double interval_half_width(double nominal) { return raw::standard_quantile(0.5 + 0.5 * nominal); }
 
+/// The half-width in units of the scale of `head`'s central interval of level p: tan(π·p/2) for
+/// cauchy, Φ⁻¹(½ + p/2) for gaussian, 0 for mse (a point has no interval).
+inline double interval_half_width(double nominal, model::RegHead head) {
+  switch (head) {
+    case model::RegHead::gaussian: return model::normal_quantile(0.5 + 0.5 * nominal);
+    case model::RegHead::mse: return 0;
+    case model::RegHead::cauchy: break;
+  }
+  return interval_half_width(nominal);
+}
+
 namespace detail_calibration {
 
 /// median = the middle value of `values`, or the midpoint of the two middle ones; nullopt when
@@ -140,6 +155,7 @@ struct BaselineComparison {
 
 /// The statistics of the <NUM> targets (see the file comment).
 struct NumberCalibrationReport {
+  model::RegHead head = model::RegHead::cauchy;  // the reading of the forecasts ("distribution" in JSON)
   std::size_t numbers = 0;
   std::optional<double> mae, median_abs_error, mean_nll;
   std::optional<BaselineComparison> baseline;  // present when a baseline value was given
@@ -189,14 +205,17 @@ struct CalibrationReport {
 class NumberCalibration {
  public:
   /// `baseline_value`: the constant prediction to compare with (finite); none: no comparison.
-  explicit NumberCalibration(std::optional<double> baseline_value = std::nullopt) : baseline_value_(baseline_value) {
+  /// `head`: how the forecasts (loc, scale) are read (see the file comment).
+  explicit NumberCalibration(std::optional<double> baseline_value = std::nullopt, model::RegHead head = model::RegHead::cauchy)
+      : baseline_value_(baseline_value), head_(head) {
     detail::require(!baseline_value || std::isfinite(*baseline_value), "NumberCalibration",
                     "the baseline value must be finite, got {}", baseline_value.value_or(0.0));
-    for (std::size_t i = 0; i < coverage_levels.size(); ++i) half_widths_[i] = interval_half_width(coverage_levels[i]);
+    for (std::size_t i = 0; i < coverage_levels.size(); ++i) half_widths_[i] = interval_half_width(coverage_levels[i], head);
   }
 
   /// Adds one target: |loc − y|, |c − y|, nll = log(π·scale) + log1p(((y − loc)/scale)²),
-  /// |y − loc| ≤ scale·tan(π·p/2) for each level p, and the PIT bin ⌊10·F_Y(y)⌋ (9 for F_Y(y) = 1).
+  /// |y − loc| ≤ scale·tan(π·p/2) for each level p, and the PIT bin ⌊10·F_Y(y)⌋ (9 for F_Y(y) = 1);
+  /// for a Gaussian head its NLL, half-widths and F_Y; for a point head the errors alone.
   /// DomainError unless y and loc are finite and 0 < scale < ∞.
   void add(double y, double loc, double scale) {
     detail::require(std::isfinite(y) && std::isfinite(loc) && scale > 0 && std::isfinite(scale), "NumberCalibration::add",
@@ -206,14 +225,16 @@ class NumberCalibration {
     abs_errors_.push_back(abs_error);
     scales_.push_back(scale);
     total_abs_error_ += abs_error;
-    total_nll_ += raw::nll(y, loc, scale);
     if (baseline_value_) {
       const double baseline_error = std::fabs(y - *baseline_value_);
       baseline_abs_errors_.push_back(baseline_error);
       total_baseline_abs_error_ += baseline_error;
     }
+    if (!model::has_scale(head_)) return;  // a point: errors only
+    const bool gaussian = head_ == model::RegHead::gaussian;
+    total_nll_ += gaussian ? model::gaussian_nll_grad(y, loc, scale).value : raw::nll(y, loc, scale);
     for (std::size_t i = 0; i < coverage_levels.size(); ++i) inside_[i] += abs_error <= scale * half_widths_[i];
-    const double pit = raw::cdf(y, loc, scale);
+    const double pit = gaussian ? model::normal_cdf((y - loc) / scale) : raw::cdf(y, loc, scale);
     ++pit_counts_[std::min(static_cast<std::size_t>(pit * static_cast<double>(pit_bin_count)), pit_bin_count - 1)];
   }
 
@@ -224,11 +245,13 @@ class NumberCalibration {
   NumberCalibrationReport report() const {
     NumberCalibrationReport r;
     const std::size_t n = size();
+    r.head = head_;
     r.numbers = n;
     r.mae = detail_calibration::per_count(total_abs_error_, n);
     auto abs_errors = abs_errors_;
     r.median_abs_error = detail_calibration::median_of(abs_errors);
-    r.mean_nll = detail_calibration::per_count(total_nll_, n);
+    const bool scored = model::has_scale(head_);  // a point head has no NLL, interval or PIT
+    if (scored) r.mean_nll = detail_calibration::per_count(total_nll_, n);
     if (baseline_value_) {
       BaselineComparison b;
       b.value = *baseline_value_;
@@ -245,14 +268,14 @@ class NumberCalibration {
       auto& c = r.intervals[i];
       c.nominal = coverage_levels[i];
       c.inside = inside_[i];
-      if (n == 0) continue;
+      if (n == 0 || !scored) continue;
       c.coverage = static_cast<double>(inside_[i]) / static_cast<double>(n);
       c.standard_error = std::sqrt(c.nominal * (1 - c.nominal) / static_cast<double>(n));
       c.median_width = 2 * half_widths_[i] * *median_scale;
       c.verdict = coverage_verdict(*c.coverage, c.nominal, n);
     }
     r.pit_counts = pit_counts_;
-    if (n > 0) {
+    if (n > 0 && scored) {
       const double expected = static_cast<double>(n) / static_cast<double>(pit_bin_count);
       double chi_square = 0;
       for (auto count : pit_counts_) {
@@ -266,6 +289,7 @@ class NumberCalibration {
 
  private:
   std::optional<double> baseline_value_;
+  model::RegHead head_;
   std::array<double, coverage_levels.size()> half_widths_{};
   std::vector<double> abs_errors_, baseline_abs_errors_, scales_;
   double total_abs_error_ = 0, total_baseline_abs_error_ = 0, total_nll_ = 0;
@@ -347,8 +371,9 @@ struct CalibrationTally {
   NumberCalibration numbers;
   TokenCalibration tokens;
 
-  CalibrationTally(std::int64_t num_token_id, std::optional<double> baseline_value)
-      : numbers(baseline_value), tokens(num_token_id) {}
+  CalibrationTally(std::int64_t num_token_id, std::optional<double> baseline_value,
+                   model::RegHead head = model::RegHead::cauchy)
+      : numbers(baseline_value, head), tokens(num_token_id) {}
   /// Both accumulators' statistics.
   CalibrationStatistics report() const { return {numbers.report(), tokens.report()}; }
 };
@@ -356,14 +381,15 @@ struct CalibrationTally {
 /// The accumulators of an evaluation: one for every position, one per group of sequences.
 class GroupedCalibration {
  public:
-  GroupedCalibration(std::int64_t num_token_id, std::optional<double> baseline_value)
-      : num_token_id_(num_token_id), baseline_value_(baseline_value), overall_(num_token_id, baseline_value) {}
+  GroupedCalibration(std::int64_t num_token_id, std::optional<double> baseline_value,
+                     model::RegHead head = model::RegHead::cauchy)
+      : num_token_id_(num_token_id), baseline_value_(baseline_value), head_(head), overall_(num_token_id, baseline_value, head) {}
 
   /// The tally of every position, whatever its group.
   CalibrationTally& overall() { return overall_; }
   /// The tally of the group `name`, created empty on first use.
   CalibrationTally& group(const std::string& name) {
-    return groups_.try_emplace(name, num_token_id_, baseline_value_).first->second;
+    return groups_.try_emplace(name, num_token_id_, baseline_value_, head_).first->second;
   }
 
   /// The overall statistics and those of every group that received a position.
@@ -377,6 +403,7 @@ class GroupedCalibration {
  private:
   std::int64_t num_token_id_;
   std::optional<double> baseline_value_;
+  model::RegHead head_;
   CalibrationTally overall_;
   std::map<std::string, CalibrationTally> groups_;
 };
@@ -427,7 +454,8 @@ inline Json to_json(const NumberCalibrationReport& r) {
                 {"median_abs_error", number_or_null(r.baseline->median_abs_error)},
                 {"mae_ratio", number_or_null(r.baseline->mae_ratio)},
                 {"median_abs_error_ratio", number_or_null(r.baseline->median_abs_error_ratio)}};
-  return {{"numbers", r.numbers},
+  return {{"distribution", std::string(model::reg_head_name(r.head))},
+          {"numbers", r.numbers},
           {"mae", number_or_null(r.mae)},
           {"median_abs_error", number_or_null(r.median_abs_error)},
           {"mean_nll", number_or_null(r.mean_nll)},
@@ -469,6 +497,12 @@ inline Json to_json(const CalibrationStatistics& s) {
 /// to_json(NumberCalibrationReport)'s inverse; `path` names the object in error messages.
 inline NumberCalibrationReport numbers_from_json(const Json& j, std::string_view source, const std::string& path) {
   NumberCalibrationReport r;
+  if (j.is_object() && j.contains("distribution")) {  // absent: cauchy
+    const auto name = json::field<std::string>(j, "distribution", source, path);
+    if (!model::parse_reg_head(name, r.head))
+      throw FormatError(fmt::format("{}: {}.distribution must be \"cauchy\", \"gaussian\" or \"mse\", got \"{}\"", source,
+                                    path, name));
+  }
   r.numbers = json::field<std::size_t>(j, "numbers", source, path);
   r.mae = optional_number(j, "mae", source, path);
   r.median_abs_error = optional_number(j, "median_abs_error", source, path);

@@ -11,7 +11,7 @@
 /// second pass.
 ///
 /// The same pass fills `calibration` (train/calibration.hpp): the <NUM> targets' errors, NLL,
-/// interval coverage and PIT histogram from (loc_Y, scale_Y, y), and at every position with a
+/// interval coverage and PIT histogram from (loc_Y, scale_Y, y) read as the model's reg_head says, and at every position with a
 /// label the next-token accuracy, <NUM> precision/recall/F1, Σ_k P_k and the reliability of
 /// max_k P_k, overall and, with EvaluationOptions::group_of, per group of sequences.
 #pragma once
@@ -154,7 +154,7 @@ template <class T>
 Evaluation evaluate(model::CausalQwen<T>& model, std::type_identity_t<std::span<const io::BatchData<T>>> batches,
                     const NumberCallback& on_number = {}, const EvaluationOptions& options = {}) {
   Evaluation e;
-  detail_evaluate::Progress progress{{}, {model.config().num_token_id, options.baseline_value}, 0};
+  detail_evaluate::Progress progress{{}, {model.config().num_token_id, options.baseline_value, model.config().reg_head}, 0};
   typename model::CausalQwen<T>::Cache cache;
   for (std::size_t k = 0; k < batches.size(); ++k) {
     detail_evaluate::add_batch(model, batches[k], k, e, progress, cache, on_number, options);
@@ -170,7 +170,7 @@ template <class T>
 Evaluation evaluate(model::CausalQwen<T>& model, TokenBatchSource<T>& source, std::size_t count,
                     const NumberCallback& on_number = {}, const EvaluationOptions& options = {}) {
   Evaluation e;
-  detail_evaluate::Progress progress{{}, {model.config().num_token_id, options.baseline_value}, 0};
+  detail_evaluate::Progress progress{{}, {model.config().num_token_id, options.baseline_value, model.config().reg_head}, 0};
   typename model::CausalQwen<T>::Cache cache;
   for (std::size_t k = 0; k < count; ++k) {
     detail_evaluate::add_batch(model, source.next(), k, e, progress, cache, on_number, options);
