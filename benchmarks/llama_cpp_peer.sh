@@ -50,11 +50,8 @@
 #   PREFILL_ROUNDS=N  alternating prefill rounds (step 6; default 3; 0 skips it)
 #   PYTHON=...        Python with numpy (default /usr/bin/python3)
 set -euo pipefail
-
-die() {
-  echo "llama_cpp_peer.sh: error: $*" >&2
-  exit 1
-}
+SCRIPT=llama_cpp_peer.sh
+source "$(dirname "$0")/llama_cpp_common.sh"
 
 [[ $# -ge 1 && $# -le 2 ]] || die "usage: bash benchmarks/llama_cpp_peer.sh LLAMA_SRC_DIR [WORK_DIR=/tmp/llama-peer]"
 LLAMA_SRC=$(cd "$1" 2>/dev/null && pwd) || die "llama.cpp source directory '$1' not found"
@@ -70,54 +67,21 @@ ROUNDS=${ROUNDS:-3}
 PREFILL_ROUNDS=${PREFILL_ROUNDS:-3}
 [[ $ROUNDS =~ ^[0-9]+$ ]] || die "ROUNDS must be a whole number, got '$ROUNDS'"
 [[ $PREFILL_ROUNDS =~ ^[0-9]+$ ]] || die "PREFILL_ROUNDS must be a whole number, got '$PREFILL_ROUNDS'"
-[[ -f $LLAMA_SRC/CMakeLists.txt ]] || die "$LLAMA_SRC/CMakeLists.txt not found: not a llama.cpp source tree"
-[[ -f $LLAMA_SRC/gguf-py/gguf/gguf_writer.py ]] || die "$LLAMA_SRC/gguf-py/gguf/gguf_writer.py not found (llama.cpp's gguf-py package)"
+llama_check_source "$LLAMA_SRC"
 [[ -f $GGUF_SCRIPT ]] || die "$GGUF_SCRIPT not found"
 command -v cmake >/dev/null || die "cmake not found on PATH"
-[[ -x $PYTHON ]] || die "$PYTHON not found (set PYTHON to a Python 3 with numpy)"
-"$PYTHON" -c "import numpy" 2>/dev/null || die "numpy is not importable by $PYTHON (Debian: apt-get install python3-numpy)"
+llama_check_python "$PYTHON"
 [[ -x $OURS_BIN ]] || die "$OURS_BIN not found: build this repository's benchmarks first (target bench_generate)"
 mkdir -p "$WORK_DIR" || die "cannot create $WORK_DIR"
 WORK_DIR=$(cd "$WORK_DIR" && pwd)
 
 # ---- 1. build llama-bench and llama-quantize out of tree ----------------------------------
 BIN=$WORK_DIR/build/bin
-if [[ -x $BIN/llama-bench && -x $BIN/llama-quantize ]]; then
-  echo "== llama.cpp: using the existing build in $WORK_DIR/build"
-else
-  echo "== llama.cpp: building llama-bench and llama-quantize in $WORK_DIR/build (log: $WORK_DIR/build.log)"
-  if ! { cmake -S "$LLAMA_SRC" -B "$WORK_DIR/build" -DGGML_NATIVE=ON -DGGML_OPENMP=ON -DLLAMA_CURL=OFF \
-           -DCMAKE_BUILD_TYPE=Release &&
-         cmake --build "$WORK_DIR/build" --target llama-bench llama-quantize -j2; } >"$WORK_DIR/build.log" 2>&1; then
-    tail -n 30 "$WORK_DIR/build.log" >&2
-    die "building llama.cpp failed (full log: $WORK_DIR/build.log)"
-  fi
-  [[ -x $BIN/llama-bench ]] || die "$BIN/llama-bench missing after the build (see $WORK_DIR/build.log)"
-  [[ -x $BIN/llama-quantize ]] || die "$BIN/llama-quantize missing after the build (see $WORK_DIR/build.log)"
-fi
+llama_build "$LLAMA_SRC" "$WORK_DIR" llama-bench llama-quantize
 
 # ---- 2. model files ---------------------------------------------------------------------
-F32=$WORK_DIR/qwen2-0.5b-random-f32.gguf
-Q8_0=$WORK_DIR/qwen2-0.5b-random-q8_0.gguf
-for t in f32 bf16; do
-  out=$WORK_DIR/qwen2-0.5b-random-$t.gguf
-  if [[ -s $out ]]; then
-    echo "== using existing $out"
-  else
-    echo "== writing $out"
-    "$PYTHON" "$GGUF_SCRIPT" --llama-src "$LLAMA_SRC" --type "$t" --out "$out.part" ||
-      die "writing the $t GGUF failed ($GGUF_SCRIPT)"
-    mv "$out.part" "$out"
-  fi
-done
-if [[ -s $Q8_0 ]]; then
-  echo "== using existing $Q8_0"
-else
-  echo "== quantising $F32 -> Q8_0 (log: $WORK_DIR/quantize.log)"
-  "$BIN/llama-quantize" "$F32" "$Q8_0.part" Q8_0 "$THREADS" >"$WORK_DIR/quantize.log" 2>&1 ||
-    { tail -n 20 "$WORK_DIR/quantize.log" >&2; die "llama-quantize failed (log: $WORK_DIR/quantize.log)"; }
-  mv "$Q8_0.part" "$Q8_0"
-fi
+LOG_DIR=$WORK_DIR
+for t in f32 bf16 q8_0; do llama_gguf "$t" >/dev/null; done
 
 # ---- 3. llama-bench ---------------------------------------------------------------------
 # prefill and decode in two invocations; the decode one bracketed by our bandwidth probe

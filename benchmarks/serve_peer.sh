@@ -38,11 +38,8 @@
 #   PAIRS="bf16:bf16 int8:q8_0"   ours:llama.cpp weight types, in this order
 #   PYTHON=...   Python with numpy (default /usr/bin/python3)
 set -euo pipefail
-
-die() {
-  echo "serve_peer.sh: error: $*" >&2
-  exit 1
-}
+SCRIPT=serve_peer.sh
+source "$(dirname "$0")/llama_cpp_common.sh"
 
 [[ $# -ge 1 && $# -le 2 ]] || die "usage: bash benchmarks/serve_peer.sh LLAMA_SRC_DIR [WORK_DIR=/tmp/llama-peer]"
 LLAMA_SRC=$(cd "$1" 2>/dev/null && pwd) || die "llama.cpp source directory '$1' not found"
@@ -69,53 +66,23 @@ PROMPT="The total is 12 and the price is"
 for p in $PAIRS; do
   [[ $p =~ ^(f32|bf16|int8):(f32|bf16|q8_0)$ ]] || die "PAIRS: '$p' is not ours:theirs (ours f32|bf16|int8, theirs f32|bf16|q8_0)"
 done
-[[ -f $LLAMA_SRC/CMakeLists.txt ]] || die "$LLAMA_SRC/CMakeLists.txt not found: not a llama.cpp source tree"
-[[ -f $LLAMA_SRC/gguf-py/gguf/gguf_writer.py ]] || die "$LLAMA_SRC/gguf-py/gguf/gguf_writer.py not found (llama.cpp's gguf-py package)"
+llama_check_source "$LLAMA_SRC"
 [[ -x $CLI ]] || die "$CLI not found: build this repository's program first (target causalqwen_cli)"
 "$CLI" serve --help >/dev/null 2>&1 || die "$CLI has no serve subcommand (configure with the server's dependencies)"
 command -v node >/dev/null || die "node not found on PATH (bench_serve.mjs needs Node 18 or later)"
 [[ -x /usr/bin/time ]] || die "/usr/bin/time not found (Debian: apt-get install time)"
-[[ -x $PYTHON ]] || die "$PYTHON not found (set PYTHON to a Python 3 with numpy)"
-"$PYTHON" -c "import numpy" 2>/dev/null || die "numpy is not importable by $PYTHON (Debian: apt-get install python3-numpy)"
+llama_check_python "$PYTHON"
 mkdir -p "$WORK_DIR/serve-peer" || die "cannot create $WORK_DIR/serve-peer"
 WORK_DIR=$(cd "$WORK_DIR" && pwd)
 OUT=$WORK_DIR/serve-peer
 
 # ---- llama.cpp: llama-server and llama-quantize, out of tree ------------------------------
 BIN=$WORK_DIR/build/bin
-if [[ -x $BIN/llama-server && -x $BIN/llama-quantize ]]; then
-  echo "== llama.cpp: using the existing build in $WORK_DIR/build"
-else
-  echo "== llama.cpp: building llama-server and llama-quantize in $WORK_DIR/build (log: $WORK_DIR/build.log)"
-  if ! { cmake -S "$LLAMA_SRC" -B "$WORK_DIR/build" -DGGML_NATIVE=ON -DGGML_OPENMP=ON -DLLAMA_CURL=OFF \
-           -DCMAKE_BUILD_TYPE=Release &&
-         cmake --build "$WORK_DIR/build" --target llama-server llama-quantize -j2; } >"$WORK_DIR/build.log" 2>&1; then
-    tail -n 30 "$WORK_DIR/build.log" >&2
-    die "building llama.cpp failed (full log: $WORK_DIR/build.log)"
-  fi
-  [[ -x $BIN/llama-server ]] || die "$BIN/llama-server missing after the build (see $WORK_DIR/build.log)"
-fi
+llama_build "$LLAMA_SRC" "$WORK_DIR" llama-server llama-quantize
 
 # ---- 1. model files -------------------------------------------------------------------------
-gguf() {  # the GGUF of llama.cpp type $1, written (or quantised from the F32 one) when missing
-  local t=$1 out=$WORK_DIR/qwen2-0.5b-random-$1.gguf
-  if [[ -s $out ]]; then
-    echo "== using existing $out" >&2
-  elif [[ $t == q8_0 ]]; then
-    gguf f32 >/dev/null
-    echo "== quantising the F32 GGUF -> $out (log: $OUT/quantize.log)" >&2
-    "$BIN/llama-quantize" "$WORK_DIR/qwen2-0.5b-random-f32.gguf" "$out.part" Q8_0 "$THREADS" >"$OUT/quantize.log" 2>&1 ||
-      { tail -n 20 "$OUT/quantize.log" >&2; die "llama-quantize failed (log: $OUT/quantize.log)"; }
-    mv "$out.part" "$out"
-  else
-    echo "== writing $out" >&2
-    "$PYTHON" "$GGUF_SCRIPT" --llama-src "$LLAMA_SRC" --type "$t" --out "$out.part" >&2 ||
-      die "writing the $t GGUF failed ($GGUF_SCRIPT)"
-    mv "$out.part" "$out"
-  fi
-  echo "$out"
-}
-for p in $PAIRS; do gguf "${p#*:}" >/dev/null; done
+LOG_DIR=$OUT
+for p in $PAIRS; do llama_gguf "${p#*:}" >/dev/null; done
 
 OURS_MODEL=$WORK_DIR/causalqwen-0.5b-qwen2-vocab
 if [[ -s $OURS_MODEL/model.safetensors && -s $OURS_MODEL/tokenizer.json ]]; then
