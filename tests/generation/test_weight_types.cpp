@@ -6,11 +6,14 @@
 #include "../support/test_support.hpp"
 
 #include <causalqwen/generate/next_token.hpp>
+#include <causalqwen/linalg/kernels/onednn_bf16.hpp>
 #include <causalqwen/model.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace cq = causalqwen;
@@ -175,4 +178,48 @@ TEST_CASE("parameters changed after use_weights are refused until packed again; 
   cqm::CausalQwen<double> wide(small_config());
   CHECK_THROWS_WITH_AS(wide.use_weights(la::WeightType::bf16), doctest::Contains("float models only"), cq::DomainError);
   CHECK(wide.weight_type() == la::WeightType::f32);  // refused before anything changed
+}
+
+TEST_CASE("oneDNN prefill (bf16 and int8 weights): a prompt prefilled at once against fed a token at a time, bounded and the same tokens") {
+  // From linalg::onednn_min_rows rows on, prefill's products run on oneDNN (forced here, so that
+  // this runs on every machine built with it), whose sums run in another order than our
+  // decoding kernels', and whose int8 product quantises X per row instead of per chunk of 16: a
+  // prompt prefilled at once no longer gives the bits of the prompt fed one token at a time
+  // (each step one row, on our kernels). The difference is bounded here, and the tokens agree.
+  if (!la::onednn_built_in()) {
+    MESSAGE("built without oneDNN: nothing runs on it");
+    return;
+  }
+  const std::uint64_t seed = cqtest::test_seed(8, "oneDNN prefill vs token at a time");
+  cqm::CausalQwen<float> model(small_config());
+  model.init_random(seed, 0.05);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::int64_t> id(0, 498);
+  la::set_bf16_kernel(la::Bf16Kernel::onednn);
+  for (const auto& [type, bound] : {std::pair{la::WeightType::bf16, 1e-4}, std::pair{la::WeightType::int8, 5e-2}}) {
+    model.use_weights(type);
+    CAPTURE(std::string(la::weight_type_name(type)));
+    double worst = 0;
+    for (std::size_t n = 0; n < 6; ++n) {
+      std::vector<std::int64_t> p(la::onednn_min_rows + 4 + 5 * n);
+      for (auto& x : p) x = id(rng);
+      const auto whole = trace(model, p, 3);
+      const std::vector<std::int64_t> first(p.begin(), p.begin() + 1);
+      std::vector<std::int64_t> feed(p.begin() + 1, p.end());
+      feed.insert(feed.end(), whole.tokens.begin(), whole.tokens.end());
+      const auto stepped = trace(model, first, p.size() - 1 + 3, feed);
+      for (std::size_t s = 0; s < whole.loc_S.size(); ++s) {
+        const std::size_t t = s + p.size() - 1;
+        CHECK(whole.tokens[s] == stepped.tokens[t]);
+        for (std::size_t k = 0; k < whole.loc_S[s].size(); ++k) {
+          const double d = std::fabs(double(whole.loc_S[s][k]) - stepped.loc_S[t][k]) / (1 + std::fabs(double(stepped.loc_S[t][k])));
+          const double ds = std::fabs(double(whole.scale_S[s][k]) - stepped.scale_S[t][k]) / (1 + std::fabs(double(stepped.scale_S[t][k])));
+          worst = std::max({worst, d, ds});
+        }
+      }
+    }
+    MESSAGE(la::weight_type_name(type) << ": largest |Δloc_S|, |Δscale_S| / (1 + |value|) between prefill at once and a token at a time: " << worst);
+    CHECK(worst <= bound);
+  }
+  la::set_bf16_kernel(la::Bf16Kernel::automatic);
 }

@@ -189,8 +189,19 @@ TEST_CASE("oneDNN training products: X·Wᵀ, dY·W (+=), dYᵀ·X (+=) within f
   }
   CHECK(dnnl_copy.y == dnnl.y);
   CHECK(dnnl_copy.dx == dnnl.dx);
-  CHECK(ours_copy.y == ours.y);  // our kernels ignore a copy in rows: they round W themselves
+  CHECK(ours_copy.y == ours.y);  // our kernels widen a copy in rows to floats: the same values
   CHECK(ours_copy.dx == ours.dx);
+  // |W| from the copy alone (B null), as the Cauchy head's scale products read it
+  std::vector<float> abs_w(w.size());
+  for (std::size_t i = 0; i < w.size(); ++i) abs_w[i] = std::fabs(w[i]);
+  for (const auto kernel : {la::Bf16Kernel::own, la::Bf16Kernel::onednn}) {
+    const KernelScope scope(kernel);
+    std::vector<float> from_copy(M * N), from_floats(M * N);
+    la::bf16_matmul_rows(la::Op::plain, la::Op::transposed, M, N, K, x.data(), K, nullptr, K, from_copy.data(), N, false,
+                         copy.abs_values());
+    la::bf16_matmul_rows(la::Op::plain, la::Op::transposed, M, N, K, x.data(), K, abs_w.data(), K, from_floats.data(), N, false);
+    CHECK(from_copy == from_floats);
+  }
   const double differ = [&] {
     double d = 0;
     for (std::size_t i = 0; i < ours.y.size(); ++i) d = std::max(d, std::fabs(double(dnnl.y[i]) - ours.y[i]));

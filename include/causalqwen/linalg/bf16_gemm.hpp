@@ -1543,12 +1543,23 @@ inline Precision parse_precision(std::string_view s) {
 /// multiple of 4 of its panels; B's floats are then not read (b may be null). A copy read as |W|
 /// (PackedRef::abs) gives the products with |W|. For dY·W the copy's rows may be longer than N
 /// (cols_padded: a store of more columns, of which B is the first N, as a KV cache's keys).
-/// A copy in rows (PackedRef::rows_layout, for oneDNN) is not read: B's floats are rounded.
+/// A copy in rows (PackedRef::rows_layout, for oneDNN) is widened to floats first (the same values).
 inline void bf16_matmul(Op op_a, Op op_b, std::size_t M, std::size_t N, std::size_t K, const float* a, std::size_t lda,
                         const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
                         const PackedRef& b_copy = {}) {
+  if (b_copy.type == WeightType::bf16 && b_copy.rows_layout) {  // widened to floats, which round back to the same values
+    thread_local PageBuffer<float> widened;  // [copy rows, cols]
+    const std::size_t rows = b_copy.rows, cols = b_copy.cols, ld_copy = b_copy.cols_padded;
+    const std::uint16_t* src = b_copy.bf16 + b_copy.row0 * ld_copy;
+    const std::uint16_t mask = b_copy.abs ? 0x7FFF : 0xFFFF;
+    float* out = widened.grow(rows * cols);
+    parallel_for(rows, rows * cols, [&](std::size_t r) {
+      for (std::size_t c = 0; c < cols; ++c) out[r * cols + c] = bf16_to_float(static_cast<std::uint16_t>(src[r * ld_copy + c] & mask));
+    });
+    return bf16_matmul(op_a, op_b, M, N, K, a, lda, out, cols, c, ldc, accumulate);
+  }
   const std::uint16_t* b_panels = nullptr;
-  if (b_copy.type == WeightType::bf16 && !b_copy.rows_layout && op_a == Op::plain) {
+  if (b_copy.type == WeightType::bf16 && op_a == Op::plain) {
     const bool transposed = op_b == Op::transposed;
     const std::size_t padded = (b_copy.cols + panel_cols - 1) / panel_cols * panel_cols;
     detail::require(b_copy.rows == (transposed ? N : K) && b_copy.cols == (transposed ? K : N) && b_copy.row0 % panel_rows == 0 &&

@@ -229,8 +229,8 @@ inline void forward_int8(TensorView<float, 2> y, TensorView<const float, 2> x, c
 }
 
 /// C [M,N] (+)= bf16(op(A))·bf16(op(B)), as bf16_matmul takes them: A and B rounded into kept
-/// buffers, or B read from `b_copy` when it is a bf16 copy in rows (PackedRef::rows_layout) and
-/// not read as |W|.
+/// buffers; B read from `b_copy` when it is a bf16 copy: in place when in rows
+/// (PackedRef::rows_layout) and not read as |W|, else its values copied into rows first.
 inline void matmul_bf16(Op op_a, Op op_b, std::size_t M, std::size_t N, std::size_t K, const float* a, std::size_t lda,
                         const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate, const PackedRef& b_copy) {
   if (M == 0 || N == 0) return;
@@ -239,13 +239,28 @@ inline void matmul_bf16(Op op_a, Op op_b, std::size_t M, std::size_t N, std::siz
   std::size_t lda_b = 0, ldb_b = 0;
   const std::uint16_t* ab = rounded_rows(0, a, lda, ta ? K : M, ta ? M : K, lda_b);
   const std::uint16_t* bb = nullptr;
-  if (b_copy.type == WeightType::bf16 && b_copy.rows_layout && !b_copy.abs && b_copy.rows == (tb ? N : K) &&
-      b_copy.cols == (tb ? K : N)) {
-    bb = b_copy.bf16 + b_copy.row0 * b_copy.cols_padded;
-    ldb_b = b_copy.cols_padded;
+  const std::size_t b_rows = tb ? N : K, b_cols = tb ? K : N;  // B as stored
+  if (b_copy.type == WeightType::bf16) {
+    detail::require(b_copy.rows == b_rows && b_copy.cols == b_cols, "onednn::matmul_bf16", "the bf16 copy [{},{}] is not B [{},{}]",
+                    b_copy.rows, b_copy.cols, b_rows, b_cols);
+    if (b_copy.rows_layout && !b_copy.abs) {
+      bb = b_copy.bf16 + b_copy.row0 * b_copy.cols_padded;
+      ldb_b = b_copy.cols_padded;
+    } else {  // |copy|, or a copy in panels: its values into rows
+      ldb_b = panel_padded_cols(b_cols);
+      std::uint16_t* out = bf16_buffer(1, b_rows * ldb_b);
+      const std::uint16_t mask = b_copy.abs ? 0x7FFF : 0xFFFF;
+      parallel_for(b_rows, b_rows * b_cols, [&](std::size_t r) {
+        const std::size_t j = b_copy.row0 + r;
+        for (std::size_t col = 0; col < b_cols; ++col)
+          out[r * ldb_b + col] = static_cast<std::uint16_t>(
+              (b_copy.rows_layout ? b_copy.bf16[j * b_copy.cols_padded + col] : b_copy.bf16[panel_index(j, col, b_copy.cols_padded)]) & mask);
+      });
+      bb = out;
+    }
   } else {
-    detail::require(b != nullptr, "onednn::matmul_bf16", "B is null and no bf16 copy in rows was given");
-    bb = rounded_rows(1, b, ldb, tb ? N : K, tb ? K : N, ldb_b);
+    detail::require(b != nullptr, "onednn::matmul_bf16", "B is null and no bf16 copy was given");
+    bb = rounded_rows(1, b, ldb, b_rows, b_cols, ldb_b);
   }
   const MatmulKey key{4, std::int64_t(M), std::int64_t(N), std::int64_t(K), ta, tb, std::int64_t(lda_b), std::int64_t(ldb_b),
                       std::int64_t(ldc), accumulate, threads()};
@@ -276,7 +291,7 @@ inline void bf16_matmul_rows(Op op_a, Op op_b, std::size_t M, std::size_t N, std
                              const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
                              const PackedRef& b_copy = {}) {
 #ifdef CAUSALQWEN_HAVE_ONEDNN
-  if (bf16_rows_on_onednn(std::min(M, K)) && K > 0 && b != nullptr)
+  if (bf16_rows_on_onednn(std::min(M, K)) && K > 0 && (b != nullptr || b_copy.type == WeightType::bf16))
     return onednn::matmul_bf16(op_a, op_b, M, N, K, a, lda, b, ldb, c, ldc, accumulate, b_copy);
 #endif
   bf16_matmul(op_a, op_b, M, N, K, a, lda, b, ldb, c, ldc, accumulate, b_copy);
