@@ -26,11 +26,14 @@
 //                   a short run, for alternating with a peer's decode in the same minutes
 //   --prefill-only  skip the decode phases (with --no-torch): a short run, for alternating with a
 //                   peer's prefill in the same minutes
+//   CQ_INT8_PREFILL=bf16 in the environment: int8 prefill on oneDNN (where it runs AMX) with Q
+//                   widened to bf16 instead of X quantised to s8
 //   --context L     decode after an L-token prompt instead of 128 (1 to 8192; ours only, with
 //                   --no-torch): the steps then also read L keys and values per layer from the KV
 //                   cache (float, or bf16 beside bf16 and int8 weights), whose bytes are printed
 #include "thread_settings.hpp"
 #include <causalqwen/core/page_buffer.hpp>
+#include <causalqwen/linalg/kernels/onednn_bf16.hpp>
 #include <causalqwen/core/process_usage.hpp>
 #include <causalqwen/model/causal_qwen.hpp>
 #include <causalqwen/generate/generator.hpp>
@@ -47,6 +50,7 @@
 #include <chrono>
 #include <memory>
 #include <numeric>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -87,6 +91,10 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   cqbench::use_library_thread_settings(argv);
+  // CQ_INT8_PREFILL=bf16: int8 prefill on oneDNN with Q widened to bf16 instead of X as s8
+  // (linalg/kernels/onednn_bf16.hpp), for comparing the two in alternating runs
+  if (const char* way = std::getenv("CQ_INT8_PREFILL"); way != nullptr && std::string(way) == "bf16")
+    cq::linalg::onednn_int8_prefill() = cq::linalg::OnednnInt8::bf16;
   const auto usage = [] {
     std::fprintf(stderr, "usage: bench_generate [THREADS >= 1] [DECODE_STEPS >= 3: the first two are warm-up] [--no-torch] "
                          "[--only f32|bf16|int8] [--decode-only | --prefill-only] [--prefill S,S,... (1 to 8192)] [--context L (1 to 8192; "
