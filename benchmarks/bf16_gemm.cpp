@@ -1,12 +1,15 @@
 // The bf16 product of a linear layer, Y = bf16(X)·Wᵀ (linalg/bf16_gemm.hpp), on the
-// Qwen2.5-0.5B linear shapes with M = 512 rows (a prefill) and M = 1 (a decoding step), against,
-// in the same run:
+// Qwen2.5-0.5B linear shapes with M = 512 rows (a prefill) and M = 1 (a decoding step): "ours" as
+// linear_forward runs it with a bf16 copy (on oneDNN's matmul where it runs AMX, from
+// onednn_min_rows rows: linalg/kernels/onednn_bf16.hpp) and "own" (our own kernels,
+// bf16_linear_forward with set_bf16_kernel(own)), against, in the same run:
 //   - the float product the library runs otherwise (linalg::linear_forward: OpenBLAS sgemm for
 //     M = 512, the few-rows kernel for M = 1), the baseline of every ratio;
 //   - oneDNN's bf16 matmul (when libdnnl is found at configure time): X reordered to bf16 at every
 //     call, as ours rounds it, W reordered once to the layout the primitive asks for, float Y;
 //   - the bf16 and float multiply-add peaks of this CPU (benchmarks/peak.hpp).
-// A second table times the three products of mixed-precision training (bf16_matmul through
+// A second table times the three products of mixed-precision training (bf16_matmul, or oneDNN's
+// where it runs AMX (linalg/kernels/onednn_bf16.hpp), through
 // linear_forward / linear_backward_input / linear_backward_weight with Precision::bf16: both
 // operands rounded and packed at every call) against the same three in float, for M = 128 and
 // M = 512 tokens.
@@ -23,6 +26,7 @@
 
 #include <causalqwen/linalg/bf16_gemm.hpp>
 #include <causalqwen/linalg/gemm.hpp>
+#include <causalqwen/linalg/kernels/onednn_bf16.hpp>
 #include <causalqwen/nn/attention.hpp>
 
 #include <fmt/core.h>
@@ -107,11 +111,12 @@ int main(int argc, char** argv) {
   const double bf16_peak = cqbench::bf16_dot_peak(), f32_peak = cqbench::float_fma_peak();
   // the peak of the instructions our products run on: vdpbf16ps, or float FMAs on AVX2
   const double our_peak = la::bf16_kernel_isa() == la::Bf16Isa::avx512_bf16 ? bf16_peak : f32_peak;
-  fmt::print("threads {}; bf16 products run on: {}\n", threads, la::bf16_kernel_name());
+  fmt::print("threads {}; bf16 products of many rows run on: {}; our own kernels: {}\n", threads, la::bf16_kernel_name(),
+             la::bf16_own_kernel_name());
   fmt::print("multiply-add peak: float FMA {:.0f} GFLOP/s, bf16 vdpbf16ps {:.0f} GFLOP/s (0: not on this CPU)\n\n",
              f32_peak / 1e9, bf16_peak / 1e9);
-  fmt::print("{:<22} {:>4} {:>11} {:>11} {:>11} {:>10} {:>11} {:>12}\n", "shape", "M", "float GF/s", "ours GF/s",
-             "oneDNN GF/s", "ours/float", "ours/oneDNN", "of its peak");
+  fmt::print("{:<22} {:>4} {:>11} {:>11} {:>11} {:>11} {:>10} {:>11} {:>10}\n", "shape", "M", "float GF/s", "ours GF/s",
+             "own GF/s", "oneDNN GF/s", "ours/float", "ours/oneDNN", "own/peak");
   std::mt19937_64 rng(1);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (const auto& s : shapes)
@@ -124,7 +129,10 @@ int main(int argc, char** argv) {
       const TensorView<float, 2> yv(y.data(), {M, s.n});
       const double flops = 2.0 * double(M) * double(s.n) * double(s.k);
       const double t_float = median_seconds([&] { la::linear_forward<float>(yv, xv, wv); });
-      const double t_ours = median_seconds([&] { la::bf16_linear_forward(yv, xv, packed.ref()); });
+      const double t_ours = median_seconds([&] { la::linear_forward<float>(yv, xv, wv, {}, packed.ref()); });
+      la::set_bf16_kernel(la::Bf16Kernel::own);
+      const double t_own = median_seconds([&] { la::bf16_linear_forward(yv, xv, packed.ref()); });
+      la::set_bf16_kernel(la::Bf16Kernel::automatic);
       double t_dnnl = 0;
 #ifdef CQ_BENCH_ONEDNN
       try {  // oneDNN offers no bf16 matmul on a CPU without AVX-512
@@ -134,10 +142,40 @@ int main(int argc, char** argv) {
         t_dnnl = 0;
       }
 #endif
-      fmt::print("{:<22} {:>4} {:>11.0f} {:>11.0f} {:>11.0f} {:>9.2f}x {:>10.2f}x {:>12.2f}\n", s.name, M, flops / t_float / 1e9,
-                 flops / t_ours / 1e9, t_dnnl > 0 ? flops / t_dnnl / 1e9 : 0.0, t_float / t_ours, t_dnnl > 0 ? t_dnnl / t_ours : 0.0,
-                 our_peak > 0 ? flops / t_ours / our_peak : 0.0);
+      fmt::print("{:<22} {:>4} {:>11.0f} {:>11.0f} {:>11.0f} {:>11.0f} {:>9.2f}x {:>10.2f}x {:>10.2f}\n", s.name, M,
+                 flops / t_float / 1e9, flops / t_ours / 1e9, flops / t_own / 1e9, t_dnnl > 0 ? flops / t_dnnl / 1e9 : 0.0,
+                 t_float / t_ours, t_dnnl > 0 ? t_dnnl / t_ours : 0.0, our_peak > 0 ? flops / t_own / our_peak : 0.0);
     }
+  fmt::print("\nfew rows: our own kernels against oneDNN's bf16 matmul (the oneDNN-backed product's threshold: {} rows); "
+             "microseconds\n{:<22}", la::onednn_min_rows, "shape");
+  const std::size_t few_rows[] = {2, 4, 8, 12, 16, 24, 32, 64};
+  for (const std::size_t M : few_rows) fmt::print(" {:>13}", fmt::format("M={} own/dnnl", M));
+  fmt::print("\n");
+  for (const auto& s : shapes) {
+    fmt::print("{:<22}", s.name);
+    for (const std::size_t M : few_rows) {
+      std::vector<float> x(M * s.k), w(s.n * s.k), y(M * s.n);
+      for (auto& v : x) v = normal(rng);
+      for (auto& v : w) v = 0.05f * normal(rng);
+      const la::PackedMatrix packed(la::WeightType::bf16, TensorView<const float, 2>(w.data(), {s.n, s.k}));
+      const TensorView<const float, 2> xv(x.data(), {M, s.k}), wv(w.data(), {s.n, s.k});
+      const TensorView<float, 2> yv(y.data(), {M, s.n});
+      la::set_bf16_kernel(la::Bf16Kernel::own);
+      const double t_own = median_seconds([&] { la::linear_forward<float>(yv, xv, wv, {}, packed.ref()); });
+      la::set_bf16_kernel(la::Bf16Kernel::automatic);
+      double t_dnnl = 0;
+#ifdef CQ_BENCH_ONEDNN
+      try {
+        OneDnnBf16 dnnl_mm(M, s.k, s.n, w.data(), y.data(), x.data());
+        t_dnnl = median_seconds([&] { dnnl_mm.run(); });
+      } catch (const dnnl::error&) {
+        t_dnnl = 0;
+      }
+#endif
+      fmt::print(" {:>13}", fmt::format("{:.0f}/{:.0f}", t_own * 1e6, t_dnnl * 1e6));
+    }
+    fmt::print("\n");
+  }
   fmt::print("\n(float: linalg::linear_forward over the float W; oneDNN 0: not built with libdnnl, or no bf16 matmul of oneDNN's on this CPU; M = 1 is bound by reading W)\n");
 
   fmt::print("\nmixed-precision training products, bf16 (operands rounded and packed in each call) against float; "

@@ -26,11 +26,15 @@
 //                   a short run, for alternating with a peer's decode in the same minutes
 //   --prefill-only  skip the decode phases (with --no-torch): a short run, for alternating with a
 //                   peer's prefill in the same minutes
+//   CQ_TORCH_DTYPE=bf16 in the environment: the PyTorch peer in bfloat16 (generate_torch.py)
+//   CQ_INT8_PREFILL=bf16 in the environment: int8 prefill on oneDNN (where it runs AMX) with Q
+//                   widened to bf16 instead of X quantised to s8
 //   --context L     decode after an L-token prompt instead of 128 (1 to 8192; ours only, with
 //                   --no-torch): the steps then also read L keys and values per layer from the KV
 //                   cache (float, or bf16 beside bf16 and int8 weights), whose bytes are printed
 #include "thread_settings.hpp"
 #include <causalqwen/core/page_buffer.hpp>
+#include <causalqwen/linalg/kernels/onednn_bf16.hpp>
 #include <causalqwen/core/process_usage.hpp>
 #include <causalqwen/model/causal_qwen.hpp>
 #include <causalqwen/generate/generator.hpp>
@@ -47,6 +51,7 @@
 #include <chrono>
 #include <memory>
 #include <numeric>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -87,6 +92,10 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   cqbench::use_library_thread_settings(argv);
+  // CQ_INT8_PREFILL=bf16: int8 prefill on oneDNN with Q widened to bf16 instead of X as s8
+  // (linalg/kernels/onednn_bf16.hpp), for comparing the two in alternating runs
+  if (const char* way = std::getenv("CQ_INT8_PREFILL"); way != nullptr && std::string(way) == "bf16")
+    cq::linalg::onednn_int8_prefill() = cq::linalg::OnednnInt8::bf16;
   const auto usage = [] {
     std::fprintf(stderr, "usage: bench_generate [THREADS >= 1] [DECODE_STEPS >= 3: the first two are warm-up] [--no-torch] "
                          "[--only f32|bf16|int8] [--decode-only | --prefill-only] [--prefill S,S,... (1 to 8192)] [--context L (1 to 8192; "
@@ -321,8 +330,10 @@ int main(int argc, char** argv) {
       fmt::print("{:<6} {:>12.3f} {:>10.2f} {:>10.2f} {:>12.2f} {:>16.2f} {:>14.1f}\n", type_name, bytes / 1e9, d, bytes * d / 1e9,
                  phase_bw / 1e9, bytes * d / phase_bw, ours["head"][type_name].get<double>() * 1e3);
     }
+    const char* torch_dtype = std::getenv("CQ_TORCH_DTYPE");
     fmt::print("(probe GB/s: the read bandwidth measured just before and after the phase's decode steps, their mean; "
-               "the PyTorch peer runs in float32)\n");
+               "the PyTorch peer runs in {})\n",
+               torch_dtype != nullptr && std::string(torch_dtype) == "bf16" ? "bfloat16 (CQ_TORCH_DTYPE=bf16)" : "float32");
   }
   if (decode_only) return 0;
   fmt::print("\n{:<8} {:>4} {:>10} {:>10} {:>22}\n", "prefill", "S", "tok/s", "GFLOP/s", "of its multiply-add peak");

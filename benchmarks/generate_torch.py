@@ -9,8 +9,11 @@ greedy decoding of DECODE tokens after a 128-token prompt (each step: one token 
 stack, lm_head GEMV over all 151,936 rows, argmax). Prints one JSON line:
 {"prefill": {S: median seconds}, "decode_s_per_token": median seconds per decode step}.
 usage: generate_torch.py THREADS DECODE SEQ...
+With CQ_TORCH_DTYPE=bf16 in the environment the weights are bfloat16 and the activations follow
+(PyTorch's bf16 inference: its linear layers on oneDNN's bf16 kernels, AMX where the CPU has it).
 """
 import json
+import os
 import statistics
 import sys
 import time
@@ -53,10 +56,11 @@ class Model:
         S = ids.shape[0]
         x = self.embed[ids]
         cos, sin = rope(torch.arange(start, start + S))
+        cos, sin = cos.to(x.dtype), sin.to(x.dtype)
         mask = None
         if S > 1:
             total = start + S
-            mask = torch.full((S, total), float("-inf")).triu(start + 1)
+            mask = torch.full((S, total), float("-inf")).triu(start + 1).to(x.dtype)
         for i, p in enumerate(self.layers):
             h = rms_norm(p["n1"], x)
             q = torch.nn.functional.linear(h, p["wq"], p["bq"]).view(S, NH, D).transpose(0, 1)
@@ -73,7 +77,7 @@ class Model:
             s = torch.matmul(q, kk.transpose(1, 2)) / (D ** 0.5)
             if mask is not None:
                 s = s + mask
-            a = torch.matmul(torch.softmax(s, dim=-1, dtype=torch.float32), vv)
+            a = torch.matmul(torch.softmax(s, dim=-1, dtype=torch.float32).to(vv.dtype), vv)
             x = x + torch.nn.functional.linear(a.transpose(0, 1).reshape(S, H), p["wo"])
             h = rms_norm(p["n2"], x)
             x = x + torch.nn.functional.linear(
@@ -87,6 +91,9 @@ def main():
     seqs = [int(s) for s in sys.argv[3:]]
     torch.set_num_threads(threads)
     m = Model()
+    if os.environ.get("CQ_TORCH_DTYPE") == "bf16":
+        m.embed, m.norm = m.embed.bfloat16(), m.norm.bfloat16()
+        m.layers = [{k: t.bfloat16() for k, t in p.items()} for p in m.layers]
     out = {"prefill": {}, "decode_s_per_token": None}
     with torch.inference_mode():
         for S in seqs:

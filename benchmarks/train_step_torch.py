@@ -124,6 +124,9 @@ def loss_fn(p, threshold, cfg, ids, values, labels, y, nid):
 
 def main():
     name, threads, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    # optional 4th argument "bf16": the forward under torch.autocast("cpu", bfloat16), PyTorch's
+    # mixed precision (its linear layers on oneDNN's bf16 kernels, AMX where the CPU has it)
+    autocast = len(sys.argv) > 4 and sys.argv[4] == "bf16"
     torch.set_num_threads(threads)
     rss_import = status_bytes("VmRSS")
     cfg = CONFIGS[name]
@@ -138,7 +141,8 @@ def main():
 
     def step():
         opt.zero_grad()
-        loss = loss_fn(p, threshold, cfg, ids, values, labels, y, nid)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = loss_fn(p, threshold, cfg, ids, values, labels, y, nid)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -152,7 +156,8 @@ def main():
         times.append(time.perf_counter() - t0)
     out = {"config": name, "step_s": sorted(times)[len(times) // 2], "steps": steps,
            "tokens": cfg["batch"] * cfg["seq"], "vm_hwm_bytes": status_bytes("VmHWM"),
-           "rss_after_import_bytes": rss_import, "torch": torch.__version__, "threads": threads}
+           "rss_after_import_bytes": rss_import, "torch": torch.__version__, "threads": threads,
+           "autocast_bf16": autocast}
     print(json.dumps(out))
 
 

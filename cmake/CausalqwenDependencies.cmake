@@ -23,3 +23,17 @@ endif()
 if(NOT TARGET PkgConfig::CQ_HTTPLIB)
   pkg_check_modules(CQ_HTTPLIB IMPORTED_TARGET GLOBAL cpp-httplib)
 endif()
+# oneDNN (libdnnl-dev), optional: when found, the bf16 and int8 products of many rows run on its
+# matmul where it runs AMX (include/causalqwen/linalg/kernels/onednn_bf16.hpp). The target
+# CausalqwenDeps::onednn carries the library, its headers and CAUSALQWEN_HAVE_ONEDNN.
+if(NOT TARGET CausalqwenDeps::onednn)
+  find_library(CAUSALQWEN_ONEDNN_LIBRARY NAMES dnnl)
+  find_path(CAUSALQWEN_ONEDNN_INCLUDE oneapi/dnnl/dnnl.hpp)
+  if(CAUSALQWEN_ONEDNN_LIBRARY AND CAUSALQWEN_ONEDNN_INCLUDE)
+    add_library(CausalqwenDeps::onednn INTERFACE IMPORTED GLOBAL)
+    set_target_properties(CausalqwenDeps::onednn PROPERTIES
+      INTERFACE_LINK_LIBRARIES "${CAUSALQWEN_ONEDNN_LIBRARY}"
+      INTERFACE_INCLUDE_DIRECTORIES "${CAUSALQWEN_ONEDNN_INCLUDE}"
+      INTERFACE_COMPILE_DEFINITIONS CAUSALQWEN_HAVE_ONEDNN)
+  endif()
+endif()

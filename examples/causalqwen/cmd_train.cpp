@@ -302,7 +302,10 @@ void run_tokens(const TrainArgs& a) {
   const bool keep_copies = a.bf16_copies == "kept" && a.optimizer == "adamw" && cq::dist::Communicator::world().size() == 1;
   model->set_precision(cq::linalg::parse_precision(a.precision),
                        keep_copies ? cq::linalg::WeightCopies::kept : cq::linalg::WeightCopies::none);
-  if (speaks() && a.precision == "bf16" && cq::linalg::bf16_kernel_isa() != cq::linalg::Bf16Isa::avx512_bf16)
+  if (speaks() && a.precision == "bf16" && cq::linalg::bf16_products_on_onednn())
+    fmt::print("mixed precision: the products of many rows on {} (our {} kernels for few rows)\n", cq::linalg::bf16_kernel_name(),
+               cq::linalg::bf16_own_kernel_name());
+  else if (speaks() && a.precision == "bf16" && cq::linalg::bf16_kernel_isa() != cq::linalg::Bf16Isa::avx512_bf16)
     fmt::print(stderr, "note: this CPU has no AVX512-BF16, so --precision bf16 runs {}, slower here than f32\n",
                cq::linalg::bf16_kernel_is_hardware() ? "AVX2 kernels (bf16 widened to float: the float FMAs and more)"
                                                      : "a portable loop");

@@ -3,6 +3,7 @@
 #include "numeric_options.hpp"
 
 #include <causalqwen/core/threading.hpp>
+#include <causalqwen/linalg/bf16_gemm.hpp>
 #include <causalqwen/dist/communicator.hpp>
 #include <causalqwen/version.hpp>
 
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <optional>
 #include <string_view>
@@ -35,6 +37,10 @@ int main(int argc, char** argv) {
   std::optional<causalqwen::dist::Session> mpi;
   try {
     mpi.emplace(&argc, &argv);
+    // CAUSALQWEN_BF16_KERNEL=auto|onednn|own|avx2|portable forces the bf16 products' kernels
+    // (linalg::set_bf16_kernel), for comparisons; unset: auto
+    if (const char* kernel = std::getenv("CAUSALQWEN_BF16_KERNEL"); kernel != nullptr && *kernel != '\0')
+      causalqwen::linalg::set_bf16_kernel(causalqwen::linalg::parse_bf16_kernel(kernel));
   } catch (const std::exception& e) {
     return fail(e);
   }

@@ -7,6 +7,7 @@
 #include <causalqwen/io/model_checkpoint.hpp>
 #include <causalqwen/linalg/bf16_gemm.hpp>
 #include <causalqwen/linalg/int8_dot.hpp>
+#include <causalqwen/linalg/kernels/onednn_bf16.hpp>
 #include <causalqwen/text/tokenizer.hpp>
 
 #include <fmt/format.h>
@@ -93,6 +94,13 @@ struct WeightsOption {
       if (!fast)
         fmt::print(stderr, "note: this CPU has neither {} nor AVX2, so --weights {} runs a portable loop, slower here than --weights f32\n",
                    type == causalqwen::linalg::WeightType::bf16 ? "AVX512-BF16" : "AVX512-VNNI", weights);
+      // prefill's products of many rows on oneDNN (AMX), decoding's few rows on our own kernels
+      if (causalqwen::linalg::bf16_products_on_onednn())
+        fmt::print(stderr, "kernels: --weights {} prefill on {}, decoding on {}\n", weights,
+                   type == causalqwen::linalg::WeightType::bf16 ? causalqwen::linalg::bf16_kernel_name()
+                                                                : causalqwen::linalg::onednn_int8_prefill_name(),
+                   type == causalqwen::linalg::WeightType::bf16 ? causalqwen::linalg::bf16_own_kernel_name()
+                                                                : causalqwen::linalg::int8_kernel_name());
     }
   }
 };

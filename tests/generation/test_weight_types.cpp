@@ -6,11 +6,14 @@
 #include "../support/test_support.hpp"
 
 #include <causalqwen/generate/next_token.hpp>
+#include <causalqwen/linalg/kernels/onednn_bf16.hpp>
 #include <causalqwen/model.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace cq = causalqwen;
@@ -175,4 +178,66 @@ TEST_CASE("parameters changed after use_weights are refused until packed again; 
   cqm::CausalQwen<double> wide(small_config());
   CHECK_THROWS_WITH_AS(wide.use_weights(la::WeightType::bf16), doctest::Contains("float models only"), cq::DomainError);
   CHECK(wide.weight_type() == la::WeightType::f32);  // refused before anything changed
+}
+
+TEST_CASE("oneDNN prefill (bf16 and int8 weights): a prompt prefilled at once against fed a token at a time, bounded and the same tokens") {
+  // From linalg::onednn_min_rows rows on, prefill's products run on oneDNN (forced here, so that
+  // this runs on every machine built with it), whose sums run in another order than our
+  // decoding kernels', and whose int8 product quantises X per row instead of per chunk of 16: a
+  // prompt prefilled at once no longer gives the bits of the prompt fed one token at a time
+  // (each step one row, on our kernels). The difference is bounded here, and the tokens agree.
+  if (!la::onednn_built_in()) {
+    MESSAGE("built without oneDNN: nothing runs on it");
+    return;
+  }
+  const std::uint64_t seed = cqtest::test_seed(8, "oneDNN prefill vs token at a time");
+  cqm::CausalQwen<float> model(small_config());
+  model.init_random(seed, 0.05);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::int64_t> id(0, 498);
+  la::set_bf16_kernel(la::Bf16Kernel::onednn);
+  // bf16 weights: the formula of our kernels, another order of the float sums; a last-bit
+  // difference in X can move its bf16 rounding by 2⁻⁹ in the next product, so the layers amplify
+  // it (measured 2.0e-3 at seed 8). int8: decoding quantises X per chunk of 16, prefill rounds it
+  // to bf16 (Q widened) or quantises it per row to s8: measured 1.7e-2 and 1.8e-2 (2.9e-2 on
+  // other prompts), and a close top-1 may flip.
+  struct Way {
+    la::WeightType type;
+    la::OnednnInt8 int8;
+    double bound;
+    std::size_t flips;  // tokens allowed to differ, of the 24
+  };
+  for (const Way& way : {Way{la::WeightType::bf16, la::OnednnInt8::bf16, 1e-2, 0}, Way{la::WeightType::int8, la::OnednnInt8::bf16, 6e-2, 2},
+                         Way{la::WeightType::int8, la::OnednnInt8::s8, 6e-2, 2}}) {
+    la::onednn_int8_prefill() = way.int8;
+    model.use_weights(way.type);
+    const std::string name = std::string(la::weight_type_name(way.type)) + (way.type == la::WeightType::int8 && way.int8 == la::OnednnInt8::s8 ? " (X as s8)" : "");
+    CAPTURE(name);
+    double worst = 0;
+    std::size_t flips = 0;
+    for (std::size_t n = 0; n < 6; ++n) {
+      std::vector<std::int64_t> p(la::onednn_min_rows + 4 + 5 * n);
+      for (auto& x : p) x = id(rng);
+      const auto whole = trace(model, p, 3);
+      const std::vector<std::int64_t> first(p.begin(), p.begin() + 1);
+      std::vector<std::int64_t> feed(p.begin() + 1, p.end());
+      feed.insert(feed.end(), whole.tokens.begin(), whole.tokens.end());
+      const auto stepped = trace(model, first, p.size() - 1 + 3, feed);
+      for (std::size_t s = 0; s < whole.loc_S.size(); ++s) {
+        const std::size_t t = s + p.size() - 1;
+        flips += whole.tokens[s] != stepped.tokens[t];
+        for (std::size_t k = 0; k < whole.loc_S[s].size(); ++k) {
+          const double d = std::fabs(double(whole.loc_S[s][k]) - stepped.loc_S[t][k]) / (1 + std::fabs(double(stepped.loc_S[t][k])));
+          const double ds = std::fabs(double(whole.scale_S[s][k]) - stepped.scale_S[t][k]) / (1 + std::fabs(double(stepped.scale_S[t][k])));
+          worst = std::max({worst, d, ds});
+        }
+      }
+    }
+    MESSAGE(name << ": largest |Δloc_S|, |Δscale_S| / (1 + |value|) between prefill at once and a token at a time: " << worst
+                 << "; tokens that differ: " << flips << " of 24");
+    CHECK(worst <= way.bound);
+    CHECK(flips <= way.flips);
+  }
+  la::onednn_int8_prefill() = la::OnednnInt8::s8;
+  la::set_bf16_kernel(la::Bf16Kernel::automatic);
 }

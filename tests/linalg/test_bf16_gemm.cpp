@@ -206,7 +206,9 @@ TEST_CASE("int8 weights on the bf16 product: a row's bits do not depend on the r
   check_rows_independent(x, M, K, N, [&](la::Bf16Isa isa, const std::vector<float>& rows, std::size_t count) {
     return int8_product(isa, rows, count, K, p.ref(), {});
   });
-  // linear_forward over the float W holding q·s, as a model with int8 weights keeps it
+  // linear_forward over the float W holding q·s, as a model with int8 weights keeps it; our own
+  // kernels (oneDNN's int8 prefill: test_onednn_bf16)
+  la::set_bf16_kernel(la::Bf16Kernel::own);
   la::round_weights(la::WeightType::int8, v2(w, N, K));
   const auto through_linear = [&](std::size_t rows) {
     std::vector<float> y(rows * N);
@@ -245,6 +247,7 @@ TEST_CASE("int8 weights on the bf16 product: a row's bits do not depend on the r
   std::vector<float> y(M * N);
   CHECK_THROWS_WITH_AS(la::int8_rows_linear_forward(v2(y, M, N), c2(x, M, K), b16.ref()),
                        doctest::Contains("W is bf16, not an int8 copy"), cq::DomainError);
+  la::set_bf16_kernel(la::Bf16Kernel::automatic);
 }
 
 TEST_CASE("bf16 product: X rounds as float_to_bf16 does (ties to even, overflow to infinity, NaN); infinities and NaN propagate") {
@@ -382,9 +385,15 @@ TEST_CASE("bf16 product: set_bf16_kernel chooses AVX2 or the portable loop; the 
   la::set_bf16_kernel(la::Bf16Kernel::avx2);
   CHECK(la::bf16_kernel_isa() == (la::cpu_has_avx2_fma() ? la::Bf16Isa::avx2 : la::Bf16Isa::portable));
   CHECK(std::string(la::bf16_kernel_name()) == (la::cpu_has_avx2_fma() ? "AVX2" : "portable"));
-  la::set_bf16_kernel(la::Bf16Kernel::automatic);
+  la::set_bf16_kernel(la::Bf16Kernel::own);
+  CHECK(!la::bf16_products_on_onednn());
   CHECK(la::bf16_kernel_isa() == cpu_isas().back());
   CHECK(std::string(la::bf16_kernel_name()) == isa_name(cpu_isas().back()));
+  la::set_bf16_kernel(la::Bf16Kernel::automatic);
+  CHECK(la::bf16_kernel_isa() == cpu_isas().back());
+  CHECK(std::string(la::bf16_own_kernel_name()) == isa_name(cpu_isas().back()));
+  if (!la::bf16_products_on_onednn()) CHECK(std::string(la::bf16_kernel_name()) == isa_name(cpu_isas().back()));
+  else CHECK(la::bf16_kernel_name().find("(oneDNN)") != std::string::npos);
 }
 
 namespace {

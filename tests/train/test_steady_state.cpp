@@ -3,7 +3,10 @@
 // buffer they use was sized by the first step. This program replaces malloc & co. (glibc lets
 // an executable interpose them) to count the allocations made while the steps run (any size,
 // from any code, the BLAS's included; must be 0) and reads getrusage's minor page faults (0 in
-// at least one window of steps: see check_steady).
+// at least one window of steps: see check_steady). oneDNN's matmul (the bf16 and int8 products of
+// many rows where it runs AMX: linalg/kernels/onednn_bf16.hpp) builds a small map of its
+// arguments at every execute (its C API offers no way around it): allocations made with a
+// frame of libdnnl on the stack are counted apart, and must each be small (< 4096 bytes).
 #include <causalqwen/model.hpp>
 #include <causalqwen/generate/next_token.hpp>
 #include <causalqwen/core/random.hpp>
@@ -14,6 +17,9 @@
 
 #include "../support/test_support.hpp"
 
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <link.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -34,11 +40,59 @@ void __libc_free(void*);
 namespace {
 
 std::atomic<bool> counting{false};
-std::atomic<std::uint64_t> allocations{0}, large_allocations{0}, largest{0};
+std::atomic<std::uint64_t> allocations{0}, large_allocations{0}, largest{0}, onednn_allocations{0}, onednn_large{0};
 constexpr std::size_t small_bytes = 4096;
 
+/// The address range of libdnnl's loaded segments (empty when the program does not load it).
+struct Range {
+  std::uintptr_t begin = 0, end = 0;
+};
+Range onednn_range() {
+  static const Range range = [] {
+    Range r;
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, std::size_t, void* out) {
+          if (info->dlpi_name == nullptr || std::strstr(info->dlpi_name, "libdnnl") == nullptr) return 0;
+          auto* range = static_cast<Range*>(out);
+          for (int i = 0; i < info->dlpi_phnum; ++i)
+            if (info->dlpi_phdr[i].p_type == PT_LOAD) {
+              const std::uintptr_t b = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr, e = b + info->dlpi_phdr[i].p_memsz;
+              range->begin = range->begin ? std::min(range->begin, b) : b;
+              range->end = std::max(range->end, e);
+            }
+          return 1;
+        },
+        &r);
+    void* warm[4];
+    backtrace(warm, 4);  // loads the unwinder now, not while counting
+    return r;
+  }();
+  return range;
+}
+thread_local bool in_count = false;
+
+/// Whether the allocation being counted comes from inside libdnnl (a frame of it on the stack).
+bool from_onednn() {
+  const Range r = onednn_range();
+  if (r.begin == 0 || in_count) return false;
+  in_count = true;
+  void* frames[16];
+  const int n = backtrace(frames, 16);
+  in_count = false;
+  for (int i = 0; i < n; ++i) {
+    const auto a = reinterpret_cast<std::uintptr_t>(frames[i]);
+    if (a >= r.begin && a < r.end) return true;
+  }
+  return false;
+}
+
 void count(std::size_t bytes) {
-  if (!counting.load(std::memory_order_relaxed)) return;
+  if (!counting.load(std::memory_order_relaxed) || in_count) return;
+  if (from_onednn()) {
+    onednn_allocations.fetch_add(1, std::memory_order_relaxed);
+    if (bytes >= small_bytes) onednn_large.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   allocations.fetch_add(1, std::memory_order_relaxed);
   if (bytes >= small_bytes) large_allocations.fetch_add(1, std::memory_order_relaxed);
   std::uint64_t seen = largest.load(std::memory_order_relaxed);
@@ -86,7 +140,7 @@ namespace {
 
 /// What one batch of steps asked for.
 struct Usage {
-  std::uint64_t allocations, large_allocations, largest, minor_faults;
+  std::uint64_t allocations, large_allocations, largest, minor_faults, onednn_allocations, onednn_large;
 };
 
 long minor_faults() {
@@ -98,13 +152,14 @@ long minor_faults() {
 /// Runs `step` `times` times with the counters on.
 template <class F>
 Usage measure(int times, F&& step) {
-  allocations = 0, large_allocations = 0, largest = 0;
+  allocations = 0, large_allocations = 0, largest = 0, onednn_allocations = 0, onednn_large = 0;
+  (void)onednn_range();
   const long faults = minor_faults();
   counting = true;
   for (int i = 0; i < times; ++i) step();
   counting = false;
   return {allocations.load(), large_allocations.load(), largest.load(),
-          static_cast<std::uint64_t>(minor_faults() - faults)};
+          static_cast<std::uint64_t>(minor_faults() - faults), onednn_allocations.load(), onednn_large.load()};
 }
 
 cqm::CausalConfig config() {
@@ -125,10 +180,12 @@ cqm::CausalConfig bench_small_config() {
 }
 
 void report(const char* what, int steps, const Usage& u) {
-  std::printf("%s, %d steps: %llu allocations (%llu of >= %zu bytes, largest %llu bytes), %llu minor faults\n",
+  std::printf("%s, %d steps: %llu allocations (%llu of >= %zu bytes, largest %llu bytes), %llu minor faults; "
+              "inside oneDNN's execute %llu small allocations (%llu of >= %zu bytes)\n",
               what, steps, static_cast<unsigned long long>(u.allocations),
               static_cast<unsigned long long>(u.large_allocations), small_bytes,
-              static_cast<unsigned long long>(u.largest), static_cast<unsigned long long>(u.minor_faults));
+              static_cast<unsigned long long>(u.largest), static_cast<unsigned long long>(u.minor_faults),
+              static_cast<unsigned long long>(u.onednn_allocations), static_cast<unsigned long long>(u.onednn_large), small_bytes);
 }
 
 /// A batch of B×S tokens with a <NUM> every 7th position and next-token labels and targets.
@@ -164,11 +221,13 @@ void check_steady(const char* what, Step&& step) {
   const Usage after_first = measure(steps, step);
   report(what, steps, after_first);
   CHECK(after_first.allocations == 0);
+  CHECK(after_first.onednn_large == 0);
   std::uint64_t least_faults = ~std::uint64_t{0};
   for (int window = 0; window < 3 && least_faults > 0; ++window) {
     const Usage later = measure(steps, step);
     report(what, steps, later);
     CHECK(later.allocations == 0);
+    CHECK(later.onednn_large == 0);
     least_faults = std::min(least_faults, later.minor_faults);
   }
   CHECK(least_faults == 0);

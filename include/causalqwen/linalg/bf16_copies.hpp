@@ -30,6 +30,11 @@ enum class WeightCopies { kept, none };
 
 class Bf16Copies final : public UpdateFollower<float> {
  public:
+  /// Copies in the products' panels (`panels`: our own kernels read them), or row after row
+  /// (`rows`, rows cols_padded apart: the layout oneDNN's products read, kernels/onednn_bf16.hpp;
+  /// our own kernels then round the float weights instead).
+  explicit Bf16Copies(detail_bf16::PackLayout layout = detail_bf16::PackLayout::panels) : layout_(layout) {}
+
   /// Adds a copy of the matrix w [rows, cols], a view of `params` that may span several
   /// consecutive slots of cols columns each (q|k|v), and returns it for the products. The copy
   /// is not current until an optimiser step has handed over its rows.
@@ -49,7 +54,8 @@ class Bf16Copies final : public UpdateFollower<float> {
     std::sort(slots_.begin(), slots_.end(), [](const SlotRows& a, const SlotRows& b) { return a.offset < b.offset; });
     version_ = none;
     const Matrix& added = matrices_.back();
-    return {WeightType::bf16, rows, cols, added.cols_padded, 0, added.panels.data(), nullptr, nullptr};
+    return {WeightType::bf16, rows, cols, added.cols_padded, 0, added.panels.data(), nullptr, nullptr, false, nullptr, 0,
+            layout_ == detail_bf16::PackLayout::rows};
   }
 
   /// Whether the copies hold bf16 of the parameters at `version` (Arena::version()).
@@ -74,14 +80,14 @@ class Bf16Copies final : public UpdateFollower<float> {
     const std::size_t j0 = s.row_in_matrix + r0, j1 = s.row_in_matrix + r1;
 #ifdef CAUSALQWEN_BF16_KERNEL
     if (detail_bf16::cpu_has_avx512_bf16())
-      return detail_bf16::pack_block_avx512(matrix, m.cols, false, m.rows, m.cols, m.cols_padded, detail_bf16::PackLayout::panels,
-                                            m.panels.data(), j0, j1);
+      return detail_bf16::pack_block_avx512(matrix, m.cols, false, m.rows, m.cols, m.cols_padded, layout_, m.panels.data(), j0, j1);
     if (cpu_has_avx2_fma())
-      return detail_bf16::pack_block_avx2(matrix, m.cols, m.rows, m.cols, m.cols_padded, detail_bf16::PackLayout::panels,
-                                          m.panels.data(), j0, j1);
+      return detail_bf16::pack_block_avx2(matrix, m.cols, m.rows, m.cols, m.cols_padded, layout_, m.panels.data(), j0, j1);
 #endif
     for (std::size_t j = j0; j < j1; ++j)
-      for (std::size_t c = 0; c < m.cols; ++c) m.panels[panel_index(j, c, m.cols_padded)] = float_to_bf16(matrix[j * m.cols + c]);
+      for (std::size_t c = 0; c < m.cols; ++c)
+        m.panels[layout_ == detail_bf16::PackLayout::rows ? j * m.cols_padded + c : panel_index(j, c, m.cols_padded)] =
+            float_to_bf16(matrix[j * m.cols + c]);
   }
   void step_done(std::uint64_t version) override { version_ = version; }
 
@@ -96,6 +102,7 @@ class Bf16Copies final : public UpdateFollower<float> {
     std::size_t matrix = 0;         // index in matrices_
     std::size_t row_in_matrix = 0;  // the matrix row of the slot's row 0
   };
+  detail_bf16::PackLayout layout_ = detail_bf16::PackLayout::panels;
   std::vector<Matrix> matrices_;
   std::vector<SlotRows> slots_;  // by offset
   std::uint64_t version_ = none;

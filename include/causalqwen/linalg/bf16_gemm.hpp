@@ -35,6 +35,7 @@
 #include "causalqwen/core/threading.hpp"
 #include "causalqwen/linalg/int8_dot.hpp"
 #include "causalqwen/linalg/kernel_choice.hpp"
+#include "causalqwen/linalg/kernels/onednn.hpp"
 #include "causalqwen/linalg/matmul.hpp"
 #include "causalqwen/linalg/packed_weight.hpp"
 #include "causalqwen/linalg/prefetcher.hpp"
@@ -1421,29 +1422,74 @@ inline void matmul(Bf16Isa isa, bool a_transposed, bool b_transposed, std::size_
 
 }  // namespace detail_bf16
 
-/// Which kernels the bf16 products run: the fastest this CPU has (`automatic`, the default:
-/// AVX512-BF16, else AVX2 with FMA), the AVX2 ones even on a CPU with AVX512-BF16 (`avx2`, for
-/// tests and comparisons), or the portable loop everywhere (`portable`: the same sums).
-enum class Bf16Kernel { automatic, avx2, portable };
+/// Which kernels the bf16 products run. `automatic` (the default): a product of many rows
+/// (onednn_min_rows, kernels/onednn_bf16.hpp) on oneDNN's matmul where the library is built
+/// with oneDNN and oneDNN runs AMX on this CPU, everything else on the fastest of our own
+/// kernels this CPU has (AVX512-BF16, else AVX2 with FMA). `onednn`: the products of many rows on
+/// oneDNN whatever kernels it runs here (its AVX-512 ones without AMX; built with oneDNN only),
+/// the rest as `automatic`. `own`: our fastest kernels only, never oneDNN. `avx2`: our AVX2
+/// kernels even on a CPU with AVX512-BF16, and `portable`: the portable loop everywhere (the
+/// same sums), both never oneDNN (for tests and comparisons).
+enum class Bf16Kernel { automatic, avx2, portable, onednn, own };
 
 /// Sets the kernel of every later bf16 product in this process.
 inline void set_bf16_kernel(Bf16Kernel k) { kernel_choice<Bf16Kernel>() = k; }
 
-/// The instruction set the bf16 products run on now.
+/// "auto", "onednn", "own", "avx2" or "portable" → the choice; anything else is refused with
+/// the accepted names.
+inline Bf16Kernel parse_bf16_kernel(std::string_view s) {
+  if (s == "auto") return Bf16Kernel::automatic;
+  if (s == "onednn") return Bf16Kernel::onednn;
+  if (s == "own") return Bf16Kernel::own;
+  if (s == "avx2") return Bf16Kernel::avx2;
+  if (s == "portable") return Bf16Kernel::portable;
+  throw DomainError("causalqwen::parse_bf16_kernel: unknown bf16 kernel '" + std::string(s) +
+                    "': expected auto, onednn, own, avx2 or portable");
+}
+
+/// The instruction set our own bf16 products run on now (those that oneDNN does not run).
 inline Bf16Isa bf16_kernel_isa() {
+  const Bf16Kernel choice = kernel_choice<Bf16Kernel>();
+  if (choice == Bf16Kernel::onednn || choice == Bf16Kernel::own) {
+    if (detail_bf16::cpu_has_avx512_bf16()) return Bf16Isa::avx512_bf16;
+    return cpu_has_avx2_fma() ? Bf16Isa::avx2 : Bf16Isa::portable;
+  }
   return kernel_isa<Bf16Kernel>(detail_bf16::cpu_has_avx512_bf16(), Bf16Isa::avx512_bf16);
 }
 
-/// Whether the bf16 products run one of their instruction-set kernels now (AVX512-BF16 or AVX2).
-inline bool bf16_kernel_is_hardware() { return bf16_kernel_isa() != Bf16Isa::portable; }
+/// Whether the bf16 products of many rows run on oneDNN now: built with it, and the choice
+/// `onednn`, or `automatic` on a CPU where oneDNN runs AMX.
+inline bool bf16_products_on_onednn() {
+#ifdef CAUSALQWEN_HAVE_ONEDNN
+  const Bf16Kernel choice = kernel_choice<Bf16Kernel>();
+  return choice == Bf16Kernel::onednn || (choice == Bf16Kernel::automatic && onednn::has_amx());
+#else
+  return false;
+#endif
+}
 
-/// "AVX512-BF16", "AVX2" or "portable": what bf16_linear_forward runs on now.
-inline const char* bf16_kernel_name() {
+/// Whether the bf16 products run one of their instruction-set kernels now (oneDNN's,
+/// AVX512-BF16 or AVX2).
+inline bool bf16_kernel_is_hardware() { return bf16_products_on_onednn() || bf16_kernel_isa() != Bf16Isa::portable; }
+
+/// "AVX512-BF16", "AVX2" or "portable": what our own bf16 kernels run on now (decoding's few
+/// rows, and every product when oneDNN runs none).
+inline const char* bf16_own_kernel_name() {
   switch (bf16_kernel_isa()) {
     case Bf16Isa::avx512_bf16: return "AVX512-BF16";
     case Bf16Isa::avx2: return "AVX2";
     default: return "portable";
   }
+}
+
+/// What the bf16 products of many rows (a prefill, a training step) run on now: oneDNN's
+/// kernel ("AMX-BF16 (oneDNN)", "AVX512-BF16 (oneDNN)", …: kernels/onednn.hpp) or our own
+/// (bf16_own_kernel_name).
+inline std::string bf16_kernel_name() {
+#ifdef CAUSALQWEN_HAVE_ONEDNN
+  if (bf16_products_on_onednn()) return onednn::bf16_kernel_name();
+#endif
+  return bf16_own_kernel_name();
 }
 
 /// Y = bf16(X)·Wᵀ (+ b):  X [M,K], W [N,K] a bf16 copy (its first row at a multiple of 4 in
@@ -1497,9 +1543,21 @@ inline Precision parse_precision(std::string_view s) {
 /// multiple of 4 of its panels; B's floats are then not read (b may be null). A copy read as |W|
 /// (PackedRef::abs) gives the products with |W|. For dY·W the copy's rows may be longer than N
 /// (cols_padded: a store of more columns, of which B is the first N, as a KV cache's keys).
+/// A copy in rows (PackedRef::rows_layout, for oneDNN) is widened to floats first (the same values).
 inline void bf16_matmul(Op op_a, Op op_b, std::size_t M, std::size_t N, std::size_t K, const float* a, std::size_t lda,
                         const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
                         const PackedRef& b_copy = {}) {
+  if (b_copy.type == WeightType::bf16 && b_copy.rows_layout) {  // widened to floats, which round back to the same values
+    thread_local PageBuffer<float> widened;  // [copy rows, cols]
+    const std::size_t rows = b_copy.rows, cols = b_copy.cols, ld_copy = b_copy.cols_padded;
+    const std::uint16_t* src = b_copy.bf16 + b_copy.row0 * ld_copy;
+    const std::uint16_t mask = b_copy.abs ? 0x7FFF : 0xFFFF;
+    float* out = widened.grow(rows * cols);
+    parallel_for(rows, rows * cols, [&](std::size_t r) {
+      for (std::size_t c = 0; c < cols; ++c) out[r * cols + c] = bf16_to_float(static_cast<std::uint16_t>(src[r * ld_copy + c] & mask));
+    });
+    return bf16_matmul(op_a, op_b, M, N, K, a, lda, out, cols, c, ldc, accumulate);
+  }
   const std::uint16_t* b_panels = nullptr;
   if (b_copy.type == WeightType::bf16 && op_a == Op::plain) {
     const bool transposed = op_b == Op::transposed;

@@ -7,6 +7,7 @@
 #include "causalqwen/core/threading.hpp"
 #include "causalqwen/linalg/bf16_gemm.hpp"
 #include "causalqwen/linalg/gemv.hpp"
+#include "causalqwen/linalg/kernels/onednn_bf16.hpp"
 #include "causalqwen/linalg/matmul.hpp"
 #include "causalqwen/linalg/weight_grad_sink.hpp"
 
@@ -48,6 +49,10 @@ void add_bias_rows(TensorView<T, 2> y, TensorView<const T, 1> b) {
 /// Precision::bf16 (float only): Y = bf16(X)·bf16(W)ᵀ (+ b), X rounded in this call, and W too
 /// unless `packed` holds its bf16 copy (mixed-precision training's, kept current by the
 /// optimiser: the same values, one pass over the weights fewer).
+/// From onednn_min_rows rows on, where bf16_products_on_onednn() (by default: built with oneDNN,
+/// on a CPU where it runs AMX), the products with a bf16 or int8 copy and those of
+/// Precision::bf16 run on oneDNN's matmul instead (kernels/onednn_bf16.hpp: the same
+/// formulas, sums in oneDNN's order; int8 with X quantised per row).
 template <class T>
 void linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, TensorView<const T, 2> w,
                     TensorView<const T, 1> b = {}, const PackedRef& packed = {}, Precision precision = Precision::f32) {
@@ -59,10 +64,11 @@ void linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, TensorView<con
   require_precision_fits<T>(precision, "linear_forward");
   if constexpr (std::is_same_v<T, float>) {
     if (precision == Precision::bf16) {
-      bf16_matmul(Op::plain, Op::transposed, m, n, k, x.data, k, w.data, k, y.data, n, false, packed);
+      bf16_matmul_rows(Op::plain, Op::transposed, m, n, k, x.data, k, w.data, k, y.data, n, false, packed);
       add_bias_rows(y, b);
       return;
     }
+    if (packed_rows_on_onednn(m, packed)) return onednn_packed_linear_forward(y, x, packed, b);
     if (packed.type == WeightType::bf16) return bf16_linear_forward(y, x, packed, b);
     if (packed.type == WeightType::int8 && m > few_rows_max && int8_rows_on_bf16())
       return int8_rows_linear_forward(y, x, packed, b);
@@ -85,7 +91,7 @@ void linear_backward_input(TensorView<T, 2> dx, TensorView<const T, 2> dy,
   require_precision_fits<T>(precision, "linear_backward_input");
   if constexpr (std::is_same_v<T, float>)
     if (precision == Precision::bf16)
-      return bf16_matmul(Op::plain, Op::plain, m, k, n, dy.data, n, w.data, k, dx.data, k, true, packed);
+      return bf16_matmul_rows(Op::plain, Op::plain, m, k, n, dy.data, n, w.data, k, dx.data, k, true, packed);
   matmul<T>(Op::plain, Op::plain, m, k, n, dy.data, n, w.data, k, dx.data, k, true);
 }
 
@@ -103,7 +109,8 @@ void linear_backward_weight(TensorView<T, 2> dw, TensorView<const T, 2> dy,
   if (offer_to_weight_grad_sink<T>(sink, dw, dy, x)) return;
   require_precision_fits<T>(precision, "linear_backward_weight");
   if constexpr (std::is_same_v<T, float>)
-    if (precision == Precision::bf16) return bf16_matmul(Op::transposed, Op::plain, n, k, m, dy.data, n, x.data, k, dw.data, k, true);
+    if (precision == Precision::bf16)
+      return bf16_matmul_rows(Op::transposed, Op::plain, n, k, m, dy.data, n, x.data, k, dw.data, k, true);
   matmul<T>(Op::transposed, Op::plain, n, k, m, dy.data, n, x.data, k, dw.data, k, true);
 }
 

@@ -27,8 +27,9 @@
 #include <type_traits>
 
 #ifdef CAUSALQWEN_ONEDNN
+#include "causalqwen/linalg/kernels/onednn.hpp"
+
 #include <map>
-#include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
 #endif
 
@@ -51,16 +52,8 @@ struct Matmul {
 using MatmulKey = std::tuple<std::size_t, std::size_t, std::size_t, bool, bool, std::size_t,
                              std::size_t, std::size_t, bool, int>;
 
-/// The CPU engine, made on first use. Then the BLAS that Eigen forwards the remaining (small,
-/// per-head) products to is set to one thread: its pthread workers would otherwise spin in
-/// sched_yield beside the OpenMP pool after every call.
-inline const dnnl::engine& cpu_engine() {
-  static const dnnl::engine engine = [] {
-    keep_blas_on_one_thread();
-    return dnnl::engine(dnnl::engine::kind::cpu, 0);
-  }();
-  return engine;
-}
+/// The CPU engine (kernels/onednn.hpp).
+inline const dnnl::engine& cpu_engine() { return onednn::cpu_engine(); }
 
 /// row-major [rows, cols] with leading dimension ld, read as stored or transposed.
 inline dnnl::memory::desc matrix_desc(std::size_t rows, std::size_t cols, Op op, std::size_t ld) {

@@ -23,6 +23,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -79,6 +81,14 @@ constexpr std::size_t panel_index(std::size_t r, std::size_t c, std::size_t cols
          (r % panel_rows) * panel_cols + c % panel_cols;
 }
 
+/// A copy of a whole packed matrix in another library's layout (oneDNN's blocked weights:
+/// kernels/onednn_bf16.hpp), made on first use by whichever thread asks first (the others wait)
+/// and kept beside the matrix until it is destroyed.
+struct LazyCopy {
+  std::once_flag made[2];
+  std::shared_ptr<const void> value[2];  // the copies (slot 0: bf16 values, 1: int8), of the type their maker chose
+};
+
 /// A packed matrix W [rows, cols] seen by the kernels (no ownership): rows [row0, row0 + rows)
 /// of the panel store. type f32 = not packed: the kernels read the float matrix.
 struct PackedRef {
@@ -90,6 +100,9 @@ struct PackedRef {
   const std::int8_t* q = nullptr;       // panels
   const float* row_scale = nullptr;     // [rows of the store], int8 only
   bool abs = false;                     // bf16: the products read |W|, the values with their sign bits cleared
+  LazyCopy* lazy = nullptr;             // the whole matrix in oneDNN's layout, made on first use (PackedMatrix's)
+  std::size_t store_rows = 0;           // rows of the whole matrix that `lazy` copies
+  bool rows_layout = false;             // bf16: rows stored one after another, cols_padded apart, not in panels
 
   bool packed() const { return type != WeightType::f32; }
   /// The same copy read as |W| (bf16(|w|) = |bf16(w)|: the sign bit cleared); none stays none.
@@ -131,7 +144,8 @@ class PackedMatrix {
   /// Packs the float matrix w [rows, cols] (see the file comment for the rules), into a buffer on
   /// huge pages when it is large (core/page_buffer.hpp: decoding streams it once per token).
   PackedMatrix(WeightType type, TensorView<const float, 2> w)
-      : type_(type), rows_(w.shape[0]), cols_(w.shape[1]), cols_padded_(panel_padded_cols(cols_)) {
+      : type_(type), rows_(w.shape[0]), cols_(w.shape[1]), cols_padded_(panel_padded_cols(cols_)),
+        lazy_(type == WeightType::f32 ? nullptr : std::make_unique<LazyCopy>()) {
     const std::size_t n = panel_store_size(rows_, cols_padded_);
     if (type == WeightType::bf16) {
       bf16_ = PageBuffer<std::uint16_t>(n);
@@ -148,7 +162,9 @@ class PackedMatrix {
       });
     }
   }
-  PackedRef ref() const { return {type_, rows_, cols_, cols_padded_, 0, bf16_.data(), q_.data(), scale_.data()}; }
+  PackedRef ref() const {
+    return {type_, rows_, cols_, cols_padded_, 0, bf16_.data(), q_.data(), scale_.data(), false, lazy_.get(), rows_, false};
+  }
   WeightType type() const { return type_; }
   /// Bytes of storage (the panels' padding included).
   std::size_t bytes() const { return bf16_.size() * 2 + q_.size() + scale_.size() * 4; }
@@ -165,6 +181,7 @@ class PackedMatrix {
   PageBuffer<std::uint16_t> bf16_;
   PageBuffer<std::int8_t> q_;
   PageBuffer<float> scale_;
+  std::unique_ptr<LazyCopy> lazy_;  // prefill's copy in oneDNN's layout (kernels/onednn_bf16.hpp), when made
 };
 
 /// W ← the values a `type` copy of W holds (bf16(W), or q·s per row for int8), in place; f32

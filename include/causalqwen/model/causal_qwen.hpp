@@ -170,7 +170,9 @@ class CausalQwen<T, RuntimeConfig> {
     cls_copy_ = {};
     if constexpr (std::is_same_v<T, float>) {
       if (precision == linalg::Precision::bf16 && copies == linalg::WeightCopies::kept) {
-        bf16_copies_ = std::make_unique<linalg::Bf16Copies>();
+        // in rows where oneDNN runs the products (they read that layout), else in our kernels' panels
+        bf16_copies_ = std::make_unique<linalg::Bf16Copies>(linalg::bf16_products_on_onednn() ? linalg::detail_bf16::PackLayout::rows
+                                                                                              : linalg::detail_bf16::PackLayout::panels);
         layer_copies_ = backbone_.add_bf16_copies(params_, *bf16_copies_);
         cls_copy_ = bf16_copies_->add(params_, params_.template view<2>(names::cls_w));
       }
