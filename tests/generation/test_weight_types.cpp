@@ -71,6 +71,17 @@ Trace trace(const cqm::CausalQwen<float>& model, const std::vector<std::int64_t>
   return t;
 }
 
+/// The trace of `prompt` fed one token at a time and then continued with `whole`'s choices
+/// (`whole`: the trace of the prompt prefilled at once, `steps` decoding steps): its decision t
+/// for t ≥ prompt.size() − 1 is the one `whole` made at t − (prompt.size() − 1).
+Trace token_at_a_time(const cqm::CausalQwen<float>& model, const std::vector<std::int64_t>& prompt, const Trace& whole,
+                      std::size_t steps) {
+  const std::vector<std::int64_t> first(prompt.begin(), prompt.begin() + 1);
+  std::vector<std::int64_t> feed(prompt.begin() + 1, prompt.end());
+  feed.insert(feed.end(), whole.tokens.begin(), whole.tokens.end());
+  return trace(model, first, prompt.size() - 1 + steps, feed);
+}
+
 std::vector<std::vector<std::int64_t>> prompt_set(std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<std::int64_t> id(0, 498);
@@ -141,10 +152,7 @@ TEST_CASE("a bf16 model: a prompt prefilled at once gives the bits of the prompt
   for (const auto& p : prompt_set(seed)) {
     const auto whole = trace(model, p, 3);
     // the same prompt one token at a time: the decisions after the last prompt token onwards
-    const std::vector<std::int64_t> first(p.begin(), p.begin() + 1);
-    std::vector<std::int64_t> feed(p.begin() + 1, p.end());
-    feed.insert(feed.end(), whole.tokens.begin(), whole.tokens.end());
-    const auto stepped = trace(model, first, p.size() - 1 + 3, feed);
+    const auto stepped = token_at_a_time(model, p, whole, 3);
     for (std::size_t s = 0; s < whole.loc_S.size(); ++s) {
       const std::size_t t = s + p.size() - 1;
       CHECK(whole.tokens[s] == stepped.tokens[t]);
@@ -219,10 +227,7 @@ TEST_CASE("oneDNN prefill (bf16 and int8 weights): a prompt prefilled at once ag
       std::vector<std::int64_t> p(la::onednn_min_rows + 4 + 5 * n);
       for (auto& x : p) x = id(rng);
       const auto whole = trace(model, p, 3);
-      const std::vector<std::int64_t> first(p.begin(), p.begin() + 1);
-      std::vector<std::int64_t> feed(p.begin() + 1, p.end());
-      feed.insert(feed.end(), whole.tokens.begin(), whole.tokens.end());
-      const auto stepped = trace(model, first, p.size() - 1 + 3, feed);
+      const auto stepped = token_at_a_time(model, p, whole, 3);
       for (std::size_t s = 0; s < whole.loc_S.size(); ++s) {
         const std::size_t t = s + p.size() - 1;
         flips += whole.tokens[s] != stepped.tokens[t];
