@@ -1,6 +1,7 @@
 // The bf16 and int8 products of many rows on oneDNN (linalg/kernels/onednn_bf16.hpp), forced
-// with set_bf16_kernel(Bf16Kernel::onednn) so that they run on every machine (oneDNN's AMX
-// kernels where the CPU has AMX, its AVX-512 or reference ones elsewhere):
+// with set_bf16_kernel(Bf16Kernel::onednn) so that they run on every machine where oneDNN makes
+// bf16 matmuls (its AMX kernels where the CPU has AMX, its AVX-512 ones elsewhere; where it makes
+// none, AVX2 alone, each case says so and only the refusal of the choice is checked):
 //   - prefill with a bf16 copy: within float rounding of the double sum of the bf16 values,
 //     and within bf16 tolerance of the float product;
 //   - prefill with an int8 copy (X quantised per row to s8): within the bound that quantising X
@@ -42,8 +43,9 @@ constexpr double float_eps = 1.0 / (1 << 23);
 }  // namespace
 
 TEST_CASE("oneDNN bf16 prefill: Y = bf16(X)·Wᵀ + b within float rounding of the bf16 values' sums, and of the float product within bf16") {
-  if (!la::onednn_built_in()) {
-    MESSAGE("built without oneDNN: nothing runs on it");
+  if (!la::onednn_runs_bf16()) {
+    MESSAGE(std::string(la::onednn_built_in() ? "oneDNN makes no bf16 matmul on this CPU (it needs AVX-512 or AMX): nothing runs on it"
+                                   : "built without oneDNN: nothing runs on it"));
     return;
   }
   const KernelScope scope(la::Bf16Kernel::onednn);
@@ -83,8 +85,9 @@ TEST_CASE("oneDNN bf16 prefill: Y = bf16(X)·Wᵀ + b within float rounding of t
 }
 
 TEST_CASE("oneDNN int8 prefill: X quantised per row, |y - y(X, q·s)| within (s_m/2)·Σ|w| of the f32 product") {
-  if (!la::onednn_built_in()) {
-    MESSAGE("built without oneDNN: nothing runs on it");
+  if (!la::onednn_runs_bf16()) {
+    MESSAGE(std::string(la::onednn_built_in() ? "oneDNN makes no bf16 matmul on this CPU (it needs AVX-512 or AMX): nothing runs on it"
+                                   : "built without oneDNN: nothing runs on it"));
     return;
   }
   const KernelScope scope(la::Bf16Kernel::onednn);
@@ -130,8 +133,9 @@ TEST_CASE("oneDNN int8 prefill: X quantised per row, |y - y(X, q·s)| within (s_
 }
 
 TEST_CASE("oneDNN training products: X·Wᵀ, dY·W (+=), dYᵀ·X (+=) within float rounding of our bf16 kernels; the copy in rows reads the same") {
-  if (!la::onednn_built_in()) {
-    MESSAGE("built without oneDNN: nothing runs on it");
+  if (!la::onednn_runs_bf16()) {
+    MESSAGE(std::string(la::onednn_built_in() ? "oneDNN makes no bf16 matmul on this CPU (it needs AVX-512 or AMX): nothing runs on it"
+                                   : "built without oneDNN: nothing runs on it"));
     return;
   }
   const unsigned seed = 20261204;
@@ -211,8 +215,9 @@ TEST_CASE("oneDNN training products: X·Wᵀ, dY·W (+=), dYᵀ·X (+=) within f
 }
 
 TEST_CASE("oneDNN: fewer than onednn_min_rows rows run on our kernels (their bits); a copy made from two threads at once is one copy") {
-  if (!la::onednn_built_in()) {
-    MESSAGE("built without oneDNN: nothing runs on it");
+  if (!la::onednn_runs_bf16()) {
+    MESSAGE(std::string(la::onednn_built_in() ? "oneDNN makes no bf16 matmul on this CPU (it needs AVX-512 or AMX): nothing runs on it"
+                                   : "built without oneDNN: nothing runs on it"));
     return;
   }
   const unsigned seed = 20261205;
@@ -237,4 +242,24 @@ TEST_CASE("oneDNN: fewer than onednn_min_rows rows run on our kernels (their bit
   first.join();
   second.join();
   CHECK(a == b);
+}
+
+TEST_CASE("oneDNN forced where it makes no bf16 matmul: set_bf16_kernel refuses with a sentence, and the choice stays") {
+  if (!la::onednn_built_in()) {
+    MESSAGE("built without oneDNN: the choice onednn runs our own kernels");
+    CHECK_NOTHROW(la::set_bf16_kernel(la::Bf16Kernel::onednn));
+    la::set_bf16_kernel(la::Bf16Kernel::automatic);
+    return;
+  }
+  if (la::onednn_runs_bf16()) {
+    MESSAGE("oneDNN makes bf16 matmuls on this CPU (" << la::bf16_kernel_name() << "): the choice is taken");
+    CHECK_NOTHROW(la::set_bf16_kernel(la::Bf16Kernel::onednn));
+    CHECK(la::bf16_products_on_onednn());
+  } else {
+    MESSAGE("oneDNN makes no bf16 matmul on this CPU: the choice is refused");
+    CHECK_THROWS_WITH_AS(la::set_bf16_kernel(la::Bf16Kernel::onednn), doctest::Contains("oneDNN makes no bf16 matmul on this CPU"),
+                         cq::DomainError);
+    CHECK_FALSE(la::bf16_products_on_onednn());
+  }
+  la::set_bf16_kernel(la::Bf16Kernel::automatic);
 }

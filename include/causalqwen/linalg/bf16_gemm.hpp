@@ -1433,7 +1433,24 @@ inline void matmul(Bf16Isa isa, bool a_transposed, bool b_transposed, std::size_
 enum class Bf16Kernel { automatic, avx2, portable, onednn, own };
 
 /// Sets the kernel of every later bf16 product in this process.
-inline void set_bf16_kernel(Bf16Kernel k) { kernel_choice<Bf16Kernel>() = k; }
+inline void set_bf16_kernel(Bf16Kernel k) {
+#ifdef CAUSALQWEN_HAVE_ONEDNN
+  detail::require(k != Bf16Kernel::onednn || onednn::bf16_supported(), "set_bf16_kernel",
+                  "oneDNN makes no bf16 matmul on this CPU (its bf16 kernels need AVX-512 or AMX); choose auto, own, "
+                  "avx2 or portable");
+#endif
+  kernel_choice<Bf16Kernel>() = k;
+}
+
+/// Whether the bf16 products of many rows can run on oneDNN here: built with it, and oneDNN
+/// makes a bf16 matmul on this CPU (what set_bf16_kernel(Bf16Kernel::onednn) requires).
+inline bool onednn_runs_bf16() {
+#ifdef CAUSALQWEN_HAVE_ONEDNN
+  return onednn::bf16_supported();
+#else
+  return false;
+#endif
+}
 
 /// "auto", "onednn", "own", "avx2" or "portable" → the choice; anything else is refused with
 /// the accepted names.

@@ -68,6 +68,34 @@ inline bool has_amx() {
   return amx;
 }
 
+/// Whether oneDNN makes a bf16 matmul on this CPU at all (asked once, of a small probe
+/// primitive): its bf16 kernels need AVX-512 or AMX, so on a CPU with AVX2 alone it refuses.
+inline bool bf16_supported() {
+  static const bool ok = [] {
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    try {
+      const dnnl::memory::desc a({64, 64}, dt::bf16, tag::ab), b({64, 64}, dt::bf16, tag::any), c({64, 64}, dt::f32, tag::ab);
+      (void)dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), cpu_engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return ok;
+}
+
+/// Whether oneDNN's s8·s8 matmul sums the products exactly in int32 here: with VNNI or AMX.
+/// Without them its kernels add pairs of products in 16 bits first, which saturate.
+inline bool int8_sums_exact() {
+  static const bool exact = [] {
+    const auto isa = dnnl::get_effective_cpu_isa();
+    return isa == dnnl::cpu_isa::avx2_vnni || isa == dnnl::cpu_isa::avx512_core_vnni ||
+           isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+  }();
+  return exact;
+}
+
 /// "AMX-BF16 (oneDNN)", "AVX512-BF16 (oneDNN)", "AVX-512 (oneDNN)" or "<impl> (oneDNN)": the
 /// kernel oneDNN picks for a bf16 matmul on this CPU (asked once, of a small probe primitive).
 inline const std::string& bf16_kernel_name() {

@@ -55,6 +55,15 @@ inline std::atomic<OnednnInt8>& onednn_int8_prefill() {
   return way;
 }
 
+/// The way an int8 prefill runs on oneDNN here: the one chosen, except that s8 becomes bf16 on a
+/// CPU whose s8 products oneDNN does not sum exactly (no VNNI, no AMX).
+inline OnednnInt8 onednn_int8_way() {
+#ifdef CAUSALQWEN_HAVE_ONEDNN
+  if (!onednn::int8_sums_exact()) return OnednnInt8::bf16;
+#endif
+  return onednn_int8_prefill();
+}
+
 /// Whether a bf16 product of `rows` rows runs on oneDNN now.
 inline bool bf16_rows_on_onednn(std::size_t rows) { return rows >= onednn_min_rows && bf16_products_on_onednn(); }
 
@@ -72,7 +81,7 @@ inline bool packed_rows_on_onednn(std::size_t rows, const PackedRef& w) {
 inline std::string onednn_int8_prefill_name() {
 #ifdef CAUSALQWEN_HAVE_ONEDNN
   if (bf16_products_on_onednn() && kernel_choice<Int8Kernel>() == Int8Kernel::automatic)
-    return onednn_int8_prefill() == OnednnInt8::s8 ? onednn::int8_kernel_name() : onednn::bf16_kernel_name();
+    return onednn_int8_way() == OnednnInt8::s8 ? onednn::int8_kernel_name() : onednn::bf16_kernel_name();
 #endif
   return {};
 }
@@ -190,7 +199,7 @@ inline void forward_int8(TensorView<float, 2> y, TensorView<const float, 2> x, c
                          TensorView<const float, 1> b) {
   const std::size_t M = x.shape[0], K = x.shape[1], N = w.rows;
   const float* sw = w.row_scale + w.row0;
-  if (onednn_int8_prefill() == OnednnInt8::bf16) {
+  if (onednn_int8_way() == OnednnInt8::bf16) {
     const BlockedWeights& weights = blocked(w, dt::bf16);
     std::size_t ldx = 0;
     const std::uint16_t* xb = rounded_rows(0, x.data, K, M, K, ldx);
