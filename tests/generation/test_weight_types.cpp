@@ -190,8 +190,9 @@ TEST_CASE("parameters changed after use_weights are refused until packed again; 
 
 TEST_CASE("oneDNN prefill (bf16 and int8 weights): a prompt prefilled at once against fed a token at a time, bounded and the same tokens") {
   // From linalg::onednn_min_rows rows on, prefill's products run on oneDNN (forced here, so that
-  // this runs on every machine where oneDNN makes bf16 matmuls), whose sums run in another order than our
-  // decoding kernels', and whose int8 product quantises X per row instead of per chunk of 16: a
+  // this runs on every machine where oneDNN makes bf16 matmuls), whose sums run in another order
+  // than our decoding kernels', and whose int8 product quantises X per row instead of per chunk
+  // of 16: a
   // prompt prefilled at once no longer gives the bits of the prompt fed one token at a time
   // (each step one row, on our kernels). The difference is bounded here, and the tokens agree.
   if (!la::onednn_runs_bf16()) {
