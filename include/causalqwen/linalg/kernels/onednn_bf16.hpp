@@ -113,14 +113,16 @@ inline dnnl::memory::desc weights_layout(std::size_t K, std::size_t N, dt type) 
 /// or an int8 copy's q widened, exact) or s8 (an int8 copy's q).
 inline std::shared_ptr<BlockedWeights> make_blocked(const PackedRef& w, dt type) {
   const std::size_t N = w.rows, K = w.cols, Kp = w.cols_padded, bytes = type == dt::s8 ? 1 : 2;
-  PageBuffer<std::uint8_t> plain(N * Kp * bytes);  // W [N,Kp] row-major, for the reorder
+  // W [N,K] row-major and dense: oneDNN's reorder into a layout with s8 compensation (VNNI
+  // without AMX) takes no padded rows
+  PageBuffer<std::uint8_t> plain(N * K * bytes);
   parallel_for(N, N * K, [&](std::size_t r) {
     for (std::size_t c = 0; c < K; ++c) {
       const std::size_t i = panel_index(r, c, Kp);
       if (type == dt::s8)
-        reinterpret_cast<std::int8_t*>(plain.data())[r * Kp + c] = w.q[i];
+        reinterpret_cast<std::int8_t*>(plain.data())[r * K + c] = w.q[i];
       else
-        reinterpret_cast<std::uint16_t*>(plain.data())[r * Kp + c] =
+        reinterpret_cast<std::uint16_t*>(plain.data())[r * K + c] =
             w.type == WeightType::bf16 ? w.bf16[i] : float_to_bf16(static_cast<float>(w.q[i]));
     }
   });
@@ -128,7 +130,7 @@ inline std::shared_ptr<BlockedWeights> make_blocked(const PackedRef& w, dt type)
   made->desc = weights_layout(K, N, type);
   made->data = PageBuffer<std::uint8_t>(made->desc.get_size());
   const auto& engine = cpu_engine();
-  dnnl::memory from(strided_desc(N, K, Kp, true, type), engine, plain.data());
+  dnnl::memory from(strided_desc(N, K, K, true, type), engine, plain.data());
   dnnl::memory to(made->desc, engine, made->data.data());
   dnnl::stream stream(engine);
   dnnl::reorder(from, to).execute(stream, from, to);
