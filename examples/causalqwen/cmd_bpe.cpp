@@ -55,7 +55,7 @@ void run_bpe(const BpeArgs& a) {
              tokenizer.num_token_id(), a.out, seconds);
 }
 
-const cqcli::Registration reg{"bpe", [](CLI::App& app) {
+const cqcli::Registration reg_bpe{"bpe", [](CLI::App& app) {
   auto* sub = app.add_subcommand("bpe", "Train a byte-level BPE tokenizer.json on a JSONL corpus");
   auto a = std::make_shared<BpeArgs>();
   sub->add_option("--corpus", a->corpus, "JSONL file, {\"text\": ...} per line")->required()->check(CLI::ExistingFile);

@@ -122,7 +122,7 @@ void run_calibrate(const CalibrateOptions& o) {
   fmt::print("calibration -> {}\n", (std::filesystem::path(o.model.model_dir) / ce::calibration_file_name).string());
 }
 
-const cqcli::Registration reg{"calibrate", [](CLI::App& app) {
+const cqcli::Registration reg_calibrate{"calibrate", [](CLI::App& app) {
   auto o = std::make_shared<CalibrateOptions>();
   auto* sub = app.add_subcommand("calibrate", "Recalibrate a checkpoint's number intervals on held-out sentences "
                                               "(split conformal or a temperature), written as DIR/calibration.json");

@@ -45,7 +45,7 @@ void run_compare(const CompareOptions& o) {
   cqcli::print_mode_comparison(stdout, *loaded.model, tok, o.prompt, compare);
 }
 
-const cqcli::Registration reg{"compare-modes", [](CLI::App& app) {
+const cqcli::Registration reg_compare_modes{"compare-modes", [](CLI::App& app) {
   auto o = std::make_shared<CompareOptions>();
   auto* sub = app.add_subcommand("compare-modes", "continuations of every generation mode side by side, with P(<NUM>) and numbers per step");
   o->model.add_to(sub);

@@ -244,7 +244,7 @@ void run_demo(const DemoOptions& o) {
   fmt::print("DEMO_RESULT {}\n", result.dump());
 }
 
-const cqcli::Registration reg{"demo", [](CLI::App& app) {
+const cqcli::Registration reg_demo{"demo", [](CLI::App& app) {
   auto* sub = app.add_subcommand("demo", "Train a small CausalQwen on synthetic text with numbers and show what it learned (about 2 minutes on 2 cores)");
   auto o = std::make_shared<DemoOptions>();
   sub->add_option("--out", o->out, "output directory (tokenizer, metrics, curves, model)")->capture_default_str();

@@ -252,7 +252,7 @@ void run_eval(const EvalOptions& o) {
   }
 }
 
-const cqcli::Registration reg{"eval", [](CLI::App& app) {
+const cqcli::Registration reg_eval{"eval", [](CLI::App& app) {
   auto o = std::make_shared<EvalOptions>();
   auto* sub = app.add_subcommand("eval", "Score a checkpoint on a JSONL file: losses, next-token accuracy and the "
                                          "calibration of its Cauchy uncertainty, overall and per group");

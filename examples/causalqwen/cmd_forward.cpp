@@ -169,7 +169,7 @@ void run_forward_typed(const ForwardOptions& o) {
              metrics.L_cls_mean, metrics.L_reg_eff, o.out);
 }
 
-const cqcli::Registration reg{"forward", [](CLI::App& app) {
+const cqcli::Registration reg_forward{"forward", [](CLI::App& app) {
   auto* sub = app.add_subcommand("forward", "Run the model on a batch and write every intermediate tensor");
   auto o = std::make_shared<ForwardOptions>();
   o->model.add_to(sub);

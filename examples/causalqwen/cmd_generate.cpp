@@ -214,7 +214,7 @@ void run_generate(const GenerateOptions& o) {
   }
 }
 
-const cqcli::Registration reg{"generate", [](CLI::App& app) {
+const cqcli::Registration reg_generate{"generate", [](CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
   auto* sub = app.add_subcommand("generate", "continue prompts in the deterministic, sampling, causal or compatible mode");
   o->model.add_to(sub);

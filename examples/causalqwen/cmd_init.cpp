@@ -63,7 +63,7 @@ void run_init(const InitOptions& o) {
   fmt::print("wrote {}/config.json and {}/model.safetensors\n", o.out, o.out);
 }
 
-const cqcli::Registration reg{"init", [](CLI::App& app) {
+const cqcli::Registration reg_init{"init", [](CLI::App& app) {
   auto* sub = app.add_subcommand("init", "Convert a base Qwen2 checkpoint into a CausalQwen one, or write a random base "
                                          "Qwen2 of a preset's shape");
   auto o = std::make_shared<InitOptions>();

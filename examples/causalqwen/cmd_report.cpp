@@ -179,7 +179,7 @@ void run_report(const cqcli::ModelOptions& mo, const std::string& inputs, const 
   if (!warnings) fmt::print("  no known pathology found\n");
 }
 
-const cqcli::Registration reg{"report", [](CLI::App& app) {
+const cqcli::Registration reg_report{"report", [](CLI::App& app) {
   auto* sub = app.add_subcommand("report", "Print the debug report of one forward pass (stages, losses, gate, metrics)");
   auto mo = std::make_shared<cqcli::ModelOptions>();
   auto inputs = std::make_shared<std::string>();

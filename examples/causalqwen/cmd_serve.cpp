@@ -915,7 +915,7 @@ class Server {
   httplib::Server svr_;
 };
 
-const cqcli::Registration reg{"serve", [](CLI::App& app) {
+const cqcli::Registration reg_serve{"serve", [](CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();
   auto* sub = app.add_subcommand("serve", "an OpenAI-compatible HTTP server whose numbers carry their Cauchy distribution");
   o->model.add_to(sub);

@@ -40,7 +40,7 @@ void run_synth(const SynthArgs& a) {
              tr::split_name(side), numbers, a.mix, a.seed, a.out);
 }
 
-const cqcli::Registration reg{"synth", [](CLI::App& app) {
+const cqcli::Registration reg_synth{"synth", [](CLI::App& app) {
   auto* sub = app.add_subcommand("synth", "Write the synthetic text-with-numbers corpus as JSONL ({\"text\": ..., \"group\": family} per line)");
   auto a = std::make_shared<SynthArgs>();
   sub->add_option("--out", a->out, "Output JSONL file")->required();

@@ -49,7 +49,7 @@ void run_tokenize(const std::string& tokenizer_path, bool numbers) {
   std::cout.flush();
 }
 
-const cqcli::Registration reg{"tokenize", [](CLI::App& app) {
+const cqcli::Registration reg_tokenize{"tokenize", [](CLI::App& app) {
   auto* sub = app.add_subcommand(
       "tokenize", "Tokenize JSON-encoded strings read from stdin (one per line) into token ids");
   auto path = std::make_shared<std::string>();

@@ -322,7 +322,7 @@ void run_tokens(const TrainArgs& a) {
   report(trainer.run(), a.out);
 }
 
-const cqcli::Registration reg{"train", [](CLI::App& app) {
+const cqcli::Registration reg_train{"train", [](CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   auto* sub = app.add_subcommand("train", "Train a CausalQwen model (or its heads alone) with AdamW; crash-safe checkpoints, --resume");
   sub->add_option("--model", a->model.model_dir, "Start from this checkpoint directory (a base Qwen2 is converted)")
