@@ -38,6 +38,7 @@
 #include "causalqwen/linalg/kernels/onednn.hpp"
 #include "causalqwen/linalg/matmul.hpp"
 #include "causalqwen/linalg/packed_weight.hpp"
+#include "causalqwen/linalg/precision.hpp"
 #include "causalqwen/linalg/prefetcher.hpp"
 #include "causalqwen/linalg/transpose16.hpp"
 
@@ -1534,20 +1535,6 @@ inline bool int8_rows_on_bf16() {
 inline void int8_rows_linear_forward(TensorView<float, 2> y, TensorView<const float, 2> x, const PackedRef& w,
                                      TensorView<const float, 1> b = {}) {
   detail_bf16::forward_int8(bf16_kernel_isa(), y, x, w, b);
-}
-
-/// The arithmetic of a linear map's products in training: float throughout (`f32`), or bf16
-/// operands with float sums (`bf16`: mixed precision; the weights, gradients and optimiser
-/// stay float, and each product rounds its two operands to bf16 when it is made).
-enum class Precision { f32, bf16 };
-
-inline std::string_view precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "f32"; }
-
-/// "f32" or "bf16" → the precision; anything else is refused with the accepted names.
-inline Precision parse_precision(std::string_view s) {
-  if (s == "f32") return Precision::f32;
-  if (s == "bf16") return Precision::bf16;
-  throw DomainError("causalqwen::parse_precision: unknown precision '" + std::string(s) + "': expected f32 or bf16");
 }
 
 /// C [M,N] = bf16(op(A))·bf16(op(B)) (+ C when `accumulate`), row-major with leading
