@@ -280,11 +280,13 @@ template <class E, class F>
 void for_each_chunk(const E& e, std::size_t n, F&& f) {
   parallel_chunks(n, [&](std::size_t b, std::size_t end) {
     state_of<E> s;
-    for (std::size_t i0 = b; i0 < end; i0 += chunk_size) {
-      const std::size_t m = std::min(chunk_size, end - i0);
+    const auto chunk = [&](std::size_t i0, std::size_t m) {
       e.prepare(s, i0, m);
       f(s, i0, m);
-    }
+    };
+    std::size_t i0 = b;
+    for (; i0 + chunk_size <= end; i0 += chunk_size) chunk(i0, chunk_size);  // a constant count
+    if (i0 < end) chunk(i0, end - i0);
   });
 }
 }  // namespace detail_expr
