@@ -11,7 +11,7 @@
 // processes, summed over repetitions) and ours / baseline. Both sums are checked against the
 // exact answer (small integers). Run:
 //   mpirun -np 2 build/bin/bench_gradient_sum [ELEMENTS (default 2^28: 1 GiB)] [REPETITIONS (3)]
-#include "thread_settings.hpp"
+#include "common/thread_settings.hpp"
 #include <causalqwen/dist/communicator.hpp>
 #include <causalqwen/dist/gradient_buckets.hpp>
 

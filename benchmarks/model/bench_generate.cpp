@@ -14,8 +14,8 @@
 //       of the phase's two probes (the memory of a shared machine changes speed between minutes);
 //   (b) the multiply-add peaks of this CPU (float FMA, and bf16 vdpbf16ps when it has it: many
 //       independent chains in registers, all threads), which prefill's GFLOP/s is a fraction of;
-//   (c) the same model in PyTorch (benchmarks/generate_torch.py, torch.set_num_threads(THREADS)),
-//       greedy with a KV cache and the tied lm_head over all 151,936 rows.
+//   (c) the same model in PyTorch (benchmarks/peers/generate_torch.py,
+//       torch.set_num_threads(THREADS)), greedy with a KV cache and the tied lm_head over all 151,936 rows.
 // Run with OMP_WAIT_POLICY=PASSIVE (and OPENBLAS_CORETYPE=SkylakeX for both sides).
 // usage: bench_generate [THREADS=2] [DECODE_STEPS=24] [--no-torch] [--only f32|bf16|int8] [--decode-only]
 //                       [--prefill-only] [--prefill S,S,...] [--context L]
@@ -32,7 +32,7 @@
 //   --context L     decode after an L-token prompt instead of 128 (1 to 8192; ours only, with
 //                   --no-torch): the steps then also read L keys and values per layer from the KV
 //                   cache (float, or bf16 beside bf16 and int8 weights), whose bytes are printed
-#include "thread_settings.hpp"
+#include "common/thread_settings.hpp"
 #include <causalqwen/core/page_buffer.hpp>
 #include <causalqwen/linalg/kernels/onednn_bf16.hpp>
 #include <causalqwen/core/process_usage.hpp>
@@ -40,7 +40,7 @@
 #include <causalqwen/generate/generator.hpp>
 #include <causalqwen/linalg/bf16_gemm.hpp>
 
-#include "peak.hpp"
+#include "common/peak.hpp"
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>

@@ -1,6 +1,6 @@
-// The driver of benchmarks/gemm_ab.sh: times the products of two versions of the library's
-// headers (gemm_before, gemm_after: benchmarks/gemm_ab_products.cpp compiled twice) on the same
-// operands, a few calls of one followed by as many of the other (the first of each untimed), and
+// The driver of benchmarks/kernels/gemm_ab.sh: times the products of two versions of the
+// library's headers (gemm_before, gemm_after: benchmarks/kernels/gemm_ab_products.cpp compiled
+// twice) on the same operands, a few calls of one followed by as many of the other (the first of each untimed), and
 // prints per shape the medians of both and the median of the per-pair ratios before/after (> 1:
 // the later version is faster). On a shared machine whose speed moves between minutes, the ratio
 // of neighbouring calls is steadier than two runs' figures.

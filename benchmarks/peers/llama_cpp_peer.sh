@@ -4,7 +4,7 @@
 # llama.cpp is built outside this repository, from its public source tree given as the first
 # argument, into WORK_DIR/build (CMake, Release, GGML_NATIVE=ON, GGML_OPENMP=ON, LLAMA_CURL=OFF;
 # only llama-bench and llama-quantize; skipped when both binaries already exist). Then:
-#   1. benchmarks/llama_cpp_gguf.py writes random-weight GGUFs of the Qwen2.5-0.5B shape
+#   1. benchmarks/peers/llama_cpp_gguf.py writes random-weight GGUFs of the Qwen2.5-0.5B shape
 #      (vocab 151936, hidden 896, 24 layers, 14/2 heads, FFN 4864, tied output) in F32 and BF16,
 #      and llama-quantize makes a Q8_0 file from the F32 one (files are reused when present);
 #   2. llama-bench -p 128,512 -n 0 and then -p 0 -n 64 (-r 3 -t 2 -o json) measure prefill
@@ -44,7 +44,7 @@
 # would run AVX-512 instructions there).
 # Raw outputs are kept in WORK_DIR (llama-bench-*.json, ours.txt, peer-results.json).
 #
-# usage: bash benchmarks/llama_cpp_peer.sh LLAMA_SRC_DIR [WORK_DIR=/tmp/llama-peer]
+# usage: bash benchmarks/peers/llama_cpp_peer.sh LLAMA_SRC_DIR [WORK_DIR=/tmp/llama-peer]
 #   LLAMA_COMMIT=...  names the llama.cpp commit when LLAMA_SRC_DIR is not a git checkout
 #   ROUNDS=N          alternating decode rounds (step 5; 0 skips it)
 #   PREFILL_ROUNDS=N  alternating prefill rounds (step 6; default 3; 0 skips it)
@@ -53,13 +53,13 @@ set -euo pipefail
 SCRIPT=llama_cpp_peer.sh
 source "$(dirname "$0")/llama_cpp_common.sh"
 
-[[ $# -ge 1 && $# -le 2 ]] || die "usage: bash benchmarks/llama_cpp_peer.sh LLAMA_SRC_DIR [WORK_DIR=/tmp/llama-peer]"
+[[ $# -ge 1 && $# -le 2 ]] || die "usage: bash benchmarks/peers/llama_cpp_peer.sh LLAMA_SRC_DIR [WORK_DIR=/tmp/llama-peer]"
 LLAMA_SRC=$(cd "$1" 2>/dev/null && pwd) || die "llama.cpp source directory '$1' not found"
 WORK_DIR=${2:-/tmp/llama-peer}
-REPO=$(cd "$(dirname "$0")/.." && pwd)
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
 PYTHON=${PYTHON:-/usr/bin/python3}
 OURS_BIN=$REPO/build/bin/bench_generate
-GGUF_SCRIPT=$REPO/benchmarks/llama_cpp_gguf.py
+GGUF_SCRIPT=$REPO/benchmarks/peers/llama_cpp_gguf.py
 THREADS=2
 
 # ---- preconditions, checked before anything slow ------------------------------------------

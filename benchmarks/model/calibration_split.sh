@@ -8,7 +8,7 @@
 # evaluated on the other: the mean, standard deviation and range of the coverage and of the
 # interval scores over the splits.
 #
-# usage: benchmarks/calibration_split.sh CLI DEMO_DIR WORK_DIR [SPLITS (default 10)]
+# usage: benchmarks/model/calibration_split.sh CLI DEMO_DIR WORK_DIR [SPLITS (default 10)]
 #   CLI       build/bin/causalqwen
 #   DEMO_DIR  the --out directory of `causalqwen demo` (model/ and held_out.jsonl)
 #   WORK_DIR  scratch directory (recreated): the model is copied there, DEMO_DIR is not touched

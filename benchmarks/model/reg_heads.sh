@@ -10,7 +10,7 @@
 # to OUT_MD, after a header naming the date, the command, the machine and the budget, and a
 # second table of the next-token statistics (accuracy, <NUM> precision and recall, L_cls, RMSE).
 #
-# usage: benchmarks/reg_heads.sh CLI WORK_DIR [STEPS (default 5000, the demo's)] [OUT_MD (default: WORK_DIR/reg-heads.md)]
+# usage: benchmarks/model/reg_heads.sh CLI WORK_DIR [STEPS (default 5000, the demo's)] [OUT_MD (default: WORK_DIR/reg-heads.md)]
 #   CLI       build/bin/causalqwen
 #   WORK_DIR  scratch directory: data, tokenizer, one run per head, eval reports (a run whose
 #             checkpoint of STEPS steps is there already is not trained again)
@@ -60,7 +60,7 @@ for line in open("/proc/cpuinfo"):
         break
 seconds = {h: open(f"{w}/train-{h}.seconds").read().strip() if os.path.exists(f"{w}/train-{h}.seconds") else "?" for h in heads}
 lines = ["# Regression heads: Cauchy, Gaussian NLL, MSE on the same backbone and data", "",
-         "`benchmarks/reg_heads.sh` trains `causalqwen train --preset tiny --reg-head H` for each head on the demo's "
+         "`benchmarks/model/reg_heads.sh` trains `causalqwen train --preset tiny --reg-head H` for each head on the demo's "
          "synthetic corpus (20000 training sentences, a BPE tokenizer of 1024 ids trained on them) with the same seed, "
          "recipe and budget, and scores each with `causalqwen eval` on the demo's 512 held-out sentences, by the "
          "scores of its own distribution ([calibration guide](../guide/calibration.md#4-other-regression-heads-train---reg-head-cauchygaussianmse)); "

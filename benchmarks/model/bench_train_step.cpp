@@ -1,6 +1,6 @@
 // One full training step of the whole CausalQwen model — forward, backward, global-norm clip to
-// 1.0, AdamW update — float32, against the same step in PyTorch (benchmarks/train_step_torch.py,
-// torch.set_num_threads(2), the repository's reference model; its loss materialises [B,S,K]),
+// 1.0, AdamW update — float32, against the same step in PyTorch
+// (benchmarks/peers/train_step_torch.py, torch.set_num_threads(2), the repository's reference model; its loss materialises [B,S,K]),
 // which this program runs itself, in the same command, before its own runs:
 //   (a) small:    V 8192, H 256, 4 layers, 4 heads, 2 KV heads, FFN 704, K = V, B 4, S 128
 //   (b) qwen0.5b: V 151936, H 896, 24 layers, 14 heads, 2 KV heads, FFN 4864, K 151666, B 1, S 128
@@ -33,9 +33,9 @@
 // program, parameters, gradients, moments and every scratch buffer of that configuration.
 //
 //   OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE build-bench/bin/bench_train_step [small|qwen0.5b]
-#include "thread_settings.hpp"
-#include "bench_ratio.hpp"
-#include "usage_counters.hpp"
+#include "common/thread_settings.hpp"
+#include "common/bench_ratio.hpp"
+#include "common/usage_counters.hpp"
 
 #include <causalqwen/model/causal_qwen.hpp>
 #include <causalqwen/model/parameter_rules.hpp>

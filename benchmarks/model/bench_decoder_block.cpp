@@ -1,13 +1,13 @@
 // One Qwen2.5-0.5B-shaped decoder block (H 896, 14 heads, 2 KV heads, FFN 4864), float32,
 // B = 1, S = 128 and 512: forward and forward+backward against the same block in PyTorch
-// (benchmarks/decoder_block_torch.py, torch.set_num_threads(2)), run by this program in the
+// (benchmarks/peers/decoder_block_torch.py, torch.set_num_threads(2)), run by this program in the
 // same command. Memory: the bytes of our gradient + activation + scratch arenas, against the
 // growth of PyTorch's peak RSS over its run (both after parameters and inputs exist).
 //
 //   OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE build-nn/bin/bench_decoder_block
-#include "thread_settings.hpp"
-#include "bench_ratio.hpp"
-#include "usage_counters.hpp"
+#include "common/thread_settings.hpp"
+#include "common/bench_ratio.hpp"
+#include "common/usage_counters.hpp"
 
 #include <causalqwen/nn.hpp>
 

@@ -3,8 +3,8 @@
 // and against the scalar stable formulas (to show what the vectorisation alone buys).
 //
 //   build/bin/bench_ovr_kernel            (prints elements/s and the ratios at the end)
-#include "thread_settings.hpp"
-#include "bench_ratio.hpp"
+#include "common/thread_settings.hpp"
+#include "common/bench_ratio.hpp"
 
 #include <causalqwen/cauchy.hpp>
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""PyTorch peer for benchmarks/generate.cpp: a Qwen2.5-0.5B-shaped model (vocab 151936, H 896,
-24 layers, 14/2 heads, FFN 4864, tied lm_head) in Hugging Face's eager formulation with a KV
+"""PyTorch peer for benchmarks/model/bench_generate.cpp: a Qwen2.5-0.5B-shaped model (vocab
+151936, H 896, 24 layers, 14/2 heads, FFN 4864, tied lm_head) in Hugging Face's eager formulation with a KV
 cache (torch.cat per step), float32, torch.set_num_threads(THREADS), inference_mode. Random
 weights (N(0, 0.02²)): speed does not depend on the values.
 

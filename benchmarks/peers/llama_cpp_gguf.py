@@ -17,7 +17,7 @@
 # The file is written with the gguf-py package from the llama.cpp source tree (llama.cpp is
 # built and used outside this repository, from its public source); it needs numpy.
 #
-# usage: python3 benchmarks/llama_cpp_gguf.py --llama-src LLAMA_SRC_DIR --type f32|bf16 \
+# usage: python3 benchmarks/peers/llama_cpp_gguf.py --llama-src LLAMA_SRC_DIR --type f32|bf16 \
 #            --out FILE.gguf [--untied] [--seed N]
 import argparse
 import os

@@ -7,8 +7,8 @@
 // tokens, one training batch of 16×64 (`demo`); no argument runs both.
 //
 //   OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 build/bin/bench_gemm [qwen0.5b|demo]
-#include "thread_settings.hpp"
-#include "bench_ratio.hpp"
+#include "common/thread_settings.hpp"
+#include "common/bench_ratio.hpp"
 
 #include <causalqwen/core/eigen_map.hpp>
 #include <causalqwen/linalg/f32_gemm.hpp>

@@ -4,7 +4,7 @@
 # data and global batch (2 micro-batches of 4 × 128 tokens per step). Prints, for each: tokens/s and seconds per step (medians over the steps after
 # the third), the seconds per step spent inside collectives (reduce-scatter, norm, all-gather,
 # metrics), the optimiser state per process, minor page faults and system time (/usr/bin/time -v).
-#   bash benchmarks/data_parallel.sh [BUILD_DIR] [PRESET] [STEPS]     (default: build small 30)
+#   bash benchmarks/model/data_parallel.sh [BUILD_DIR] [PRESET] [STEPS]     (default: build small 30)
 # PRESET: tiny, small or qwen2.5-0.5b (the vocabulary is a 2,000-id BPE trained here).
 set -euo pipefail
 build=${1:-build}

@@ -21,9 +21,9 @@
 //
 //   build/bin/bench_decode_stream [THREADS=2] [ROUNDS=8]
 //   build/bin/bench_decode_stream --probe [THREADS=2]   the probe alone (best of 3 reads), in GB/s:
-//                                                       benchmarks/llama_cpp_peer.sh brackets a
+//                                                       benchmarks/peers/llama_cpp_peer.sh brackets a
 //                                                       peer's runs with it
-#include "thread_settings.hpp"
+#include "common/thread_settings.hpp"
 #include <causalqwen/core/arena.hpp>
 #include <causalqwen/core/page_buffer.hpp>
 #include <causalqwen/core/process_usage.hpp>
@@ -33,7 +33,7 @@
 #include <causalqwen/linalg/gemv.hpp>
 #include <causalqwen/linalg/int8_dot.hpp>
 
-#include "peak.hpp"
+#include "common/peak.hpp"
 
 #include <fmt/core.h>
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch peer for benchmarks/decoder_block.cpp: one Qwen2.5-0.5B-shaped decoder layer
+"""PyTorch peer for benchmarks/model/bench_decoder_block.cpp: one Qwen2.5-0.5B-shaped decoder layer
 (H 896, 14 heads, 2 KV heads, FFN 4864) in Hugging Face's eager formulation (RMSNorm, q/k/v with
 bias, rotate-half RoPE, repeat_kv, matmul + causal mask + float32 softmax + matmul, o_proj,
 SwiGLU MLP, two residuals), float32, torch.set_num_threads(THREADS).

@@ -1,5 +1,5 @@
-# Shared by benchmarks/llama_cpp_peer.sh and benchmarks/serve_peer.sh (sourced, not run): the
-# checks of a llama.cpp source tree and of a Python with numpy, the out-of-tree build of
+# Shared by benchmarks/peers/llama_cpp_peer.sh and benchmarks/peers/serve_peer.sh (sourced, not
+# run): the checks of a llama.cpp source tree and of a Python with numpy, the out-of-tree build of
 # llama.cpp's programs, and the random-weight GGUFs of the Qwen2.5-0.5B shape.
 # The sourcing script sets SCRIPT (its name, for messages) before sourcing, and, before calling
 # llama_gguf: LLAMA_SRC, WORK_DIR, PYTHON, GGUF_SCRIPT, BIN, THREADS and LOG_DIR (where

