@@ -1,6 +1,6 @@
 // Every benchmark runs under the thread settings the library's programs use, and says so.
 #pragma once
-#include <causalqwen/core/threading.hpp>
+#include "omp_wait.hpp"  // the causalqwen program's
 
 #include <fmt/core.h>
 
@@ -9,12 +9,12 @@
 namespace cqbench {
 
 /// Restarts the program with OMP_WAIT_POLICY=PASSIVE and GOMP_SPINCOUNT=10000 where the user set
-/// neither (causalqwen::restart_with_passive_omp_wait: idle threads spin about 0.1 ms, then
+/// neither (cqcli::restart_with_passive_omp_wait: idle threads spin about 0.1 ms, then
 /// sleep), then prints the settings in force. Peers started as child processes (PyTorch)
 /// inherit them; PyTorch's training step was 1.1x faster with the short spin than with PASSIVE
 /// alone here, and about 2.5x faster than with libgomp's default spinning.
 inline void use_library_thread_settings(char** argv) {
-  causalqwen::restart_with_passive_omp_wait(argv);
+  cqcli::restart_with_passive_omp_wait(argv);
   const auto value = [](const char* name) {
     const char* v = std::getenv(name);
     return v != nullptr ? v : "(unset)";

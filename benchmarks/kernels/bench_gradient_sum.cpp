@@ -15,6 +15,8 @@
 #include <causalqwen/dist/communicator.hpp>
 #include <causalqwen/dist/gradient_buckets.hpp>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <mpi.h>
 #include <sys/resource.h>
@@ -63,7 +65,7 @@ Measured measure(const cq::dist::Communicator& comm, int reps, const std::functi
 
 int main(int argc, char** argv) {
   cqbench::use_library_thread_settings(argv);
-  cq::dist::Session mpi(&argc, &argv);
+  cq::dist::Session mpi(&argc, &argv, cq::dist::started_by_mpirun(environ));
   const auto comm = cq::dist::Communicator::world();
   const std::size_t elements = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : std::size_t{1} << 28;
   const int reps = argc > 2 ? std::atoi(argv[2]) : 3;

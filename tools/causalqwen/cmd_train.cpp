@@ -22,6 +22,7 @@
 #include "model_loading.hpp"
 #include "numeric_options.hpp"
 #include "train_display.hpp"
+#include "train_fault_hooks.hpp"
 
 #include <causalqwen/core/threading.hpp>
 #include <causalqwen/dist/communicator.hpp>
@@ -166,6 +167,7 @@ ct::TrainerOptions trainer_options(const TrainArgs& a) {
   o.resume = a.resume;
   o.seed = a.seed;
   o.comm = cq::dist::Communicator::world();
+  cqcli::add_fault_hooks(o.observer, o.comm.rank());
   o.run_settings = {{"lr", learning_rate(a)}, {"schedule", a.schedule}, {"steps", a.steps}, {"batch", a.batch}, {"seq", a.seq},
                     {"accumulation", a.accumulation}, {"seed", a.seed}, {"threads", a.threads},
                     {"optimizer", a.optimizer}, {"moments", a.moments}, {"precision", a.precision},

@@ -1,8 +1,8 @@
-// Runs causalqwen::restart_with_passive_omp_wait first thing in main, as the library's programs do,
+// Runs cqcli::restart_with_passive_omp_wait (the programs' omp_wait.hpp) first thing in main, as they do,
 // then prints the settings it runs under and how many times it was started (a variable set before
-// the call survives the restart). tests/core/CMakeLists.txt checks the line for each starting
+// the call survives the restart). tests/cli/CMakeLists.txt checks the line for each starting
 // environment.
-#include <causalqwen/core/threading.hpp>
+#include "omp_wait.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -12,7 +12,7 @@ int main(int, char** argv) {
   const char* started = std::getenv("CQ_PROBE_STARTS");
   const int starts = (started != nullptr ? std::atoi(started) : 0) + 1;
   ::setenv("CQ_PROBE_STARTS", std::to_string(starts).c_str(), 1);
-  causalqwen::restart_with_passive_omp_wait(argv);
+  cqcli::restart_with_passive_omp_wait(argv);
   const auto value = [](const char* name) {
     const char* v = std::getenv(name);
     return v != nullptr ? v : "(unset)";

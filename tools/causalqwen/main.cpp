@@ -1,11 +1,13 @@
 // causalqwen: the command-line program. Subcommands live in cmd_*.cpp beside this file.
 #include "command.hpp"
 #include "numeric_options.hpp"
+#include "omp_wait.hpp"
 
-#include <causalqwen/core/threading.hpp>
 #include <causalqwen/linalg/bf16_gemm.hpp>
 #include <causalqwen/dist/communicator.hpp>
 #include <causalqwen/version.hpp>
+
+#include <unistd.h>
 
 #include <fmt/core.h>
 
@@ -32,11 +34,11 @@ int fail(const std::exception& e) {
 
 int main(int argc, char** argv) {
   // idle OpenMP threads must not spin while OpenBLAS works: PASSIVE unless the user chose
-  causalqwen::restart_with_passive_omp_wait(argv);
+  cqcli::restart_with_passive_omp_wait(argv);
   // started by mpirun: MPI for the whole run (train splits its work over the processes)
   std::optional<causalqwen::dist::Session> mpi;
   try {
-    mpi.emplace(&argc, &argv);
+    mpi.emplace(&argc, &argv, causalqwen::dist::started_by_mpirun(environ));
     // CAUSALQWEN_BF16_KERNEL=auto|onednn|own|avx2|portable forces the bf16 products' kernels
     // (linalg::set_bf16_kernel), for comparisons; unset: auto
     if (const char* kernel = std::getenv("CAUSALQWEN_BF16_KERNEL"); kernel != nullptr && *kernel != '\0')
