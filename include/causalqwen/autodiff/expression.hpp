@@ -9,6 +9,9 @@
 /// at once (`exp_float`, 16 or 8 at a time), then one loop applies every node's per-element
 /// formula, which the compiler vectorises. Each element sees the same operations in the same
 /// order as the scalar `e.at(i)` / `e.backprop_at(i, g)`, so the same bits.
+/// The per-element loops are declared free of dependences between elements (`omp simd`, so no
+/// run-time aliasing checks): an output or gradient may be an operand's own storage, element i
+/// read before it is written, but must not overlap an operand at another offset.
 /// Operands are held safely: temporaries by value, lvalue expression nodes by reference (as
 /// Eigen), and leaves and scalars — views of a few words — always by value; so
 /// `auto e = exp(var(x, dx)) + 1.0;` owns its whole tree, and a lambda
@@ -35,8 +38,9 @@ concept Expression = std::derived_from<std::remove_cvref_t<E>, ExpressionTag>;
 template <class E>
 struct is_view_node : std::false_type {};
 
-/// Elements per chunk of a chunked pass.
-inline constexpr std::size_t chunk_size = 256;
+/// Elements per chunk of a chunked pass: small, so that a chunk's operands, read once by the
+/// exponential pass and again by the formula pass, are still in L1 the second time.
+inline constexpr std::size_t chunk_size = 128;
 
 /// A node's scratch for one chunk (the exponentials of its subtree's exp-built nodes).
 template <class E>
@@ -109,10 +113,11 @@ struct Scalar : ExpressionTag {
 template <class T>
 struct is_view_node<Scalar<T>> : std::true_type {};
 
-/// The exponentials of one chunk for an exp-built node (none for the others).
+/// The exponentials of one chunk for an exp-built node (none for the others), on a cache-line
+/// boundary so that the vector exp's and the formula loop's 64-byte accesses never split a line.
 template <class T, bool needed>
 struct ChunkExps {
-  T v[chunk_size];
+  alignas(64) T v[chunk_size];
 };
 template <class T>
 struct ChunkExps<T, false> {};
@@ -135,13 +140,14 @@ struct Unary : ExpressionTag {
   std::size_t size() const { return e.size(); }
 
   struct State {
-    state_of<E> e;
+    [[no_unique_address]] state_of<E> e;
     [[no_unique_address]] ChunkExps<T, from_exp> exps;
   };
   /// Prepares the operand, then exps[k] = e^{a(x[i0 + k])} for the chunk [i0, i0 + m).
   void prepare(State& s, std::size_t i0, std::size_t m) const {
     e.prepare(s.e, i0, m);
     if constexpr (from_exp) {
+#pragma omp simd
       for (std::size_t k = 0; k < m; ++k) s.exps.v[k] = F::exp_argument(e.at(s.e, i0 + k, k));
       exp_float(s.exps.v, s.exps.v, m);
     }
@@ -298,6 +304,7 @@ void eval(TensorView<T, N> out, const E& e) {
                   e.size(), out.size());
   T* o = out.data;
   detail_expr::for_each_chunk(e, out.size(), [&](const state_of<E>& s, std::size_t i0, std::size_t m) {
+#pragma omp simd
     for (std::size_t k = 0; k < m; ++k) o[i0 + k] = e.at(s, i0 + k, k);
   });
 }
@@ -308,6 +315,7 @@ void eval_add(TensorView<T, N> out, const E& e) {
                   "expression has {} elements, out {}", e.size(), out.size());
   T* o = out.data;
   detail_expr::for_each_chunk(e, out.size(), [&](const state_of<E>& s, std::size_t i0, std::size_t m) {
+#pragma omp simd
     for (std::size_t k = 0; k < m; ++k) o[i0 + k] += e.at(s, i0 + k, k);
   });
 }
@@ -318,6 +326,7 @@ void backprop(const E& e, TensorView<T, N> dout) {
                   "expression has {} elements, dout {}", e.size(), dout.size());
   const T* d = dout.data;
   detail_expr::for_each_chunk(e, dout.size(), [&](const state_of<E>& s, std::size_t i0, std::size_t m) {
+#pragma omp simd
     for (std::size_t k = 0; k < m; ++k) e.backprop_at(s, i0 + k, k, d[i0 + k]);
   });
 }
