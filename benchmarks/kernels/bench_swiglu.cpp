@@ -7,7 +7,8 @@
 // over the same threads (parallel_chunks). Before timing, the program checks that the library's
 // float results have the naive loop's bits and the chunk loop's.
 //
-//   build/bin/bench_swiglu            (prints elements/s and the ratios at the end)
+//   build/bin/bench_swiglu            (prints elements/s, then the ratios of wall time and of the
+//                                      main thread's CPU time)
 #include "common/thread_settings.hpp"
 #include "common/bench_ratio.hpp"
 
@@ -20,8 +21,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cq = causalqwen;
@@ -167,18 +170,48 @@ void both(Data<T>& d) {
   Bwd(d);
 }
 
+/// The ratio reporter that also prints each pair's ratio of the main thread's CPU time per
+/// iteration: on a shared machine the wall time of a run counts the time other processes held
+/// the core, while the CPU time counts only this thread's own work (at 2 threads, the main
+/// thread's half and not its wait for the other).
+class CpuRatioReporter : public cqbench::RatioReporter {
+ public:
+  void add_both(const std::string& candidate, const std::string& baseline) {
+    add_pair(candidate, baseline);
+    cpu_pairs_.emplace_back(candidate, baseline);
+  }
+  void ReportRuns(const std::vector<Run>& runs) override {
+    cqbench::RatioReporter::ReportRuns(runs);
+    for (const auto& run : runs)
+      if (run.run_type == Run::RT_Iteration && !run.error_occurred)
+        cpu_[run.benchmark_name()] = run.GetAdjustedCPUTime() / benchmark::GetTimeUnitMultiplier(run.time_unit);
+  }
+  void print_cpu_ratios() const {
+    fmt::print("\nratios of the main thread's CPU time (baseline / candidate, same run; > 1 means faster):\n");
+    for (const auto& [cand, base] : cpu_pairs_) {
+      const auto c = cpu_.find(cand), b = cpu_.find(base);
+      if (c == cpu_.end() || b == cpu_.end() || !(c->second > 0)) continue;
+      fmt::print("  {:<52} {:8.2f}x  {}\n", cand, b->second / c->second, base);
+    }
+  }
+
+ private:
+  std::map<std::string, double> cpu_;
+  std::vector<std::pair<std::string, std::string>> cpu_pairs_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   cqbench::use_library_thread_settings(argv);
-  cqbench::RatioReporter reporter;
+  CpuRatioReporter reporter;
   const auto add = [&](const std::string& name, auto fn, bool baseline_pair, const std::string& baseline) {
     for (const int threads : {1, 2}) {
       const std::string t = "/threads:" + std::to_string(threads);
       benchmark::RegisterBenchmark((name + t).c_str(), fn)->Arg(threads)->UseRealTime()->Unit(benchmark::kMillisecond);
       // Google Benchmark names the run "<name>/<arg>/real_time"
       const std::string suffix = t + "/" + std::to_string(threads) + "/real_time";
-      if (baseline_pair) reporter.add_pair(name + suffix, baseline + suffix);
+      if (baseline_pair) reporter.add_both(name + suffix, baseline + suffix);
     }
   };
   add("forward/float/naive", bench<float, naive_forward<float>>, false, "");
@@ -199,9 +232,9 @@ int main(int argc, char** argv) {
     for (const int threads : {1, 2}) {
       const std::string suffix = "/threads:" + std::to_string(threads) + "/" + std::to_string(threads) + "/real_time";
       const std::string p = std::string(dir);
-      reporter.add_pair(p + "/float/library" + suffix, p + "/float/chunk_loop" + suffix);
-      reporter.add_pair(p + "/float/library" + suffix, p + "/float/elementwise" + suffix);
-      reporter.add_pair(p + "/double/library" + suffix, p + "/double/elementwise" + suffix);
+      reporter.add_both(p + "/float/library" + suffix, p + "/float/chunk_loop" + suffix);
+      reporter.add_both(p + "/float/library" + suffix, p + "/float/elementwise" + suffix);
+      reporter.add_both(p + "/double/library" + suffix, p + "/double/elementwise" + suffix);
     }
   benchmark::Initialize(&argc, argv);
 
@@ -217,6 +250,7 @@ int main(int argc, char** argv) {
              chunk_bits ? "yes" : "NO");
   benchmark::RunSpecifiedBenchmarks(&reporter);
   reporter.print_ratios();
+  reporter.print_cpu_ratios();
   benchmark::Shutdown();
   return naive_bits && chunk_bits && double_bits ? 0 : 1;
 }
