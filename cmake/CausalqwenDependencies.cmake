@@ -37,7 +37,7 @@ if(NOT CAUSALQWEN_DEPENDENCY_SET MATCHES "^(cauchy|model)$")
   if(NOT TARGET PkgConfig::CQ_UTF8PROC)
     pkg_check_modules(CQ_UTF8PROC REQUIRED IMPORTED_TARGET GLOBAL libutf8proc)
   endif()
-  # `causalqwen serve` (examples/causalqwen/cmd_serve.cpp) only: cpp-httplib, as Debian builds it
+  # `causalqwen serve` (tools/causalqwen/cmd_serve.cpp) only: cpp-httplib, as Debian builds it
   # (libcpp-httplib-dev: the header and a shared library compiled with OpenSSL, zlib and Brotli,
   # whose flags pkg-config gives). Optional: without it the program has no serve command.
   if(NOT TARGET PkgConfig::CQ_HTTPLIB)

@@ -4,7 +4,7 @@
 #include <causalqwen/train.hpp>
 #include <doctest/doctest.h>
 
-#include "train_display.hpp"  // examples/causalqwen/
+#include "train_display.hpp"  // tools/causalqwen/
 
 #include "../support/test_support.hpp"
 #include "tiny_sources.hpp"
