@@ -16,10 +16,13 @@
 #include "causalqwen/train/optimizer.hpp"
 
 #include <chrono>
+#include <cmath>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace causalqwen::train {
@@ -36,16 +39,19 @@ class ShardedAdamW final : public Optimizer<T> {
         ranges_(std::move(ranges)), grads_(std::move(gradients)), owned_grads_(adam_.owned().size()),
         buckets_(comm_, ranges_, bucket_elements), clip_(clip), micro_batches_(micro_batches) {}
 
-  optim::AdamW<T>& adam() { return adam_; }
-
+  /// grads ← 0; the buckets wait for this step's gradients, to be summed into owned_grads_.
   void begin_step() override {
     grads_.zero();
     buckets_.begin(grads_, owned_grads_);
   }
+  /// The gradient arena; micro-batch a is this process's last when a + N ≥ A, and its backward
+  /// pass then tells the buckets which gradients are final.
   linalg::GradientTarget<T> target(std::size_t a) override {
     const bool last = a + processes() >= micro_batches_;  // this process's last micro-batch
     return linalg::GradientTarget<T>(grads_, nullptr, last ? &buckets_ : nullptr);
   }
+  /// The step of the file comment; comm_seconds: the buckets' sums (GradientBuckets::seconds),
+  /// the sum of squares over processes and the all-gather.
   StepResult finish_step(Arena<T>& params, UpdateFollower<T>*, double lr) override {
     buckets_.finish();
     const auto owned = adam_.owned();

@@ -8,6 +8,9 @@
 #include "causalqwen/optim/streaming_adamw.hpp"
 #include "causalqwen/train/optimizer.hpp"
 
+#include <memory>
+#include <utility>
+
 namespace causalqwen::train {
 
 template <class T>
@@ -19,10 +22,9 @@ class StreamingOptimizer final : public Optimizer<T> {
     adam_.set_tile_cache_bytes(keep_tiles_bytes);
   }
 
-  optim::StreamingAdamW<T>& adam() { return adam_; }
-
   /// The factors and small gradients are cleared by the previous step (StreamingAdamW::step).
   void begin_step() override {}
+  /// Every micro-batch: StreamingAdamW's target (weight gradients appended as factors).
   linalg::GradientTarget<T> target(std::size_t) override { return adam_.target(); }
   /// The follower is not told: StreamingAdamW updates tile by tile, and the copies know they are
   /// stale by the parameters' version.

@@ -7,6 +7,8 @@
 #include "causalqwen/optim/clip.hpp"
 #include "causalqwen/train/optimizer.hpp"
 
+#include <utility>
+
 namespace causalqwen::train {
 
 template <class T>
@@ -16,10 +18,11 @@ class WholeAdamW final : public Optimizer<T> {
   WholeAdamW(optim::AdamW<T> adam, Arena<T> gradients, double clip, std::size_t micro_batches)
       : adam_(std::move(adam)), grads_(std::move(gradients)), clip_(clip), micro_batches_(micro_batches) {}
 
-  optim::AdamW<T>& adam() { return adam_; }
-
+  /// grads ← 0
   void begin_step() override { grads_.zero(); }
+  /// Every micro-batch adds into the one gradient arena: grads += ∂L/∂θ.
   linalg::GradientTarget<T> target(std::size_t) override { return linalg::GradientTarget<T>(grads_); }
+  /// The step of the file comment; comm_seconds 0 (one process).
   StepResult finish_step(Arena<T>& params, UpdateFollower<T>* follower, double lr) override {
     const auto& rules = adam_.rules();
     if (micro_batches_ > 1) optim::scale_gradients(grads_, 1.0 / static_cast<double>(micro_batches_), rules);
