@@ -169,3 +169,26 @@ TEST_CASE("chunked passes: every length around a chunk boundary") {
     CHECK(bad == 0);
   }
 }
+
+// The per-element loops run under omp simd: a leaf reached twice accumulates both terms into
+// its gradient in order, and an output that is an operand's own storage is read before written.
+TEST_CASE("chunked passes: a gradient reached twice per element, and an output in place") {
+  const std::size_t n = 5 * ad::chunk_size + 3;
+  std::vector<float> x(n), dx(n, 0.25f), dout(n), y(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = -7.0f + 0.11f * float(i % 131), dout[i] = 0.5f + 0.03f * float(i % 17);
+  ad::backprop(ad::silu(ad::var(v1(x), v1(dx))) * ad::var(v1(x), v1(dx)), v1(dout));
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float e = std::exp(-x[i]), s = 1.0f / (1.0f + e);
+    float want = 0.25f;
+    want += (dout[i] * x[i]) * (s * (1.0f + x[i] * (1.0f - s)));  // through silu
+    want += dout[i] * (x[i] / (1.0f + e));                        // through the second factor
+    bad += !same_bits(dx[i], want);
+  }
+  CHECK(bad == 0);
+  y = x;
+  ad::eval(v1(y), ad::silu(ad::constant(v1(y))) * ad::constant(v1(y)));
+  bad = 0;
+  for (std::size_t i = 0; i < n; ++i) bad += !same_bits(y[i], x[i] / (1.0f + std::exp(-x[i])) * x[i]);
+  CHECK(bad == 0);
+}
