@@ -311,9 +311,9 @@ TEST_CASE_TEMPLATE("decoding's few-rows and fused Cauchy kernels: a double loop'
       std::vector<T> y(M * N), loc(M * N), sc(M * N);
       const auto cauchy = [&](std::vector<T>& l, std::vector<T>& s, const T* x_rows, const T* scale_rows, std::size_t rows,
                               std::size_t n0, std::size_t n) {
-        const cq::CauchyView<const T, 2, cq::Kind::independent> a{TensorView<const T, 2>(x_rows, {rows, K}),
-                                                                  TensorView<const T, 2>(scale_rows, {rows, K})};
-        cq::linalg::cauchy_linear<T>(cq::CauchyView<T, 2, cq::Kind::marginal>{v2(l, rows, n), v2(s, rows, n)},
+        const auto a = cq::assume_cauchy_view<cq::Kind::independent>(TensorView<const T, 2>(x_rows, {rows, K}),
+                                                                     TensorView<const T, 2>(scale_rows, {rows, K}));
+        cq::linalg::cauchy_linear<T>(cq::CauchyOut<T, 2>{v2(l, rows, n), v2(s, rows, n)},
                                      TensorView<const T, 2>(w.data() + n0 * K, {n, K}), {},
                                      TensorView<const T, 1>(b.data() + n0, {n}), a);
       };

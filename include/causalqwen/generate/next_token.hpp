@@ -133,6 +133,11 @@ class NextTokenHead {
       for (std::size_t i = 0; i < R * C; ++i)
         individual_[i] = U.loc.data[i] + U.scale.data[i] * raw::standard_quantile(noise.action.data[i]);
     }
+    // the causal mode's Y: U shifted by the constants u − loc_U (location u, U's scale), independent as U
+    const model::Individuals<const T> shifted =
+        s.mode == GenerationMode::causal
+            ? result_view(ops::affine{}, U, CauchyOut<const T, 2>{{individual_.data(), {R, C}}, U.scale})
+            : A;
     // the vocabulary: scales only where the decision needs them
     const bool need_scale = s.mode == GenerationMode::deterministic || s.mode == GenerationMode::sampling;
     loc_S_.resize(R * K);
@@ -141,7 +146,7 @@ class NextTokenHead {
     if (need_scale)
       Action<T>::classes(p.action, A, 0, K,
                          R > linalg::fused_rows_max ? abs_cache_.get(p.action.cls_weight, version) : TensorView<const T, 2>{},
-                         model::ClassScores<T>(loc_S, TensorView<T, 2>(scale_S_.data(), {R, K})));
+                         {loc_S, TensorView<T, 2>(scale_S_.data(), {R, K})});
     else
       linalg::linear_forward<T>(loc_S, s.mode == GenerationMode::causal ? TensorView<const T, 2>(individual_.data(), {R, C}) : A.loc,
                                 p.action.cls_weight, p.action.cls_bias, p.action.cls_packed);
@@ -149,11 +154,8 @@ class NextTokenHead {
     for (std::size_t r = 0; r < R; ++r) {
       StepDecision& d = out[r];
       const T* ls = loc_S_.data() + r * K;
-      const T* la = s.mode == GenerationMode::causal ? individual_.data() + r * C : A.loc.data + r * C;
-      const T* sa = s.mode == GenerationMode::causal ? U.scale.data + r * C : A.scale.data + r * C;
       // P(S_<NUM> > C_<NUM>) under the mode's distribution: A's, or U's for the causal mode
-      const T* p_loc = s.mode == GenerationMode::causal ? U.loc.data + r * C : A.loc.data + r * C;
-      const auto S_num = Action<T>::class_score(p.action, num, p_loc, sa);
+      const auto S_num = Action<T>::class_score(p.action, num, row_of(s.mode == GenerationMode::causal ? U : A, r));
       d.p_num = static_cast<double>(model::ovr_probability(S_num, p.action.threshold[num]));
       switch (s.mode) {
         case GenerationMode::deterministic:
@@ -182,7 +184,7 @@ class NextTokenHead {
       d.score = static_cast<double>(need_scale || (s.mode == GenerationMode::causal && s.subtract_threshold)
                                         ? margin_[static_cast<std::size_t>(d.token)]
                                         : ls[d.token]);
-      const auto Y = model::value_with_floor(Action<T>::value(p.action, la, sa), cfg_);
+      const auto Y = model::value_with_floor(Action<T>::value(p.action, row_of(shifted, r)), cfg_);
       d.value = static_cast<double>(Y.loc);
       d.scale = static_cast<double>(Y.scale);
     }
