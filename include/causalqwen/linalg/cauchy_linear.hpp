@@ -79,6 +79,14 @@ CauchyView<T, 2, Kind::marginal> cauchy_linear(CauchyOut<T, 2> out, TensorView<c
   return S;
 }
 
+namespace detail_cauchy_linear {
+/// The one-position form's refusal of an input whose length is not w's (out of line, so that
+/// the form itself stays small enough to be inlined into its callers' loops).
+[[noreturn, gnu::cold, gnu::noinline]] inline void wrong_length(std::size_t got, std::size_t C) {
+  throw DomainError(fmt::format("causalqwen::cauchy_linear: the input has {} components, w has {}", got, C));
+}
+}  // namespace detail_cauchy_linear
+
 /// y = linear(w, b, a) of one position, through one row w [C] of a weight matrix (the value head,
 /// or one class):  loc_y = b + Σ_j loc_a,j·w_j,  scale_y = Σ_j scale_a,j·|w_j|, summed in order of j.
 /// a [C] must be independent, as for the matrix form.
@@ -86,7 +94,8 @@ template <class T, Kind K>
 CauchyParams<T> cauchy_linear(TensorView<const T, 1> w, T b, CauchyView<const T, 1, K> a) {
   static_assert(K == Kind::independent, CAUSALQWEN_LINEAR_OF_MARGINAL);
   const std::size_t C = w.shape[0];
-  require_shape(a.loc, {C}, "cauchy_linear", "loc of the input");
+  if (a.loc.shape[0] != C) [[unlikely]]
+    detail_cauchy_linear::wrong_length(a.loc.shape[0], C);
   T loc = b, scale = 0;
   for (std::size_t j = 0; j < C; ++j) {
     loc += a.loc.data[j] * w.data[j];
