@@ -2,7 +2,7 @@
 /// teacher-forced evaluation with its calibration statistics (and their SVG picture), the
 /// trainer with its metrics log, its observer interface and crash-safe checkpoints. (Progress
 /// bars and curve pictures belong to programs: the causalqwen program's are in
-/// examples/causalqwen/.)
+/// tools/causalqwen/.)
 #pragma once
 #include "causalqwen/optim.hpp"
 #include "causalqwen/train/batch_list_source.hpp"

@@ -2,7 +2,7 @@
 # line on standard error, which names the file or option and what was expected; never a signal,
 # an uncaught exception or a result written with exit 0. Run by ctest with -DCLI= -DMODEL= (the
 # golden model's tiny checkpoint: max_position_embeddings 32, vocab 23, <NUM> = 20) -DTOKENIZER=
-# (tests/generation/data/tiny_tokenizer.json) -DWORK= (a scratch directory).
+# (tests/support/data/tiny_tokenizer.json) -DWORK= (a scratch directory).
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 set(failures "")

@@ -30,7 +30,7 @@ RSS_LIMIT_KIB=$((1024 * 1024))
 if [ "${CQ_SANITIZED:-0}" = 1 ]; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}max_allocation_size_mb=1024:allocator_may_return_null=0:detect_leaks=0"
 fi
-# the settings the program would otherwise restart itself with (core/threading.hpp)
+# the settings the program would otherwise restart itself with (tools/causalqwen/omp_wait.hpp)
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000
 
 # --- fixtures: a JSONL corpus with numbers, a BPE tokenizer with <NUM> for train/init ---------------

@@ -125,6 +125,18 @@ bool two_processes() {
 
 }  // namespace
 
+TEST_CASE("started_by_mpirun: an environment with a launcher's variable, and not a plain one") {
+  const char* mpirun[] = {"HOME=/root", "OMPI_COMM_WORLD_SIZE=2", nullptr};
+  const char* pmix[] = {"PMIX_RANK=0", nullptr};
+  const char* plain[] = {"HOME=/root", "OMPI_COMM_WORLD_SIZEX=2", "PMI_SIZE", "XPMI_SIZE=2", nullptr};
+  const char* empty[] = {nullptr};
+  CHECK(cq::dist::started_by_mpirun(mpirun));
+  CHECK(cq::dist::started_by_mpirun(pmix));
+  CHECK_FALSE(cq::dist::started_by_mpirun(plain));
+  CHECK_FALSE(cq::dist::started_by_mpirun(empty));
+  CHECK_FALSE(cq::dist::started_by_mpirun(nullptr));
+}
+
 TEST_CASE("shard_ranges: consecutive aligned ranges covering every element once") {
   for (std::size_t total : {0u, 1u, 15u, 16u, 17u, 1000u, 12345u})
     for (std::size_t parts : {1u, 2u, 3u, 7u}) {
@@ -406,7 +418,7 @@ TEST_CASE("bfloat16 moments: 2 processes train as 1 with a quarter of the float 
 }
 
 int main(int argc, char** argv) {
-  cq::dist::Session mpi(&argc, &argv);
+  cq::dist::Session mpi(&argc, &argv, cq::dist::started_by_mpirun(environ));
   cq::set_threads(1);  // two processes share the two cores
   doctest::Context context(argc, argv);
   const int failed = context.run();

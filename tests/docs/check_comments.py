@@ -5,7 +5,8 @@ speed-up such as "1.3x faster" or "12 % slower").
 
     check_comments.py ROOT [DIR ...] [--cmake]   DIR defaults to include; --cmake also checks the #
                                                   comments of the CMake files (the top level, cmake/,
-                                                  tests/, examples/, benchmarks/)
+                                                  tests/, examples/, tools/,
+                                                  benchmarks/)
 
 Measurements belong in docs/performance/ (dated, with their command); a comment keeps the reason
 ("the bf16 product reads half the bytes"), not the figure. Prints file:line: the comment and the
@@ -102,6 +103,7 @@ def main(argv):
     if "--cmake" in argv:
         cmake_files = [*root.glob("CMakeLists.txt"), *root.glob("cmake/*.cmake"),
                        *root.glob("tests/**/CMakeLists.txt"), *root.glob("examples/**/CMakeLists.txt"),
+                       *root.glob("tools/**/CMakeLists.txt"),
                        *root.glob("benchmarks/**/CMakeLists.txt")]
         for path in sorted(cmake_files):
             if path.exists():

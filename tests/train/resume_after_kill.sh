@@ -1,8 +1,9 @@
 #!/bin/sh
 # The crash test of `causalqwen train --resume` (a real process, SIGKILL):
 #   1. an uninterrupted reference run of 60 steps;
-#   2. a run killed by SIGKILL inside its 3rd checkpoint write (hook CAUSALQWEN_TRAIN_CRASH_IN_CHECKPOINT),
-#      after which LATEST must still name the 2nd checkpoint;
+#   2. a run killed by SIGKILL inside its 3rd checkpoint write (CAUSALQWEN_TRAIN_CRASH_IN_CHECKPOINT,
+#      a fault hook of the train command: tools/causalqwen/train_fault_hooks.hpp), after which
+#      LATEST must still name the 2nd checkpoint;
 #   3. four resumes each killed with SIGKILL at a random moment (checkpoint writes slowed to 40 ms
 #      by CAUSALQWEN_TRAIN_CHECKPOINT_SLEEP_MS so that some kills land inside one);
 #   4. a last resume to the end;

@@ -4,7 +4,7 @@
 #include <causalqwen/train.hpp>
 #include <doctest/doctest.h>
 
-#include "train_display.hpp"  // examples/causalqwen/
+#include "train_display.hpp"  // tools/causalqwen/
 
 #include "../support/test_support.hpp"
 #include "tiny_sources.hpp"
@@ -444,7 +444,8 @@ TEST_CASE("progress degrades to plain lines off a terminal") {
   CHECK(std::count(text.begin(), text.end(), '\n') == 22);  // steps 1, 2, 4, …, 40 and the message
 }
 
-TEST_CASE("the trainer tells its observer the start, every step, every validation and the end") {
+TEST_CASE("the trainer tells its observer the start, every step's beginning and end, every validation, every "
+          "checkpoint's commit and the end") {
   const auto seed = cqtest::test_seed(3, "observer");
   const auto out = fresh_dir("observer");
   std::vector<std::string> events;
@@ -465,15 +466,26 @@ TEST_CASE("the trainer tells its observer the start, every step, every validatio
       CHECK(r.lr > 0);
       events.push_back(fmt::format("step {}", r.step));
     };
+    o.observer.on_step_begin = [&](std::size_t step) { events.push_back(fmt::format("begin {}", step)); };
     o.observer.on_validation = [&](const ct::ValidationReport& v) { events.push_back(fmt::format("val {}", v.step)); };
+    o.observer.on_checkpoint_commit = [&](std::size_t step) {
+      // the checkpoint's files are written; LATEST still names the one before (none at first)
+      CHECK(fs::exists(ct::checkpoints_dir(out) / ct::checkpoint_name(step) / "trainer_state.json"));
+      std::string latest;
+      if (std::ifstream in(ct::checkpoints_dir(out) / "LATEST"); in) std::getline(in, latest);
+      CHECK(latest != ct::checkpoint_name(step));
+      events.push_back(fmt::format("commit {}", step));
+    };
     o.observer.on_finish = [&] { events.push_back("finish"); };
     ct::Trainer<float> trainer(learner, o);
     trainer.run();
   };
   observe(5, false);
   observe(6, true);  // resumes from step 5's final checkpoint
-  const std::vector<std::string> expected = {"start 0/5", "step 1", "step 2", "step 3", "step 4", "val 4", "step 5",
-                                             "val 5", "finish", "start 5/6 resumed", "step 6", "val 6", "finish"};
+  const std::vector<std::string> expected = {
+      "start 0/5", "begin 0", "step 1", "begin 1", "step 2", "begin 2", "step 3", "begin 3", "step 4", "val 4",
+      "commit 4",  "begin 4", "step 5", "val 5",   "commit 5", "finish",
+      "start 5/6 resumed", "begin 5", "step 6", "val 6", "commit 6", "finish"};
   CHECK(events == expected);
   fs::remove_all(out);
 }

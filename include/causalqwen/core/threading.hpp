@@ -1,16 +1,13 @@
 /// Threading helpers over OpenMP. Elementwise work runs in `parallel_for`; GEMMs are best
 /// called outside any `omp parallel` region (linalg::matmul threads them itself only there).
-/// A program sets its thread count once with `set_threads`, and may call
-/// `restart_with_passive_omp_wait` first thing in main.
+/// A program sets its thread count once with `set_threads`; how idle threads wait (OpenMP's
+/// environment, read before main) is the program's choice.
 #pragma once
 #include <omp.h>
-#include <strings.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 
 // OpenBLAS's thread setter, declared weak: it resolves to OpenBLAS's function when the program
 // links OpenBLAS (the default build routes Eigen's GEMMs there) and to null otherwise.
@@ -78,33 +75,6 @@ inline void keep_blas_on_one_thread() {
 inline void set_threads(std::size_t threads) {
   omp_set_num_threads(static_cast<int>(std::max<std::size_t>(threads, 1)));
   keep_blas_on_one_thread();
-}
-
-/// Idle OpenMP threads spin by default for 300,000 spins after each parallel region (libgomp's
-/// default) and take the cores the next region needs (another thread pool's, another process's);
-/// sleeping at once (PASSIVE with no spin count) costs a futex wake-up per region instead, which a
-/// training step of many short regions feels. libgomp reads its settings before main, so a program that wants a better
-/// policy without asking its user calls this first thing in main: when OMP_WAIT_POLICY is unset
-/// it sets PASSIVE, and when the policy is (or becomes) PASSIVE with GOMP_SPINCOUNT unset it
-/// sets a short spin before sleeping (GOMP_SPINCOUNT=10000); if it set either, it
-/// executes the program again (/proc/self/exe, Linux) with the same `argv`, and the set
-/// variables stop a second restart. Returns at once when nothing was set (ACTIVE, or a spin
-/// count chosen by the user), or when the restart failed (the program then goes on with the
-/// settings it started with).
-inline void restart_with_passive_omp_wait(char** argv) {
-  const char* policy = std::getenv("OMP_WAIT_POLICY");
-  bool changed = false;
-  if (policy == nullptr) {
-    ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-    changed = true;
-  } else if (::strcasecmp(policy, "PASSIVE") != 0) {  // libgomp reads it in any case
-    return;
-  }
-  if (std::getenv("GOMP_SPINCOUNT") == nullptr) {
-    ::setenv("GOMP_SPINCOUNT", "10000", 1);
-    changed = true;
-  }
-  if (changed) ::execv("/proc/self/exe", argv);  // returns only on failure
 }
 
 }  // namespace causalqwen

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -28,11 +29,14 @@
 
 namespace causalqwen::dist {
 
-/// True when the process was started by mpirun / mpiexec (Open MPI, MPICH and PMIx launchers
-/// set one of these variables).
-inline bool launched_by_mpi() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
-    if (std::getenv(name)) return true;
+/// True when `environment` (a program's environment: null-terminated "NAME=value" strings, as
+/// main's third argument or `environ`) is that of a process started by mpirun / mpiexec: Open
+/// MPI, MPICH and PMIx launchers set one of OMPI_COMM_WORLD_SIZE, PMI_SIZE and PMIX_RANK.
+inline bool started_by_mpirun(const char* const* environment) {
+  if (environment == nullptr) return false;
+  for (; *environment != nullptr; ++environment)
+    for (std::string_view name : {"OMPI_COMM_WORLD_SIZE=", "PMI_SIZE=", "PMIX_RANK="})
+      if (std::string_view(*environment).starts_with(name)) return true;
   return false;
 }
 
@@ -45,24 +49,25 @@ inline constexpr bool built_with_mpi() {
 #endif
 }
 
-/// MPI for the life of the object, when the process was started by mpirun: MPI_Init_thread
-/// (funneled: only the main thread calls MPI; OpenMP threads never do) and MPI_Finalize. A
-/// process started otherwise opens nothing. A program started by mpirun but built without MPI
-/// is refused: it would train N independent copies.
+/// MPI for the life of the object, when the program says it was started by mpirun
+/// (`by_mpirun`, e.g. started_by_mpirun(environ)): MPI_Init_thread (funneled: only the main
+/// thread calls MPI; OpenMP threads never do) and MPI_Finalize. A process started otherwise opens
+/// nothing. A program started by mpirun but built without MPI is refused: it would train N
+/// independent copies.
 class Session {
  public:
-  Session(int* argc, char*** argv) {
+  Session(int* argc, char*** argv, bool by_mpirun) {
 #if defined(CAUSALQWEN_MPI)
     int initialised = 0;
     MPI_Initialized(&initialised);
-    if (!initialised && launched_by_mpi()) {
+    if (!initialised && by_mpirun) {
       int provided = 0;
       MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
       owner_ = true;
     }
 #else
     (void)argc, (void)argv;
-    if (launched_by_mpi())
+    if (by_mpirun)
       throw DomainError("causalqwen was built without MPI (CAUSALQWEN_MPI=OFF) but started by mpirun: every process "
                         "would train alone; rebuild with MPI (apt-get install libopenmpi-dev) or start it without mpirun");
 #endif

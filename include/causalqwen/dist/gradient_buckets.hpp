@@ -11,7 +11,7 @@
 ///
 /// Why not MPI_Ireduce_scatter: Open MPI's allocates a temporary buffer of the bucket's size on
 /// every call, and the page faults of those buffers can cost more than the copy itself
-/// (benchmarks/gradient_sum.cpp compares the two). The sum in rank order also makes every process's result independent of MPI's
+/// (benchmarks/kernels/bench_gradient_sum.cpp compares the two). The sum in rank order also makes every process's result independent of MPI's
 /// choice of algorithm.
 ///
 /// The staging buffer holds (N − 1) · min(owned range, 4 buckets) elements; when a bucket does

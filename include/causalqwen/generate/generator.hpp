@@ -14,7 +14,7 @@
 /// then each generated slot in turn) with the same kernels, so tokens and numbers equal the
 /// cached run's bit for bit; it checks the cache's bookkeeping across steps (positions, masks,
 /// growth). Agreement of the cached path with the full training forward, Transformer::forward,
-/// is tested separately (tests/generation/test_kv_cache.cpp) within float tolerances.
+/// is tested separately (tests/nn/test_kv_cache.cpp) within float tolerances.
 #pragma once
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/padding.hpp"

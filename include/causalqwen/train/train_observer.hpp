@@ -1,11 +1,18 @@
 /// How a training run reports while it runs: the Trainer calls the observer's functions at
 /// fixed points of its loop and prints nothing itself. A program fills them with its display
-/// (a progress bar, pictures of the curves); every member may stay empty.
+/// (a progress bar, pictures of the curves); a test adds faults at fixed points (a delay, a
+/// killed process). Every member may stay empty.
 ///
-///   on_start(s)         once, before the first step; s.first_step > 0 after a resume
-///   on_step(r)          after every optimiser step, once its record is in the metrics log
-///   on_validation(v)    after every validation, once its record is in the metrics log
-///   on_finish()         once, after the last step and its checkpoint
+///   on_start(s)              once, before the first step; s.first_step > 0 after a resume
+///   on_step_begin(s)         as step s (the count of updates done before it) begins
+///   on_step(r)               after every optimiser step, once its record is in the metrics log
+///   on_validation(v)         after every validation, once its record is in the metrics log
+///   on_checkpoint_commit(s)  inside the checkpoint write of step s: its files are written and
+///                            LATEST does not name it yet
+///   on_finish()              once, after the last step and its checkpoint
+///
+/// With several processes training together, on_step_begin is called on every process and the
+/// others on process 0 only (the process that logs and writes checkpoints).
 #pragma once
 #include "causalqwen/model/causal_head.hpp"
 
@@ -40,8 +47,10 @@ struct ValidationReport {
 
 struct TrainObserver {
   std::function<void(const RunStart&)> on_start;
+  std::function<void(std::size_t)> on_step_begin;
   std::function<void(const StepReport&)> on_step;
   std::function<void(const ValidationReport&)> on_validation;
+  std::function<void(std::size_t)> on_checkpoint_commit;
   std::function<void()> on_finish;
 };
 

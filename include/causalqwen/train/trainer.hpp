@@ -33,11 +33,6 @@
 /// StreamingAdamW keeps each micro-batch's weight gradients as factors that only its own process
 /// holds; summing them over processes would mean forming the whole gradient, which is what it
 /// avoids: it is refused with N > 1.
-///
-/// Test hooks (environment): CAUSALQWEN_TRAIN_CHECKPOINT_SLEEP_MS=n sleeps n ms inside every
-/// checkpoint write, after the files and before LATEST is committed; CAUSALQWEN_TRAIN_CRASH_IN_CHECKPOINT=k
-/// kills the process (SIGKILL) at that point of its k-th checkpoint write; CAUSALQWEN_TRAIN_KILL=r:k
-/// kills process r (SIGKILL) when step k begins.
 #pragma once
 #include "causalqwen/core/process_usage.hpp"
 #include "causalqwen/dist/communicator.hpp"
@@ -61,13 +56,10 @@
 
 #include <array>
 #include <chrono>
-#include <cstdio>
-#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <random>
-#include <thread>
 #include <type_traits>
 
 namespace causalqwen::train {
@@ -139,12 +131,6 @@ class Trainer {
     else adam_.emplace(learner.params().shared_layout(), o_.adam, rules_, o_.moments, ranges_[rank()]);
     if (o_.lr.total == 0) o_.lr.total = o_.steps;
     if (o_.metrics_path.empty() && !o_.out_dir.empty()) o_.metrics_path = o_.out_dir / "metrics.jsonl";
-    if (const char* v = std::getenv("CAUSALQWEN_TRAIN_CHECKPOINT_SLEEP_MS")) sleep_ms_ = std::atoi(v);
-    if (const char* v = std::getenv("CAUSALQWEN_TRAIN_CRASH_IN_CHECKPOINT")) crash_at_ = std::atoi(v);
-    if (const char* v = std::getenv("CAUSALQWEN_TRAIN_KILL")) {
-      int r = -1, k = -1;
-      if (std::sscanf(v, "%d:%d", &r, &k) == 2 && r == o_.comm.rank()) kill_at_step_ = k;
-    }
   }
 
   /// The optimiser (TrainerOptions::streaming false / true).
@@ -196,7 +182,7 @@ class Trainer {
     double last_tps = 0;
     const std::size_t N = processes(), A = o_.accumulation;
     while (step < o_.steps) {
-      if (kill_at_step_ >= 0 && step == static_cast<std::size_t>(kill_at_step_)) std::raise(SIGKILL);
+      if (o_.observer.on_step_begin) o_.observer.on_step_begin(step);
       const auto t0 = clock::now();
       const double alpha = o_.alpha.at(step), lr = o_.lr.at(step);
       learner_.set_alpha_gate(alpha);
@@ -400,7 +386,9 @@ class Trainer {
   /// Writes the checkpoint of `st` (process 0; with N processes the moments are gathered to it
   /// first, into an optimiser that owns every element, so the files are those of one process).
   std::filesystem::path checkpoint(const TrainerState& st) {
-    const auto commit_hook = [this](const auto&) { hook(); };
+    const auto commit_hook = [this, step = st.step](const auto&) {
+      if (o_.observer.on_checkpoint_commit) o_.observer.on_checkpoint_commit(step);
+    };
     if (streaming_) return write_checkpoint(o_.out_dir, learner_, *streaming_, st, commit_hook);
     if (processes() == 1) return write_checkpoint(o_.out_dir, learner_, *adam_, st, commit_hook);
     std::optional<optim::AdamW<T>> whole;
@@ -431,12 +419,6 @@ class Trainer {
     }
   }
 
-  void hook() {
-    ++checkpoints_written_;
-    if (sleep_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms_));
-    if (crash_at_ > 0 && checkpoints_written_ == crash_at_) std::raise(SIGKILL);
-  }
-
   Learner<T>& learner_;
   TrainerOptions o_;
   ParamRules rules_;                                  // the model's rules for the learner's slots
@@ -445,7 +427,7 @@ class Trainer {
   std::mt19937_64 rng_;
   std::vector<ElementRange> ranges_;                  // each process's range of the parameters
   mutable std::vector<double> gathered_metrics_;      // combined()'s scratch
-  int sleep_ms_ = 0, crash_at_ = 0, checkpoints_written_ = 0, lock_fd_ = -1, kill_at_step_ = -1;
+  int lock_fd_ = -1;
 
  public:
   ~Trainer() {

@@ -1,0 +1,24 @@
+// One side of benchmarks/kernels/gemm_ab.sh: the library's linear products (linalg/gemm.hpp) behind a
+// C function named by GEMM_AB_NAME, so that two versions of the headers can be compiled into
+// one program (the older one with its namespace renamed on the command line) and timed call
+// after call in the same process.
+#include <causalqwen/linalg/gemm.hpp>
+
+/// which: 0 forward Y[M,N] = X[M,K]·W[N,K]ᵀ; 1 dX[M,K] += dY[M,N]·W[N,K]; 2 dW[N,K] += dY[M,N]ᵀ·X[M,K].
+/// out, in, w are those products' C, first operand and second operand; bf16 != 0 runs them with
+/// Precision::bf16 (mixed-precision training's products).
+extern "C" void GEMM_AB_NAME(float* out, const float* in, const float* w, std::size_t M, std::size_t N, std::size_t K, int which,
+                             int bf16) {
+  namespace la = causalqwen::linalg;
+  using causalqwen::TensorView;
+  const auto p = bf16 ? la::Precision::bf16 : la::Precision::f32;
+  if (which == 0)
+    la::linear_forward<float>(TensorView<float, 2>(out, {M, N}), TensorView<const float, 2>(in, {M, K}),
+                              TensorView<const float, 2>(w, {N, K}), {}, {}, p);
+  else if (which == 1)
+    la::linear_backward_input<float>(TensorView<float, 2>(out, {M, K}), TensorView<const float, 2>(in, {M, N}),
+                                     TensorView<const float, 2>(w, {N, K}), p);
+  else
+    la::linear_backward_weight<float>(TensorView<float, 2>(out, {N, K}), TensorView<const float, 2>(in, {M, N}),
+                                      TensorView<const float, 2>(w, {M, K}), nullptr, p);
+}
