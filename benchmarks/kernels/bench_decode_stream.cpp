@@ -128,8 +128,8 @@ int main(int argc, char** argv) {
   for (std::size_t j = 0; j < hidden; ++j) loc_A[j] = normal(rng) * 50.0f, scale_A[j] = 1.0f + std::abs(normal(rng)) * 50.0f;
   const auto head_pass = [&](const la::PackedMatrix& packed) {
     const double t = cqbench::seconds_now();
-    const cq::CauchyView<const float, 2, cq::Kind::independent> A(cq::TensorView<const float, 2>(loc_A.data(), {1, hidden}),
-                                                                  cq::TensorView<const float, 2>(scale_A.data(), {1, hidden}));
+    const auto A = cq::assume_cauchy_view<cq::Kind::independent>(cq::TensorView<const float, 2>(loc_A.data(), {1, hidden}),
+                                                                 cq::TensorView<const float, 2>(scale_A.data(), {1, hidden}));
     la::cauchy_linear<float, cq::Kind::independent>(
         {cq::TensorView<float, 2>(loc_S.data(), {1, vocab}), cq::TensorView<float, 2>(scale_S.data(), {1, vocab})}, w_cls_view,
         {}, cq::TensorView<const float, 1>(bias_S.data(), {vocab}), A, packed.ref());

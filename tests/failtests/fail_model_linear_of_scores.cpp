@@ -5,8 +5,8 @@ namespace cq = causalqwen;
 // weights once more, as a second action would: |W|·|W|·γ only bounds the true scale.
 template <class T>
 void second_action(const typename cq::model::Action<T>::Params& p, cq::model::ClassScores<const T> S,
-                   cq::model::ClassScores<T> out) {
+                   cq::CauchyOut<T, 2> out) {
   cq::model::Action<T>::classes(p, S, 0, out.loc.shape[1], {}, out);
 }
 template void second_action<float>(const cq::model::Action<float>::Params&, cq::model::ClassScores<const float>,
-                                   cq::model::ClassScores<float>);
+                                   cq::CauchyOut<float, 2>);

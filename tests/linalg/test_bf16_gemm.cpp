@@ -563,7 +563,7 @@ TEST_CASE("bf16 products of the Cauchy linear map (the class head in mixed preci
   for (const auto precision : {la::Precision::f32, la::Precision::bf16}) {
     CAPTURE(la::precision_name(precision));
     std::vector<float> loc_s(R * N), scale_s(R * N), da_loc(R * C, 0.0f), da_scale(R * C, 0.0f), dw(N * C, 0.0f);
-    const cq::CauchyView<const float, 2, cq::Kind::independent> a(c2(loc_a, R, C), c2(scale_a, R, C));
+    const auto a = cq::assume_cauchy_view<cq::Kind::independent>(c2(loc_a, R, C), c2(scale_a, R, C));
     la::cauchy_linear<float, cq::Kind::independent>({v2(loc_s, R, N), v2(scale_s, R, N)}, c2(w, N, C), c2(abs_w, N, C),
                                                     TensorView<const float, 1>(b.data(), {N}), a, {}, precision);
     check_sums(precision, loc_s, R, N, C,

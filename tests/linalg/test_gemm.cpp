@@ -117,6 +117,32 @@ TEST_CASE_TEMPLATE("Cauchy scale products and the |W| cache", T, float, double) 
   CHECK(cache.rebuilds() == 3);
 }
 
+TEST_CASE_TEMPLATE("the one-position Cauchy linear map: b + Σ_j loc_j·w_j and Σ_j scale_j·|w_j|; a wrong length refused", T,
+                   float, double) {
+  const std::uint64_t seed = 11;
+  MESSAGE("seed ", seed);
+  std::mt19937_64 rng(seed);
+  const std::size_t M = 3, C = 37;
+  auto w = random_vector<T>(C, rng), loc = random_vector<T>(M * C, rng), scale = random_vector<T>(M * C, rng);
+  for (auto& s : scale) s = std::abs(s) + T(0.1);
+  w[4] = T(0);
+  const T b = T(0.25);
+  const auto A = cq::assume_cauchy_view<cq::Kind::independent>(TensorView<const T, 2>(loc.data(), {M, C}),
+                                                               TensorView<const T, 2>(scale.data(), {M, C}));
+  for (std::size_t m = 0; m < M; ++m) {
+    const auto y = cq::linalg::cauchy_linear<T>(TensorView<const T, 1>(w.data(), {C}), b, cq::row_of(A, m));
+    double l = b, s = 0;
+    for (std::size_t j = 0; j < C; ++j) {
+      l += double(loc[m * C + j]) * w[j];
+      s += double(scale[m * C + j]) * std::abs(double(w[j]));
+    }
+    CHECK(std::abs(y.loc - l) <= tol<T>(C) * 4);
+    CHECK(std::abs(y.scale - s) <= tol<T>(C) * 4);
+  }
+  CHECK_THROWS(cq::linalg::cauchy_linear<T>(TensorView<const T, 1>(w.data(), {C - 1}), b, cq::row_of(A, 0)));
+  CHECK_THROWS(cq::row_of(A, M));
+}
+
 TEST_CASE("GEMM wrappers reject mismatched shapes") {
   std::vector<float> a(6), b(6), c(4);
   CHECK_THROWS_WITH_AS(cq::linalg::linear_forward<float>(v2(c, 2, 2), v2(a, 2, 3), v2(b, 3, 2)),
@@ -311,9 +337,9 @@ TEST_CASE_TEMPLATE("decoding's few-rows and fused Cauchy kernels: a double loop'
       std::vector<T> y(M * N), loc(M * N), sc(M * N);
       const auto cauchy = [&](std::vector<T>& l, std::vector<T>& s, const T* x_rows, const T* scale_rows, std::size_t rows,
                               std::size_t n0, std::size_t n) {
-        const cq::CauchyView<const T, 2, cq::Kind::independent> a{TensorView<const T, 2>(x_rows, {rows, K}),
-                                                                  TensorView<const T, 2>(scale_rows, {rows, K})};
-        cq::linalg::cauchy_linear<T>(cq::CauchyView<T, 2, cq::Kind::marginal>{v2(l, rows, n), v2(s, rows, n)},
+        const auto a = cq::assume_cauchy_view<cq::Kind::independent>(TensorView<const T, 2>(x_rows, {rows, K}),
+                                                                     TensorView<const T, 2>(scale_rows, {rows, K}));
+        cq::linalg::cauchy_linear<T>(cq::CauchyOut<T, 2>{v2(l, rows, n), v2(s, rows, n)},
                                      TensorView<const T, 2>(w.data() + n0 * K, {n, K}), {},
                                      TensorView<const T, 1>(b.data() + n0, {n}), a);
       };

@@ -192,10 +192,10 @@ TEST_CASE("fused Cauchy kernel reads the packed W_cls: loc and scale as from the
     auto rounded = w;
     la::round_weights(type, v2(rounded, N, C));
     std::vector<float> lp(R * N), sp(R * N), lf(R * N), sf(R * N);
-    const cq::CauchyView<const float, 2, cq::Kind::independent> a{c2(loc, R, C), c2(scale, R, C)};
-    la::cauchy_linear<float>(cq::CauchyView<float, 2, cq::Kind::marginal>{v2(lp, R, N), v2(sp, R, N)}, c2(rounded, N, C), {},
+    const auto a = cq::assume_cauchy_view<cq::Kind::independent>(c2(loc, R, C), c2(scale, R, C));
+    la::cauchy_linear<float>(cq::CauchyOut<float, 2>{v2(lp, R, N), v2(sp, R, N)}, c2(rounded, N, C), {},
                              TensorView<const float, 1>(b.data(), {N}), a, p.ref());
-    la::cauchy_linear<float>(cq::CauchyView<float, 2, cq::Kind::marginal>{v2(lf, R, N), v2(sf, R, N)}, c2(rounded, N, C), {},
+    la::cauchy_linear<float>(cq::CauchyOut<float, 2>{v2(lf, R, N), v2(sf, R, N)}, c2(rounded, N, C), {},
                              TensorView<const float, 1>(b.data(), {N}), a);
     if (type == la::WeightType::bf16) {  // the same products summed in another order, and a double sum
       for (std::size_t r = 0; r < R; ++r)
@@ -238,11 +238,11 @@ TEST_CASE("fused Cauchy kernel over rows of a packed bf16 W_cls from any row on:
     const la::PackedMatrix p(la::WeightType::bf16, c2(w, N, C));
     auto rounded = w;
     la::round_weights(la::WeightType::bf16, v2(rounded, N, C));
-    const cq::CauchyView<const float, 2, cq::Kind::independent> a{c2(loc, R, C), c2(scale, R, C)};
+    const auto a = cq::assume_cauchy_view<cq::Kind::independent>(c2(loc, R, C), c2(scale, R, C));
     std::vector<float> l_all(R * N), s_all(R * N), lf(R * N), sf(R * N);
-    la::cauchy_linear<float>(cq::CauchyView<float, 2, cq::Kind::marginal>{v2(l_all, R, N), v2(s_all, R, N)}, c2(rounded, N, C),
+    la::cauchy_linear<float>(cq::CauchyOut<float, 2>{v2(l_all, R, N), v2(s_all, R, N)}, c2(rounded, N, C),
                              {}, {}, a, p.ref());
-    la::cauchy_linear<float>(cq::CauchyView<float, 2, cq::Kind::marginal>{v2(lf, R, N), v2(sf, R, N)}, c2(rounded, N, C), {}, {}, a);
+    la::cauchy_linear<float>(cq::CauchyOut<float, 2>{v2(lf, R, N), v2(sf, R, N)}, c2(rounded, N, C), {}, {}, a);
     for (std::size_t r = 0; r < R; ++r)  // the float kernel on the rounded matrix, summed in another order
       for (std::size_t i = 0; i < N; ++i) {
         double magnitude = 0;
@@ -256,7 +256,7 @@ TEST_CASE("fused Cauchy kernel over rows of a packed bf16 W_cls from any row on:
       const std::size_t n = N - k0;
       std::vector<float> lp(R * n), sp(R * n);
       const TensorView<const float, 2> w_rows(rounded.data() + k0 * C, {n, C});
-      la::cauchy_linear<float>(cq::CauchyView<float, 2, cq::Kind::marginal>{v2(lp, R, n), v2(sp, R, n)}, w_rows, {}, {}, a,
+      la::cauchy_linear<float>(cq::CauchyOut<float, 2>{v2(lp, R, n), v2(sp, R, n)}, w_rows, {}, {}, a,
                                p.ref().rows_from(k0, n));
       std::size_t mismatches = 0;
       for (std::size_t r = 0; r < R; ++r)

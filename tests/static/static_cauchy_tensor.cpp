@@ -1,4 +1,4 @@
-// Static tests: the kinds and return types of CauchyTensor operations, and closed_under_v.
+// Static tests: the kinds and return types of CauchyTensor operations and of the views, and closed_under_v.
 // Compiling this file is the test (static_assert only).
 #include <causalqwen/cauchy.hpp>
 
@@ -57,3 +57,32 @@ static_assert(!cq::closed_under_v<cq::ops::affine, W2>);
 // queries return plain tensors of the same rank
 static_assert(std::is_same_v<decltype(std::declval<Mar>().cdf(std::declval<xt::xtensor<float, 3>>())), xt::xtensor<float, 3>>);
 static_assert(std::is_same_v<decltype(std::declval<Ind>().median()), const xt::xtensor<float, 3>&>);
+
+// views: the kind of a CauchyView comes from the rules (result_view), a row keeps it, the escape
+// gives the kind it is told
+using IndView = cq::CauchyView<const float, 2, Kind::independent>;
+using MarView = cq::CauchyView<const float, 2, Kind::marginal>;
+using Out = cq::CauchyOut<float, 2>;
+static_assert(std::is_same_v<decltype(cq::result_view(cq::ops::linear{}, std::declval<IndView>(), std::declval<Out>())),
+                             cq::CauchyView<float, 2, Kind::marginal>>);
+static_assert(std::is_same_v<decltype(cq::result_view(cq::ops::add_noise{}, std::declval<IndView>(), std::declval<Out>())),
+                             cq::CauchyView<float, 2, Kind::independent>>);
+static_assert(std::is_same_v<decltype(cq::result_view(cq::ops::affine{}, std::declval<MarView>(), std::declval<Out>())),
+                             cq::CauchyView<float, 2, Kind::marginal>>);
+static_assert(std::is_same_v<decltype(cq::row_of(std::declval<MarView>(), 0)), cq::CauchyView<const float, 1, Kind::marginal>>);
+static_assert(std::is_same_v<decltype(cq::assume_cauchy_view<Kind::marginal>(std::declval<cq::TensorView<const float, 2>>(),
+                                                                            std::declval<cq::TensorView<const float, 2>>())),
+                             MarView>);
+// a tensor shifted onto a draw keeps its kind (a shift by constants)
+static_assert(std::is_same_v<decltype(cq::shift_to_draw(std::declval<IndView>(), std::declval<cq::TensorView<const float, 2>>(),
+                                                        std::declval<cq::TensorView<float, 2>>())),
+                             IndView>);
+static_assert(std::is_same_v<decltype(cq::shift_to_draw(std::declval<MarView>(), std::declval<cq::TensorView<const float, 2>>(),
+                                                        std::declval<cq::TensorView<float, 2>>())),
+                             MarView>);
+static_assert(cq::closed_under_v<cq::ops::select, IndView> && cq::closed_under_v<cq::ops::select, MarView>);
+static_assert(cq::result_kind<cq::ops::linear>(Kind::independent) == Kind::marginal &&
+              cq::result_kind<cq::ops::add_noise>(Kind::independent) == Kind::independent);
+// a read-only view of the same kind from a mutable one, never of another kind
+static_assert(std::is_convertible_v<cq::CauchyView<float, 2, Kind::marginal>, MarView>);
+static_assert(!std::is_convertible_v<MarView, IndView> && !std::is_convertible_v<IndView, MarView>);

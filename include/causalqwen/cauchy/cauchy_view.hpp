@@ -4,8 +4,17 @@
 /// the abduction network yields an independent view U, the action's linear maps yield marginal
 /// views S and Y, and an operation that would leave the Cauchy family does not compile.
 ///
-///   CauchyView<const float, 2, Kind::independent> U{loc_U, scale_U};   // [M,C] each
-///   U.loc(m, j), U.scale(m, j), U.median()
+/// Only the algebra gives a view its kind: the abduction network (the source of independent
+/// individuals), and an operation of the rules applied to a typed input (`result_view`: a linear
+/// map yields marginal, added noise, an affine map or a subset of components keep the input's
+/// kind). Writing `CauchyView<T, 2, Kind::independent>{loc, scale}` does not compile; a test, an
+/// experiment or a benchmark that owns the claim writes `assume_cauchy_view<Kind::independent>(loc, scale)`.
+/// An operation that writes into caller buffers takes a kind-less `CauchyOut` and returns the
+/// typed view over it.
+///
+///   CauchyOut<float, 2> out{loc_S, scale_S};                      // [M,N] each, no kind yet
+///   auto S = result_view(ops::linear{}, U, out);                  // marginal, from U independent
+///   S.loc(m, n), S.scale(m, n), S.median(), row_of(S, m)
 ///
 /// `T` may be const (a read-only view); a mutable view converts to a read-only one of the same
 /// kind. The kind never changes by conversion: only an operation of the algebra makes a new one.
@@ -19,19 +28,57 @@
 namespace causalqwen {
 
 template <class T, std::size_t Rank, Kind K>
+struct CauchyView;
+
+/// Where an operation writes a tensor of Cauchy variables before it has a kind: loc and scale
+/// buffers of the same shape. The operation returns the typed view over them.
+template <class T, std::size_t Rank>
+struct CauchyOut {
+  TensorView<T, Rank> loc;    // location per component, written by the operation
+  TensorView<T, Rank> scale;  // scale per component, written by the operation
+};
+
+namespace model {
+template <class T>
+struct Abduction;  // the source of independent individuals (model/abduction.hpp)
+}
+
+template <Kind K, class T, std::size_t Rank>
+CauchyView<T, Rank, K> assume_cauchy_view(TensorView<T, Rank> loc, TensorView<T, Rank> scale);
+template <class Op, class U, std::size_t RIn, Kind K, class T, std::size_t Rank>
+CauchyView<T, Rank, result_kind<Op>(K)> result_view(Op, const CauchyView<U, RIn, K>& input, CauchyOut<T, Rank> out);
+
+/// The right to declare the kind of a new view: held by the abduction network, by result_view
+/// (which takes the kind from the rules) and by the named escape assume_cauchy_view.
+class KindKey {
+  KindKey() = default;
+  template <class>
+  friend struct model::Abduction;
+  template <Kind K, class T, std::size_t Rank>
+  friend CauchyView<T, Rank, K> assume_cauchy_view(TensorView<T, Rank>, TensorView<T, Rank>);
+  template <class Op, class U, std::size_t RIn, Kind K, class T, std::size_t Rank>
+  friend CauchyView<T, Rank, result_kind<Op>(K)> result_view(Op, const CauchyView<U, RIn, K>&, CauchyOut<T, Rank>);
+};
+
+template <class T, std::size_t Rank, Kind K>
 struct CauchyView {
   using value_type = std::remove_const_t<T>;
   static constexpr std::size_t rank = Rank;
   static constexpr Kind kind = K;
 
-  TensorView<T, Rank> loc;    // location (= median) per component
-  TensorView<T, Rank> scale;  // scale > 0 per component
+  const TensorView<T, Rank> loc;    // location (= median) per component
+  const TensorView<T, Rank> scale;  // scale > 0 per component
 
-  CauchyView() = default;
-  /// Declares loc and scale (same shape) to be the parameters of Cauchy variables of kind K.
-  CauchyView(TensorView<T, Rank> loc_view, TensorView<T, Rank> scale_view) : loc(loc_view), scale(scale_view) {
+  /// Declares loc and scale (same shape) to be the parameters of Cauchy variables of kind K;
+  /// only the holders of a KindKey can.
+  CauchyView(KindKey, TensorView<T, Rank> loc_view, TensorView<T, Rank> scale_view) : loc(loc_view), scale(scale_view) {
     detail::require(loc_view.shape == scale_view.shape, "CauchyView", "loc {} and scale {} must have the same shape",
                     shape_text(loc_view.shape), shape_text(scale_view.shape));
+  }
+  /// A kind declared by ordinary code: refused with the sentence CAUSALQWEN_KIND_OUTSIDE_ALGEBRA.
+  template <class D = void>
+  CauchyView(TensorView<T, Rank>, TensorView<T, Rank>) {
+    static_assert(detail::always_false_v<D>, CAUSALQWEN_KIND_OUTSIDE_ALGEBRA);
   }
   /// A mutable view converts to a read-only one of the same kind.
   template <class U>
@@ -57,6 +104,40 @@ template <class T, std::size_t R, Kind K>
 struct cauchy_traits<CauchyView<T, R, K>> {
   static constexpr bool is_cauchy = true;
   static constexpr Kind kind = K;
+};
+
+/// `out` seen as what the operation Op of the algebra wrote into it from `input`: kind
+/// result_kind<Op>(K) (linear → marginal, any other closed operation keeps K). Op must be closed
+/// for the input's kind: a linear map of a marginal input, or exp, relu, … do not compile.
+template <class Op, class U, std::size_t RIn, Kind K, class T, std::size_t Rank>
+CauchyView<T, Rank, result_kind<Op>(K)> result_view(Op, const CauchyView<U, RIn, K>&, CauchyOut<T, Rank> out) {
+  static_assert(!std::is_same_v<Op, ops::linear> || K == Kind::independent, CAUSALQWEN_LINEAR_OF_MARGINAL);
+  static_assert(closed_under_v<Op, CauchyView<U, RIn, K>>, CAUSALQWEN_NOT_CLOSED);
+  return {KindKey{}, out.loc, out.scale};
+}
+
+/// Row m of a view [M,N] (one position's N components), of the same kind:
+///   row_of(X, m).loc[j] = X.loc(m, j),  row_of(X, m).scale[j] = X.scale(m, j).
+template <class T, Kind K>
+CauchyView<T, 1, K> row_of(const CauchyView<T, 2, K>& x, std::size_t m) {
+  const std::size_t n = x.loc.shape[1];
+  detail::require(m < x.loc.shape[0], "row_of", "row {} of a view of {} rows", m, x.loc.shape[0]);
+  return result_view(ops::select{}, x, CauchyOut<T, 1>{{x.loc.data + m * n, {n}}, {x.scale.data + m * n, {n}}});
+}
+
+/// The escape for tests, experiments and benchmarks: the caller asserts that loc and scale are
+/// the parameters of Cauchy variables of kind K (for independent, that the components are
+/// mutually independent). Nothing checks the claim; the rules then apply to the view as to any
+/// other (a view assumed marginal still cannot go through a linear map).
+template <Kind K, class T, std::size_t Rank>
+CauchyView<T, Rank, K> assume_cauchy_view(TensorView<T, Rank> loc, TensorView<T, Rank> scale) {
+  return {KindKey{}, loc, scale};
+}
+
+/// One Cauchy variable's parameters (a single variable has no dependence structure, so no kind).
+template <class T>
+struct CauchyParams {
+  T loc, scale;
 };
 
 /// The gradient of a loss with respect to the parameters of a Cauchy tensor: plain numbers,

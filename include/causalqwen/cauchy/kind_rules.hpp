@@ -7,7 +7,8 @@
 ///                       independent components yields).
 ///
 /// Closed for both kinds: per-component affine maps (loc·a + c, scale·|a|), negation, adding
-/// independent Cauchy noise (scale + |b|), the sum with a tensor declared independent.
+/// independent Cauchy noise (scale + |b|), the sum with a tensor declared independent, a subset
+/// of the components.
 /// Closed for independent tensors only: a linear map (loc' = W·loc + b, scale' = |W|·scale).
 /// For a marginal tensor |W₂|·|W₁|·γ only bounds the true scale |W₂W₁|·γ.
 /// Refused: exp, log, tanh, silu, softmax, relu, abs, the product or quotient of two Cauchy
@@ -29,6 +30,7 @@ struct affine {};           // a ⊙ X + c, X * s, X / s, X + s
 struct negate {};           // −X
 struct add_noise {};        // X + |b|·ε, ε independent standard Cauchy
 struct sum_independent {};  // X + assume_independent(Y)
+struct select {};           // a subset of X's components (rows, one position)
 struct exp {};
 struct log {};
 struct tanh {};
@@ -62,9 +64,17 @@ template <class Op, CauchyLike X>
 struct closed_under<Op, X>
     : std::bool_constant<std::is_same_v<Op, ops::affine> || std::is_same_v<Op, ops::negate> ||
                          std::is_same_v<Op, ops::add_noise> || std::is_same_v<Op, ops::sum_independent> ||
+                         std::is_same_v<Op, ops::select> ||
                          (std::is_same_v<Op, ops::linear> && kind_of_v<X> == Kind::independent)> {};
 template <class Op, class X>
 inline constexpr bool closed_under_v = closed_under<Op, std::remove_cvref_t<X>>::value;
+
+/// The kind of what a closed operation Op yields from a tensor of kind k: a linear map mixes the
+/// components (marginal); every other closed operation acts per component and keeps k.
+template <class Op>
+constexpr Kind result_kind(Kind k) {
+  return std::is_same_v<Op, ops::linear> ? Kind::marginal : k;
+}
 
 /// The kind of the sum of two independent Cauchy tensors: independent only when both are.
 constexpr Kind sum_kind(Kind a, Kind b) {
@@ -88,6 +98,12 @@ std::array<std::size_t, R> with_last(std::array<std::size_t, R> shape, std::size
   "causalqwen::linear: a marginal Cauchy tensor has dependent components, so |W| would only bound its scale; " \
   "fuse the weights first with causalqwen::fuse_linear(W2, b2, W1, b1) and apply one linear map to the "       \
   "independent tensor."
+#define CAUSALQWEN_NOT_CLOSED \
+  "causalqwen: this operation does not keep a Cauchy tensor Cauchy, so its result has no kind (see kind_rules.hpp)."
+#define CAUSALQWEN_KIND_OUTSIDE_ALGEBRA                                                                            \
+  "causalqwen: a CauchyView's kind comes from the algebra (the abduction network yields independent, a linear map " \
+  "marginal, added noise keeps the kind); write causalqwen::assume_cauchy_view<Kind::...>(loc, scale) to assert " \
+  "a kind yourself."
 #define CAUSALQWEN_NO_MEAN "causalqwen: a Cauchy distribution has no mean; use median() (= loc) or quantile()."
 #define CAUSALQWEN_NO_VARIANCE \
   "causalqwen: a Cauchy distribution has no variance; use scale() or an interquartile range from quantile()."

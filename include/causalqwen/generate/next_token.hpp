@@ -2,7 +2,8 @@
 /// and the rows' noise, the next token, its number and what the mode's distribution says
 /// about them (formulas per mode in decode_mode.hpp), through the model's own layers:
 ///   Abduction  U = Abduction::forward(z)                                    [R,C] independent
-///   Action     A = Action::noise(U) by mode (causal: an individual u drawn from U)
+///   Action     A = Action::noise(U) by mode (causal: U shifted onto an individual u drawn
+///              from it, shift_to_draw)
 ///              S = Action::classes(A): loc_S, scale_S, W_cls read once     [R,K] marginal
 ///   Decision   argmax_k (loc_S − C_k)/scale_S  (= argmax_k P_k, monotone), or the causal /
 ///              compatible rules; ties go to the lowest id; NaN never wins
@@ -10,6 +11,7 @@
 #pragma once
 #include "causalqwen/cauchy/distribution.hpp"
 #include "causalqwen/cauchy/ovr.hpp"
+#include "causalqwen/cauchy/shift_to_draw.hpp"
 #include "causalqwen/generate/decode_mode.hpp"
 #include "causalqwen/linalg/abs_weight.hpp"
 #include "causalqwen/linalg/gemm.hpp"
@@ -128,11 +130,11 @@ class NextTokenHead {
     const auto A = Action<T>::noise(p.action, U, s.mode == GenerationMode::sampling ? model::ActionMode::sampling
                                                                                   : model::ActionMode::deterministic,
                                     location, action_);  // independent [R,C]
-    if (s.mode == GenerationMode::causal) {  // an individual u = loc_U + scale_U·tan(π(ε − ½)); its spread is U's
-      individual_.resize(R * C);
-      for (std::size_t i = 0; i < R * C; ++i)
-        individual_[i] = U.loc.data[i] + U.scale.data[i] * raw::standard_quantile(noise.action.data[i]);
-    }
+    // the causal mode's individual: U shifted onto a draw u = loc_U + scale_U·tan(π(ε − ½)) (loc u,
+    // U's scale), independent as U; the other modes read A
+    individual_.resize(s.mode == GenerationMode::causal ? R * C : 0);
+    const model::Individuals<const T> shifted =
+        s.mode == GenerationMode::causal ? shift_to_draw(U, noise.action, TensorView<T, 2>(individual_.data(), {R, C})) : A;
     // the vocabulary: scales only where the decision needs them
     const bool need_scale = s.mode == GenerationMode::deterministic || s.mode == GenerationMode::sampling;
     loc_S_.resize(R * K);
@@ -141,19 +143,15 @@ class NextTokenHead {
     if (need_scale)
       Action<T>::classes(p.action, A, 0, K,
                          R > linalg::fused_rows_max ? abs_cache_.get(p.action.cls_weight, version) : TensorView<const T, 2>{},
-                         model::ClassScores<T>(loc_S, TensorView<T, 2>(scale_S_.data(), {R, K})));
+                         {loc_S, TensorView<T, 2>(scale_S_.data(), {R, K})});
     else
-      linalg::linear_forward<T>(loc_S, s.mode == GenerationMode::causal ? TensorView<const T, 2>(individual_.data(), {R, C}) : A.loc,
-                                p.action.cls_weight, p.action.cls_bias, p.action.cls_packed);
+      linalg::linear_forward<T>(loc_S, shifted.loc, p.action.cls_weight, p.action.cls_bias, p.action.cls_packed);
     const auto num = static_cast<std::size_t>(cfg_.num_token_id);
     for (std::size_t r = 0; r < R; ++r) {
       StepDecision& d = out[r];
       const T* ls = loc_S_.data() + r * K;
-      const T* la = s.mode == GenerationMode::causal ? individual_.data() + r * C : A.loc.data + r * C;
-      const T* sa = s.mode == GenerationMode::causal ? U.scale.data + r * C : A.scale.data + r * C;
       // P(S_<NUM> > C_<NUM>) under the mode's distribution: A's, or U's for the causal mode
-      const T* p_loc = s.mode == GenerationMode::causal ? U.loc.data + r * C : A.loc.data + r * C;
-      const auto S_num = Action<T>::class_score(p.action, num, p_loc, sa);
+      const auto S_num = Action<T>::class_score(p.action, num, row_of(s.mode == GenerationMode::causal ? U : A, r));
       d.p_num = static_cast<double>(model::ovr_probability(S_num, p.action.threshold[num]));
       switch (s.mode) {
         case GenerationMode::deterministic:
@@ -182,7 +180,7 @@ class NextTokenHead {
       d.score = static_cast<double>(need_scale || (s.mode == GenerationMode::causal && s.subtract_threshold)
                                         ? margin_[static_cast<std::size_t>(d.token)]
                                         : ls[d.token]);
-      const auto Y = model::value_with_floor(Action<T>::value(p.action, la, sa), cfg_);
+      const auto Y = model::value_with_floor(Action<T>::value(p.action, row_of(shifted, r)), cfg_);
       d.value = static_cast<double>(Y.loc);
       d.scale = static_cast<double>(Y.scale);
     }

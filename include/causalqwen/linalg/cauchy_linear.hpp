@@ -2,7 +2,9 @@
 /// components through a weight matrix:
 ///   S = linear(W, b, A):  loc_S = loc_A·Wᵀ + b,  scale_S = scale_A·|W|ᵀ     A [R,C] → S [R,N]
 /// Exact because A's components are independent; the result is marginal (its components share
-/// A's and are dependent), so a second linear map of it does not compile (kind_rules.hpp).
+/// A's and are dependent), so a second linear map of it does not compile (kind_rules.hpp). The
+/// result is returned as a marginal view over the caller's buffers (a kind-less CauchyOut); the
+/// one-position form (one row w of a matrix, one position of A) returns one Cauchy variable.
 ///
 /// For R ≤ fused_rows_max (decoding) one pass over W computes both products, a block of four rows
 /// of W at a time (gemv.hpp's dot_rows), reading W once instead of W and a cached |W|: decoding is bound
@@ -15,38 +17,42 @@
 #include "causalqwen/linalg/gemm.hpp"
 #include "causalqwen/linalg/gemv.hpp"
 
+#include <cmath>
+
 namespace causalqwen::linalg {
 
 /// Rows up to which the fused single-pass kernel is used.
 inline constexpr std::size_t fused_rows_max = 16;
 
-/// out = linear(W, b, A) (see the file comment). W [N,C], |W| [N,C] (needed only beyond
-/// fused_rows_max rows; may be empty otherwise), b [N] (may be empty), A [R,C], out [R,N].
-/// `out.scale` may be empty: then only the locations are formed. `packed`: a bf16 / int8 copy of
-/// W read by the fused kernel instead of w. `w_bf16`: with Precision::bf16, a current bf16 copy
-/// of W that the products of more rows read for W and for |W| (abs_w is then not read).
+/// S = linear(W, b, A) (see the file comment), written into `out` and returned as the marginal
+/// view over it. W [N,C], |W| [N,C] (needed only beyond fused_rows_max rows; may be empty
+/// otherwise), b [N] (may be empty), A [R,C], out [R,N]. `packed`: a bf16 / int8 copy of W read by
+/// the fused kernel instead of w. `w_bf16`: with Precision::bf16, a current bf16 copy of W that
+/// the products of more rows read for W and for |W| (abs_w is then not read).
 template <class T, Kind K>
-void cauchy_linear(CauchyView<T, 2, Kind::marginal> out, TensorView<const T, 2> w, TensorView<const T, 2> abs_w,
-                   TensorView<const T, 1> b, CauchyView<const T, 2, K> a, const PackedRef& packed = {},
-                   Precision precision = Precision::f32, const PackedRef& w_bf16 = {}) {
+CauchyView<T, 2, Kind::marginal> cauchy_linear(CauchyOut<T, 2> out, TensorView<const T, 2> w, TensorView<const T, 2> abs_w,
+                                               TensorView<const T, 1> b, CauchyView<const T, 2, K> a,
+                                               const PackedRef& packed = {}, Precision precision = Precision::f32,
+                                               const PackedRef& w_bf16 = {}) {
   static_assert(K == Kind::independent, CAUSALQWEN_LINEAR_OF_MARGINAL);
   const std::size_t N = w.shape[0], C = w.shape[1], R = a.loc.shape[0];
   if (packed.packed())
     detail::require(packed.rows == N && packed.cols == C, "cauchy_linear", "the packed W [{},{}] is not W {}", packed.rows,
                     packed.cols, shape_text(w.shape));
-  const bool with_scale = !out.scale.empty();
   require_shape(a.loc, {R, C}, "cauchy_linear", "loc of the input");
   require_shape(out.loc, {R, N}, "cauchy_linear", "loc of the output");
-  if (with_scale) require_shape(out.scale, {R, N}, "cauchy_linear", "scale of the output");
+  require_shape(out.scale, {R, N}, "cauchy_linear", "scale of the output");
+  const auto S = result_view(ops::linear{}, a, out);
   if (R > fused_rows_max || !detail_gemv::simd_type<T>) {
     linear_forward<T>(out.loc, a.loc, w, b, precision == Precision::bf16 ? w_bf16 : PackedRef{}, precision);
-    if (with_scale) abs_linear_forward<T>(out.scale, a.scale, abs_w, precision, w_bf16.abs_values());
-    return;
+    abs_linear_forward<T>(out.scale, a.scale, abs_w, precision, w_bf16.abs_values());
+    return S;
   }
   if constexpr (std::is_same_v<T, float>)
-    if (packed.type == WeightType::int8)
-      return int8_cauchy_rows(packed, a.loc.data, with_scale ? a.scale.data : nullptr, R, C, b.empty() ? nullptr : b.data,
-                              out.loc.data, with_scale ? out.scale.data : nullptr);
+    if (packed.type == WeightType::int8) {
+      int8_cauchy_rows(packed, a.loc.data, a.scale.data, R, C, b.empty() ? nullptr : b.data, out.loc.data, out.scale.data);
+      return S;
+    }
   // one task = 256 rows of W; within it, blocks of 4 rows are read once for all R inputs
   with_weight_rows<T>(w, packed, [&](const auto& rows) {
     for_row_blocks(N, 256, N * C, [&](std::size_t n0, std::size_t n1) {
@@ -54,23 +60,48 @@ void cauchy_linear(CauchyView<T, 2, Kind::marginal> out, TensorView<const T, 2> 
       auto store = [&](std::size_t r, std::size_t n, std::size_t count) {
         for (std::size_t i = 0; i < count; ++i) {
           out.loc.data[r * N + n + i] = l[i] + (b.empty() ? T(0) : b[n + i]);
-          if (with_scale) out.scale.data[r * N + n + i] = s[i];
+          out.scale.data[r * N + n + i] = s[i];
         }
       };
-      const auto scale_of = [&](std::size_t r) { return with_scale ? a.scale.data + r * C : nullptr; };
       std::size_t n = n0;
       for (; n + 4 <= n1; n += 4)
         for (std::size_t r = 0; r < R; ++r) {
-          dot_rows<T, 4>(rows.from(n), a.loc.data + r * C, scale_of(r), C, l, s);
+          dot_rows<T, 4>(rows.from(n), a.loc.data + r * C, a.scale.data + r * C, C, l, s);
           store(r, n, 4);
         }
       for (; n < n1; ++n)
         for (std::size_t r = 0; r < R; ++r) {
-          dot_rows<T, 1>(rows.from(n), a.loc.data + r * C, scale_of(r), C, l, s);
+          dot_rows<T, 1>(rows.from(n), a.loc.data + r * C, a.scale.data + r * C, C, l, s);
           store(r, n, 1);
         }
     });
   });
+  return S;
+}
+
+namespace detail_cauchy_linear {
+/// The one-position form's refusal of an input whose length is not w's (out of line, so that
+/// the form itself stays small enough to be inlined into its callers' loops).
+[[noreturn, gnu::cold, gnu::noinline]] inline void wrong_length(std::size_t got, std::size_t C) {
+  throw DomainError(fmt::format("causalqwen::cauchy_linear: the input has {} components, w has {}", got, C));
+}
+}  // namespace detail_cauchy_linear
+
+/// y = linear(w, b, a) of one position, through one row w [C] of a weight matrix (the value head,
+/// or one class):  loc_y = b + Σ_j loc_a,j·w_j,  scale_y = Σ_j scale_a,j·|w_j|, summed in order of j.
+/// a [C] must be independent, as for the matrix form.
+template <class T, Kind K>
+CauchyParams<T> cauchy_linear(TensorView<const T, 1> w, T b, CauchyView<const T, 1, K> a) {
+  static_assert(K == Kind::independent, CAUSALQWEN_LINEAR_OF_MARGINAL);
+  const std::size_t C = w.shape[0];
+  if (a.loc.shape[0] != C) [[unlikely]]
+    detail_cauchy_linear::wrong_length(a.loc.shape[0], C);
+  T loc = b, scale = 0;
+  for (std::size_t j = 0; j < C; ++j) {
+    loc += a.loc.data[j] * w.data[j];
+    scale += a.scale.data[j] * std::fabs(w.data[j]);
+  }
+  return {loc, scale};
 }
 
 /// Backward of cauchy_linear from dS = (∂L/∂loc_S, ∂L/∂scale_S) [R,N]:

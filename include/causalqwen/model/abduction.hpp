@@ -75,7 +75,15 @@ struct Abduction {
       autodiff::eval(scale, autodiff::softplus(autodiff::constant(TensorView<const T, 2>(pre))));
     if (scale_floor != T(0))
       for (auto& s : c.scale_U) s += scale_floor;
-    return {TensorView<const T, 2>(loc), TensorView<const T, 2>(scale)};
+    return individuals(c, C);
+  }
+
+  /// U from the cache of the last forward (C components per position): the abduction network is
+  /// the source of the independent kind (cauchy_view.hpp), the model's assumption on individuals.
+  static Individuals<const T> individuals(const Cache& c, std::size_t causal_size) {
+    const std::size_t M = causal_size == 0 ? 0 : c.loc_U.size() / causal_size;
+    return {KindKey{}, TensorView<const T, 2>(c.loc_U.data(), {M, causal_size}),
+            TensorView<const T, 2>(c.scale_U.data(), {M, causal_size})};
   }
 
   /// From dU = (∂L/∂loc_U, ∂L/∂scale_U) [M,C]: the parameters' gradients g += ∂L/∂θ and

@@ -42,12 +42,6 @@ struct SamplingNoise {
 template <class T>
 using ClassScores = CauchyView<T, 2, Kind::marginal>;
 
-/// One Cauchy variable's parameters.
-template <class T>
-struct CauchyParams {
-  T loc, scale;
-};
-
 template <class T>
 struct Action {
   template <class V>
@@ -103,7 +97,8 @@ struct Action {
     for (std::size_t k = 0; k < cfg.num_classes; ++k) p.threshold[k] = static_cast<T>(cfg.threshold(k));
   }
 
-  /// A from U by the mode's noise (see the file comment); A views `c`.
+  /// A from U by the mode's noise (see the file comment); A views `c`, its kind U's (added noise
+  /// or a shift by constants keeps it).
   static Individuals<const T> noise(const Params& p, Individuals<const T> U, ActionMode mode,
                                     const SamplingNoise<T>& sampling, Cache& c) {
     const std::size_t M = U.loc.shape[0], C = U.loc.shape[1];
@@ -128,7 +123,13 @@ struct Action {
         std::copy_n(U.scale.data + m * C, C, c.scale_A.data() + m * C);
       }
     });
-    return {TensorView<const T, 2>(c.loc_A.data(), {M, C}), TensorView<const T, 2>(c.scale_A.data(), {M, C})};
+    return output(c, U);
+  }
+  /// A from the cache of the last noise(U), for the U it was computed from.
+  static Individuals<const T> output(const Cache& c, Individuals<const T> U) {
+    const CauchyOut<const T, 2> out{{c.loc_A.data(), U.loc.shape}, {c.scale_A.data(), U.loc.shape}};
+    if (c.mode == ActionMode::deterministic) return result_view(ops::add_noise{}, U, out);
+    return result_view(ops::affine{}, U, out);  // loc_U shifted by the constants T·|b_noise|·ε
   }
 
   /// Back through the noise: ∂L/∂U = ∂L/∂A in both modes (so dA is dU), and
@@ -151,26 +152,32 @@ struct Action {
     }
   }
 
-  /// Y of one position: loc_Y = b_reg + Σ_j w_reg,j·loc_A,j,  scale_Y = Σ_j |w_reg,j|·scale_A,j.
-  static CauchyParams<T> value(const Params& p, const T* loc_A, const T* scale_A) {
-    return linear_row(p.reg_weight.data, p.reg_bias[0], loc_A, scale_A, p.reg_weight.shape[1]);
-  }
-  /// S_k of one position: loc = b_cls,k + Σ_j W_kj·loc_A,j,  scale = Σ_j |W_kj|·scale_A,j.
-  static CauchyParams<T> class_score(const Params& p, std::size_t k, const T* loc_A, const T* scale_A) {
-    const std::size_t C = p.cls_weight.shape[1];
-    return linear_row(p.cls_weight.data + k * C, p.cls_bias[k], loc_A, scale_A, C);
-  }
-  /// S for classes [k0, k0 + n) of R positions: linear(W_cls, b_cls, A) into `out` [R,n]
-  /// (abs_w: |W_cls| of those classes, [n,C]; see linalg::cauchy_linear). A must be independent:
-  /// any other kind stops compilation with the algebra's sentence.
+  /// Y of one position a [C] (row_of(A, m)), the linear map of the value head:
+  ///   loc_Y = b_reg + Σ_j w_reg,j·loc_A,j,  scale_Y = Σ_j |w_reg,j|·scale_A,j.
+  /// A must be independent: any other kind stops compilation with the algebra's sentence.
   template <Kind K>
-  static void classes(const Params& p, CauchyView<const T, 2, K> A, std::size_t k0, std::size_t n,
-                      TensorView<const T, 2> abs_w, ClassScores<T> out) {
+  static CauchyParams<T> value(const Params& p, CauchyView<const T, 1, K> a) {
+    const std::size_t C = p.reg_weight.shape[1];
+    return linalg::cauchy_linear<T>(TensorView<const T, 1>(p.reg_weight.data, {C}), p.reg_bias[0], a);
+  }
+  /// S_k of one position a [C]: loc = b_cls,k + Σ_j W_kj·loc_A,j,  scale = Σ_j |W_kj|·scale_A,j.
+  template <Kind K>
+  static CauchyParams<T> class_score(const Params& p, std::size_t k, CauchyView<const T, 1, K> a) {
     const std::size_t C = p.cls_weight.shape[1];
-    linalg::cauchy_linear<T, K>(out, TensorView<const T, 2>(p.cls_weight.data + k0 * C, {n, C}), abs_w,
-                             TensorView<const T, 1>(p.cls_bias.data + k0, {n}), A,
-                             p.cls_packed.packed() ? p.cls_packed.rows_from(k0, n) : linalg::PackedRef{}, p.precision,
-                             copy_rows(p.cls_bf16, k0, n));
+    return linalg::cauchy_linear<T>(TensorView<const T, 1>(p.cls_weight.data + k * C, {C}), p.cls_bias[k], a);
+  }
+  /// S for classes [k0, k0 + n) of R positions: linear(W_cls, b_cls, A) written into `out` [R,n]
+  /// and returned as the marginal view over it (abs_w: |W_cls| of those classes, [n,C]; see
+  /// linalg::cauchy_linear). A must be independent: any other kind stops compilation with the
+  /// algebra's sentence.
+  template <Kind K>
+  static ClassScores<T> classes(const Params& p, CauchyView<const T, 2, K> A, std::size_t k0, std::size_t n,
+                                TensorView<const T, 2> abs_w, CauchyOut<T, 2> out) {
+    const std::size_t C = p.cls_weight.shape[1];
+    return linalg::cauchy_linear<T, K>(out, TensorView<const T, 2>(p.cls_weight.data + k0 * C, {n, C}), abs_w,
+                                       TensorView<const T, 1>(p.cls_bias.data + k0, {n}), A,
+                                       p.cls_packed.packed() ? p.cls_packed.rows_from(k0, n) : linalg::PackedRef{},
+                                       p.precision, copy_rows(p.cls_bf16, k0, n));
   }
   /// Rows [k0, k0 + n) of a bf16 copy, which the products read from a multiple of 4 rows on
   /// (none stays none, and so does a copy from any other row).
@@ -179,16 +186,6 @@ struct Action {
   }
 
   static T sign(T x) { return T((x > T(0)) - (x < T(0))); }
-
- private:
-  static CauchyParams<T> linear_row(const T* w, T bias, const T* loc_A, const T* scale_A, std::size_t C) {
-    T loc = bias, scale = 0;
-    for (std::size_t j = 0; j < C; ++j) {
-      loc += loc_A[j] * w[j];
-      if (scale_A) scale += scale_A[j] * std::fabs(w[j]);
-    }
-    return {loc, scale};
-  }
 };
 
 }  // namespace causalqwen::model

@@ -145,10 +145,9 @@ class CausalHead {
     for (auto* v : {&out.loc_S, &out.scale_S, &out.ovr_z, &out.P, &out.log_P, &out.log_1mP}) v->resize(M * K);
     std::vector<T> abs_w(p.action.cls_weight.begin(), p.action.cls_weight.end());
     for (auto& w : abs_w) w = std::fabs(w);
-    const Individuals<const T> A(TensorView<const T, 2>(c.action.loc_A.data(), {M, C}),
-                                 TensorView<const T, 2>(c.action.scale_A.data(), {M, C}));
+    const Individuals<const T> A = Action<T>::output(c.action, Abduction<T>::individuals(c.abduction, C));
     Action<T>::classes(p.action, A, 0, K, {abs_w.data(), {K, C}},
-                       ClassScores<T>(TensorView<T, 2>(out.loc_S.data(), {M, K}), TensorView<T, 2>(out.scale_S.data(), {M, K})));
+                       {TensorView<T, 2>(out.loc_S.data(), {M, K}), TensorView<T, 2>(out.scale_S.data(), {M, K})});
     for (std::size_t i = 0; i < M * K; ++i) {
       const T l = out.loc_S[i], s = out.scale_S[i], thr = p.action.threshold[i % K];
       out.ovr_z[i] = raw::ovr_margin(l, s, thr);

@@ -74,7 +74,8 @@ struct RegressionLoss {
     for (std::size_t m = 0; m < M; ++m) {
       const T* la = A.loc.data + m * C;
       const T* sa = A.scale.data + m * C;
-      const CauchyParams<T> Y = value_with_floor(Action<T>::value(p, la, sa), cfg), S_num = Action<T>::class_score(p, k_num, la, sa);
+      const auto a = row_of(A, m);
+      const CauchyParams<T> Y = value_with_floor(Action<T>::value(p, a), cfg), S_num = Action<T>::class_score(p, k_num, a);
       const T y = targets.empty() ? T(0) : targets[m];
       const auto nll = regression_loss_grad(cfg.reg_head, y, Y.loc, Y.scale);  // the head's loss (nll for cauchy)
       const auto P = raw::ovr_prob_grad(S_num.loc, S_num.scale, p.threshold[k_num]);
@@ -143,7 +144,7 @@ class OvrLoss {
       std::copy_n(A.loc.data + rows[r] * C, C, &loc_r_[r * C]);
       std::copy_n(A.scale.data + rows[r] * C, C, &scale_r_[r * C]);
     });
-    const Individuals<const T> A_r(TensorView<const T, 2>(loc_r_.data(), {R, C}), TensorView<const T, 2>(scale_r_.data(), {R, C}));
+    const Individuals<const T> A_r = result_view(ops::select{}, A, CauchyOut<const T, 2>{{loc_r_.data(), {R, C}}, {scale_r_.data(), {R, C}}});
     if (g) {
       d_loc_r_.assign(R * C, T(0));
       d_scale_r_.assign(R * C, T(0));
@@ -169,8 +170,8 @@ class OvrLoss {
       const TensorView<const T, 2> w_chunk(p.cls_weight.data + k0 * C, {n, C});
       if (g && !abs_from_copy) parallel_for(n * C, n * C, [&](std::size_t i) { abs_chunk_[i] = std::fabs(w_chunk.data[i]); });
       const TensorView<const T, 2> abs_chunk(abs_from_copy ? nullptr : g ? abs_chunk_.data() : abs_w + k0 * C, {n, C});
-      const ClassScores<T> S(TensorView<T, 2>(loc_s_.data(), {R, n}), TensorView<T, 2>(scale_s_.data(), {R, n}));
-      Action<T>::classes(p, A_r, k0, n, abs_chunk, S);
+      const ClassScores<const T> S =
+          Action<T>::classes(p, A_r, k0, n, abs_chunk, {TensorView<T, 2>(loc_s_.data(), {R, n}), TensorView<T, 2>(scale_s_.data(), {R, n})});
       const T* thr = p.threshold.data + k0;
       parallel_for(R, R * n, [&](std::size_t r) {
         const std::size_t m = rows[r];
@@ -182,7 +183,7 @@ class OvrLoss {
           std::fill_n(&d_scale_s_[r * n], n, T(0));
         }
         OvrRowStats<T> chunk_stats;
-        const T row_loss = bce_row(ClassScores<const T>(S), r, thr, label_local, weight, row_grads, chunk_stats, cfg);
+        const T row_loss = bce_row(S, r, thr, label_local, weight, row_grads, chunk_stats, cfg);
         if (valid[m]) loss_r_[r] += row_loss;
         merge_stats(stats_[r], chunk_stats, k0);
       });
