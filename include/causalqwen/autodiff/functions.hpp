@@ -5,7 +5,7 @@
 /// function by writing a struct with the same three members and calling `apply<F>(e)`.
 #pragma once
 #include "causalqwen/cauchy/special.hpp"
-#include "causalqwen/core/exp_float.hpp"
+#include "causalqwen/simd/exp_float.hpp"
 
 #include <algorithm>
 #include <cmath>
