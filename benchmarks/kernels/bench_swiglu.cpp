@@ -12,7 +12,7 @@
 #include "common/thread_settings.hpp"
 #include "common/bench_ratio.hpp"
 
-#include <causalqwen/core/exp_float.hpp>
+#include <causalqwen/simd/exp_float.hpp>
 #include <causalqwen/core/threading.hpp>
 #include <causalqwen/nn/swiglu.hpp>
 

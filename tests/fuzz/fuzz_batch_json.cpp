@@ -1,7 +1,7 @@
 // Batch JSON bytes → read_batch_json<float> (C = 4).
 #include "fuzz_target.hpp"
 
-#include <causalqwen/io/batch_json.hpp>
+#include <causalqwen/train/batch_json.hpp>
 
 void run_one(std::string_view bytes) {
   const auto path = cqfuzz::as_file(bytes, "batch.json");

@@ -4,8 +4,8 @@
 // fits the memory; the fuzzer's memory limit does not).
 #include "fuzz_target.hpp"
 
-#include <causalqwen/io/model_checkpoint.hpp>
-#include <causalqwen/io/model_size.hpp>
+#include <causalqwen/checkpoint/model_checkpoint.hpp>
+#include <causalqwen/checkpoint/model_size.hpp>
 
 void run_one(std::string_view bytes) {
   namespace io = causalqwen::io;

@@ -1,7 +1,7 @@
 // config.json bytes → read_config_json (sizes and memory checked before any allocation).
 #include "fuzz_target.hpp"
 
-#include <causalqwen/io/config_json.hpp>
+#include <causalqwen/checkpoint/model_config.hpp>
 
 void run_one(std::string_view bytes) {
   const auto path = cqfuzz::as_file(bytes, "config.json");

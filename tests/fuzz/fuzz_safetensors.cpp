@@ -2,7 +2,7 @@
 // floating tensors converted to float and to double, integer tensors widened to int64.
 #include "fuzz_target.hpp"
 
-#include <causalqwen/io/safetensors.hpp>
+#include <causalqwen/format/safetensors.hpp>
 
 #include <vector>
 

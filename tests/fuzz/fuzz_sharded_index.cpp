@@ -2,8 +2,8 @@
 // two valid shards (written once per process by the library's writer) → every tensor read.
 #include "fuzz_target.hpp"
 
-#include <causalqwen/io/safetensors_checkpoint.hpp>
-#include <causalqwen/io/safetensors_writer.hpp>
+#include <causalqwen/format/safetensors_checkpoint.hpp>
+#include <causalqwen/format/safetensors_writer.hpp>
 
 #include <vector>
 

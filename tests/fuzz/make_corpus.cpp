@@ -3,10 +3,10 @@
 // ctest (fuzz_corpus_current) with --check, which fails when a committed seed differs from what
 // the writers produce today.
 //   fuzz_make_corpus [--check] DIR
-#include <causalqwen/io/config_json.hpp>
-#include <causalqwen/io/model_checkpoint.hpp>
-#include <causalqwen/io/safetensors.hpp>
-#include <causalqwen/io/safetensors_writer.hpp>
+#include <causalqwen/checkpoint/model_config.hpp>
+#include <causalqwen/checkpoint/model_checkpoint.hpp>
+#include <causalqwen/format/safetensors.hpp>
+#include <causalqwen/format/safetensors_writer.hpp>
 #include <causalqwen/train/training_state.hpp>
 
 #include <cstdio>

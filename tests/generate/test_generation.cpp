@@ -7,8 +7,8 @@
 #include "../support/qwen2_stack.hpp"
 #include "../support/test_support.hpp"
 
-#include <causalqwen/core/labels.hpp>
-#include <causalqwen/io/model_checkpoint.hpp>
+#include <causalqwen/text/labels.hpp>
+#include <causalqwen/checkpoint/model_checkpoint.hpp>
 #include <causalqwen/generate/generator.hpp>
 
 #include <unistd.h>

@@ -2,15 +2,15 @@
 // double range, sizes no machine can allocate, values that do not fit the float type, position
 // ids and attention masks that make no sense: each is one FormatError naming the file (and the
 // line, for JSONL) and the field.
-#include <causalqwen/io/batch_json.hpp>
-#include <causalqwen/io/config_json.hpp>
+#include <causalqwen/train/batch_json.hpp>
+#include <causalqwen/checkpoint/model_config.hpp>
 #include <causalqwen/train/jsonl_dataset.hpp>
 #include <causalqwen/train/training_state.hpp>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include "../io/io_test_support.hpp"
+#include "../format/io_test_support.hpp"
 
 #include <filesystem>
 #include <fstream>

@@ -3,7 +3,7 @@
 // (a bias on its class, a regression head that is not tiny) and whose end tokens are never
 // chosen (requests run to max_tokens), with the tokenizer beside it and a
 // tokenizer_config.json holding a ChatML chat template (the form Qwen2's is recognised as).
-#include <causalqwen/io/model_checkpoint.hpp>
+#include <causalqwen/checkpoint/model_checkpoint.hpp>
 #include <causalqwen/model/presets.hpp>
 #include <causalqwen/model/slot_names.hpp>
 #include <causalqwen/text/tokenizer.hpp>

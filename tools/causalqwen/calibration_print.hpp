@@ -1,8 +1,8 @@
-// The causalqwen program's text form of a calibration report (train/calibration.hpp): used by
+// The causalqwen program's text form of a calibration report (eval/calibration.hpp): used by
 // `eval` for the whole report and by `demo` for its coverage line. A statistic that is undefined
 // on the data (no targets, a zero denominator) prints as "-".
 #pragma once
-#include <causalqwen/train/calibration.hpp>
+#include <causalqwen/eval/calibration.hpp>
 
 #include <fmt/format.h>
 

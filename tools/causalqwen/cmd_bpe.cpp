@@ -9,7 +9,7 @@
 #include "numeric_options.hpp"
 
 #include <causalqwen/core/json.hpp>
-#include <causalqwen/io/atomic_file.hpp>
+#include <causalqwen/format/atomic_file.hpp>
 #include <causalqwen/text/bpe_trainer.hpp>
 #include <causalqwen/train/jsonl_dataset.hpp>
 

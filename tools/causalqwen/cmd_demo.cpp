@@ -17,7 +17,7 @@
 #include "train_display.hpp"
 
 #include <causalqwen/version.hpp>
-#include <causalqwen/io/atomic_file.hpp>
+#include <causalqwen/format/atomic_file.hpp>
 #include <causalqwen/train/jsonl_dataset.hpp>
 #include <causalqwen/text/bpe_trainer.hpp>
 #include <causalqwen/train/evaluate.hpp>

@@ -6,7 +6,7 @@
 // Scores a checkpoint on every line of a JSONL file ({"text": "...", "group": "..."}; the group
 // is optional), teacher-forced, in batches of whole texts (a text longer than --seq-len tokens is
 // cut, and the cut is reported): the loss terms as in training, the next-token statistics, and
-// the calibration of the Cauchy predictions of numbers (train::evaluate, train/calibration.hpp),
+// the calibration of the Cauchy predictions of numbers (train::evaluate, eval/calibration.hpp),
 // overall and per group. --out writes the report as JSON, --plot draws coverage against nominal
 // level and the PIT histogram (SVG). Refused with one line naming the file (and line): an empty
 // or number-free JSONL, a group that is not a string, a tokenizer whose <NUM> or vocabulary does
@@ -29,6 +29,7 @@
 // interval, no PIT, no risk–coverage curve: "-" in the tables, null in the JSON). A
 // calibration.json fitted for another distribution than the head's is refused.
 #include "calibration_print.hpp"
+#include "calibration_svg.hpp"
 #include "command.hpp"
 #include "model_loading.hpp"
 #include "number_forecasts.hpp"
@@ -41,8 +42,7 @@
 #include <causalqwen/eval/interval_calibration.hpp>
 #include <causalqwen/eval/number_scores.hpp>
 #include <causalqwen/eval/risk_coverage.hpp>
-#include <causalqwen/io/atomic_file.hpp>
-#include <causalqwen/train/calibration_svg.hpp>
+#include <causalqwen/format/atomic_file.hpp>
 #include <causalqwen/train/evaluate.hpp>
 #include <causalqwen/train/jsonl_dataset.hpp>
 
@@ -241,7 +241,7 @@ void run_eval(const EvalOptions& o) {
   }
   if (!o.plot.empty()) {
     std::ostringstream svg;
-    ct::write_calibration_svg(e.calibration, svg);
+    cqcli::write_calibration_svg(e.calibration, svg);
     cq::io::write_file_atomically(o.plot, [&](cq::io::AtomicFile& f) { f.write(svg.str()); });
     fmt::print("calibration picture -> {}\n", o.plot);
     if (has_intervals) {

@@ -14,7 +14,7 @@
 #include "command.hpp"
 #include "model_loading.hpp"
 
-#include <causalqwen/io/batch_json.hpp>
+#include <causalqwen/train/batch_json.hpp>
 
 #include <fmt/core.h>
 

@@ -10,7 +10,7 @@
 #include "model_loading.hpp"
 #include "numeric_options.hpp"
 
-#include <causalqwen/io/batch_json.hpp>
+#include <causalqwen/train/batch_json.hpp>
 #include <causalqwen/train/corpus_batch_source.hpp>
 #include <causalqwen/train/token_corpus.hpp>
 

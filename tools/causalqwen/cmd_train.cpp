@@ -26,7 +26,7 @@
 
 #include <causalqwen/core/threading.hpp>
 #include <causalqwen/dist/communicator.hpp>
-#include <causalqwen/io/config_json.hpp>
+#include <causalqwen/checkpoint/model_config.hpp>
 #include <causalqwen/model/presets.hpp>
 #include <causalqwen/train.hpp>
 #include <causalqwen/train/batch_list_source.hpp>

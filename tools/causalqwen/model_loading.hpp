@@ -4,7 +4,7 @@
 #pragma once
 #include "numeric_options.hpp"
 
-#include <causalqwen/io/model_checkpoint.hpp>
+#include <causalqwen/checkpoint/model_checkpoint.hpp>
 #include <causalqwen/linalg/bf16_gemm.hpp>
 #include <causalqwen/linalg/int8_dot.hpp>
 #include <causalqwen/linalg/kernels/onednn_bf16.hpp>

@@ -2,7 +2,7 @@
 /// log10), series as polylines with a legend, and optional horizontal reference lines (e.g. the
 /// median baseline's MAE). Non-finite points (and ≤ 0 on a log axis) are left out.
 #pragma once
-#include <causalqwen/io/atomic_file.hpp>
+#include <causalqwen/format/atomic_file.hpp>
 
 #include <fmt/format.h>
 

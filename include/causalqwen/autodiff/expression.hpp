@@ -19,7 +19,7 @@
 #pragma once
 #include "causalqwen/autodiff/functions.hpp"
 #include "causalqwen/core/error.hpp"
-#include "causalqwen/core/exp_float.hpp"
+#include "causalqwen/simd/exp_float.hpp"
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/core/threading.hpp"
 

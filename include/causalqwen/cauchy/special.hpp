@@ -6,12 +6,12 @@
 ///   causalqwen::f(...)       checked: throws DomainError naming the function and argument.
 /// `*_grad` companions return the value together with its analytic partial derivatives. The
 /// float array forms `raw::softplus_float` and `raw::times_sigmoid_float` give the scalar
-/// forms' bits with the exponentials and logarithms 16 at a time (core/exp_float.hpp,
-/// core/log1p_float.hpp).
+/// forms' bits with the exponentials and logarithms 16 at a time (simd/exp_float.hpp,
+/// simd/log1p_float.hpp).
 #pragma once
 #include <causalqwen/core/error.hpp>
-#include <causalqwen/core/exp_float.hpp>
-#include <causalqwen/core/log1p_float.hpp>
+#include <causalqwen/simd/exp_float.hpp>
+#include <causalqwen/simd/log1p_float.hpp>
 
 #include <cmath>
 #include <concepts>

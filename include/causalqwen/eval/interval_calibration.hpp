@@ -31,7 +31,7 @@
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/json.hpp"
 #include "causalqwen/eval/forecast.hpp"
-#include "causalqwen/io/atomic_file.hpp"
+#include "causalqwen/format/atomic_file.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

@@ -17,7 +17,7 @@
 /// is tested separately (tests/nn/test_kv_cache.cpp) within float tolerances.
 #pragma once
 #include "causalqwen/core/error.hpp"
-#include "causalqwen/core/padding.hpp"
+#include "causalqwen/text/padding.hpp"
 #include "causalqwen/generate/decode_mode.hpp"
 #include "causalqwen/generate/next_token.hpp"
 #include "causalqwen/generate/random_stream.hpp"

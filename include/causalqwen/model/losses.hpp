@@ -14,7 +14,7 @@
 #include "causalqwen/cauchy/distribution.hpp"
 #include "causalqwen/cauchy/ovr.hpp"
 #include "causalqwen/cauchy/ovr_row.hpp"
-#include "causalqwen/core/labels.hpp"
+#include "causalqwen/text/labels.hpp"
 #include "causalqwen/core/threading.hpp"
 #include "causalqwen/linalg/abs_weight.hpp"
 #include "causalqwen/model/action.hpp"

@@ -19,7 +19,7 @@
 #pragma once
 #include "causalqwen/core/eigen_map.hpp"
 #include "causalqwen/core/error.hpp"
-#include "causalqwen/core/exp_float.hpp"
+#include "causalqwen/simd/exp_float.hpp"
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/core/threading.hpp"
 #include "causalqwen/linalg/bf16_gemm.hpp"

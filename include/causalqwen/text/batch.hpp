@@ -13,8 +13,8 @@
 /// position has label −100 (its next token was cut away with its value).
 #pragma once
 #include <causalqwen/core/error.hpp>
-#include <causalqwen/core/labels.hpp>
-#include <causalqwen/core/padding.hpp>
+#include <causalqwen/text/labels.hpp>
+#include <causalqwen/text/padding.hpp>
 #include <causalqwen/core/xt.hpp>
 #include <causalqwen/text/tokenizer.hpp>
 
@@ -37,7 +37,7 @@ struct BatchOptions {
   std::size_t max_length = 0;  ///< 0: no limit
   bool truncation = true;      ///< cut longer sequences to max_length (false: DomainError)
   Padding padding = Padding::longest;
-  PaddingSide padding_side = PaddingSide::right;  ///< core/padding.hpp
+  PaddingSide padding_side = PaddingSide::right;  ///< text/padding.hpp
   /// Id written on padding; by default <|endoftext|> when the tokenizer has it, else 0.
   std::optional<TokenId> pad_token_id = std::nullopt;
   bool numbers = true;  ///< encode_with_numbers (true) or plain encode (false)

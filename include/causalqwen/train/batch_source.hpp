@@ -6,7 +6,7 @@
 ///   FeatureBatchSource<T>  batches of feature vectors standing in for the backbone's z
 ///                          (the synthetic-features mode: heads studied alone)
 #pragma once
-#include "causalqwen/io/batch_json.hpp"
+#include "causalqwen/train/batch_json.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -21,7 +21,7 @@
 #pragma once
 #include "causalqwen/core/checked_size.hpp"
 #include "causalqwen/core/error.hpp"
-#include "causalqwen/core/labels.hpp"
+#include "causalqwen/text/labels.hpp"
 #include "causalqwen/train/batch_source.hpp"
 #include "causalqwen/train/random.hpp"
 #include "causalqwen/train/token_corpus.hpp"

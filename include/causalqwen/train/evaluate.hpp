@@ -10,15 +10,15 @@
 /// that order, so a caller can group errors (by template family, by sentence) without a
 /// second pass.
 ///
-/// The same pass fills `calibration` (train/calibration.hpp): the <NUM> targets' errors, NLL,
+/// The same pass fills `calibration` (eval/calibration.hpp): the <NUM> targets' errors, NLL,
 /// interval coverage and PIT histogram from (loc_Y, scale_Y, y) read as the model's reg_head says, and at every position with a
 /// label the next-token accuracy, <NUM> precision/recall/F1, Σ_k P_k and the reliability of
 /// max_k P_k, overall and, with EvaluationOptions::group_of, per group of sequences.
 #pragma once
-#include "causalqwen/io/batch_json.hpp"
+#include "causalqwen/train/batch_json.hpp"
 #include "causalqwen/model/causal_qwen.hpp"
 #include "causalqwen/train/batch_source.hpp"
-#include "causalqwen/train/calibration.hpp"
+#include "causalqwen/eval/calibration.hpp"
 #include "causalqwen/train/metrics_mean.hpp"
 
 #include <cmath>
@@ -78,7 +78,7 @@ struct Evaluation {
   std::size_t batches = 0;
   std::size_t numbers = 0, num_correct = 0;
   double abs_error = 0;             // Σ |loc_Y − y| over the <NUM> targets
-  CalibrationReport calibration;    // overall and per group (train/calibration.hpp)
+  CalibrationReport calibration;    // overall and per group (eval/calibration.hpp)
   std::size_t non_finite = 0;       // positions left out of `calibration`: a prediction that is
                                     // not finite (a diverged model), counted instead of thrown
 

@@ -10,10 +10,10 @@
 /// A learner owns nothing of the optimiser: it exposes its parameter arena, adds gradients of
 /// the next batch, evaluates validation batches, and saves/loads its parameters exactly.
 #pragma once
-#include "causalqwen/io/config_json.hpp"
-#include "causalqwen/io/model_checkpoint.hpp"
-#include "causalqwen/io/safetensors.hpp"
-#include "causalqwen/io/safetensors_writer.hpp"
+#include "causalqwen/checkpoint/model_config.hpp"
+#include "causalqwen/checkpoint/model_checkpoint.hpp"
+#include "causalqwen/format/safetensors.hpp"
+#include "causalqwen/format/safetensors_writer.hpp"
 #include "causalqwen/model/causal_head.hpp"
 #include "causalqwen/model/causal_qwen.hpp"
 #include "causalqwen/train/batch_source.hpp"

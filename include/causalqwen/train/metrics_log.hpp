@@ -8,7 +8,7 @@
 /// precision, so equal lines mean bit-equal values.
 #pragma once
 #include "causalqwen/core/line_reader.hpp"
-#include "causalqwen/io/atomic_file.hpp"
+#include "causalqwen/format/atomic_file.hpp"
 #include "causalqwen/model/causal_head.hpp"
 
 #include <nlohmann/json.hpp>

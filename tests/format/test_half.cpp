@@ -1,7 +1,7 @@
 // bfloat16 and IEEE binary16 conversions: decoding of known bit patterns (zeros, subnormals,
 // normals, the extremes, infinities, NaN), every 16-bit pattern surviving a round trip through
 // float, and narrowing that rounds to nearest-even (checked against the neighbouring values).
-#include <causalqwen/io/half.hpp>
+#include <causalqwen/format/half.hpp>
 #include <doctest/doctest.h>
 
 #include "../support/test_support.hpp"

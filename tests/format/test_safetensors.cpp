@@ -1,7 +1,7 @@
 // Writing and reading safetensors files: round trips for every dtype, the exact layout the
 // Python library writes (order, offsets, padding, metadata), conversions on reading, the read
 // fallback when mapping is not used, and the checks on the caller's side (sizes, shapes, kinds).
-#include <causalqwen/io.hpp>
+#include <causalqwen/format.hpp>
 #include <doctest/doctest.h>
 
 #include "../support/test_support.hpp"

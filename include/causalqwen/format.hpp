@@ -1,4 +1,4 @@
-/// Umbrella header of the file layer: `#include <causalqwen/io.hpp>`.
+/// Umbrella header of the file-format layer (no model needed): `#include <causalqwen/format.hpp>`.
 ///
 ///   dtype.hpp                  Dtype (F64, F32, BF16, F16, I64, …), names, sizes
 ///   half.hpp                   exact bfloat16 / binary16 ↔ float conversions
@@ -8,13 +8,15 @@
 ///   safetensors_writer.hpp     SafetensorsWriter: the Python library's layout, written atomically
 ///   safetensors_checkpoint.hpp SafetensorsCheckpoint: model.safetensors or indexed shards
 ///   expected_tensors.hpp       check_expected: missing, extra, wrongly-shaped tensors at once
+///   config_json.hpp            read_config_fields: config.json's fields, each checked
 #pragma once
 #include <causalqwen/version.hpp>  // namespace alias cq
-#include <causalqwen/io/dtype.hpp>
-#include <causalqwen/io/half.hpp>
-#include <causalqwen/io/mapped_file.hpp>
-#include <causalqwen/io/atomic_file.hpp>
-#include <causalqwen/io/safetensors.hpp>
-#include <causalqwen/io/safetensors_writer.hpp>
-#include <causalqwen/io/safetensors_checkpoint.hpp>
-#include <causalqwen/io/expected_tensors.hpp>
+#include <causalqwen/format/dtype.hpp>
+#include <causalqwen/format/half.hpp>
+#include <causalqwen/format/mapped_file.hpp>
+#include <causalqwen/format/atomic_file.hpp>
+#include <causalqwen/format/safetensors.hpp>
+#include <causalqwen/format/safetensors_writer.hpp>
+#include <causalqwen/format/safetensors_checkpoint.hpp>
+#include <causalqwen/format/expected_tensors.hpp>
+#include <causalqwen/format/config_json.hpp>

@@ -2,7 +2,7 @@
 /// every missing, extra and wrongly-shaped tensor in one message.
 #pragma once
 #include "causalqwen/core/error.hpp"
-#include "causalqwen/io/safetensors.hpp"
+#include "causalqwen/format/safetensors.hpp"
 
 #include <fmt/format.h>
 

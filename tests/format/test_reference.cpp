@@ -1,8 +1,8 @@
 // Agreement with an independent implementation (tests/reference/safetensors_reference.py: the
 // format written and read with Python's struct and json, values and float16/bfloat16 rounding
 // from PyTorch). Its ctest fixture writes the files read here; this test writes
-// from_cpp.safetensors, which the ctest io_reference_check then reads back in Python.
-#include <causalqwen/io.hpp>
+// from_cpp.safetensors, which the ctest format_reference_check then reads back in Python.
+#include <causalqwen/format.hpp>
 #include <doctest/doctest.h>
 
 #include "../support/test_support.hpp"
@@ -19,18 +19,18 @@
 #include <string>
 #include <vector>
 
-#ifndef CQ_IO_REFERENCE_DIR
-#error "CQ_IO_REFERENCE_DIR must name the directory the reference fixture writes"
+#ifndef CQ_FORMAT_REFERENCE_DIR
+#error "CQ_FORMAT_REFERENCE_DIR must name the directory the reference fixture writes"
 #endif
 
 namespace io = causalqwen::io;
 
 namespace {
-const std::filesystem::path reference_dir = CQ_IO_REFERENCE_DIR;
+const std::filesystem::path reference_dir = CQ_FORMAT_REFERENCE_DIR;
 
 nlohmann::json load_expected() {
   std::ifstream in(reference_dir / "expected.json");
-  REQUIRE_MESSAGE(in.good(), "run the ctest fixture io_reference_files first");
+  REQUIRE_MESSAGE(in.good(), "run the ctest fixture format_reference_files first");
   return nlohmann::json::parse(in);
 }
 
@@ -95,7 +95,7 @@ TEST_CASE("a sharded checkpoint written by the independent implementation") {
     CHECK(ckpt.file_of(name).path().filename() == e["shard"].get<std::string>());
 }
 
-TEST_CASE("a file for the independent implementation to check (io_reference_check)") {
+TEST_CASE("a file for the independent implementation to check (format_reference_check)") {
   // float32 sources whose bfloat16 and binary16 roundings PyTorch recomputes: exact ties,
   // subnormals, overflow, specials, and random patterns in and around the binary16 range.
   std::vector<float> source = {

@@ -18,17 +18,6 @@
 
 namespace causalqwen::io {
 
-/// The largest value config.json may give each size field (far beyond any Qwen2 model: the
-/// 72B one has V = 152064, H = 8192, F = 29568, L = 80, 64 heads).
-struct ModelSizeLimits {
-  std::size_t vocab_size = std::size_t{1} << 26;
-  std::size_t hidden_size = std::size_t{1} << 16;
-  std::size_t intermediate_size = std::size_t{1} << 20;
-  std::size_t num_hidden_layers = std::size_t{1} << 12;
-  std::size_t num_attention_heads = std::size_t{1} << 12;
-  std::size_t max_position_embeddings = std::size_t{1} << 24;
-};
-
 /// The number of parameters of the model `c` describes (formula at the top of this file), in
 /// double so that no size can wrap.
 inline double estimated_parameter_count(const model::CausalConfig& c) {

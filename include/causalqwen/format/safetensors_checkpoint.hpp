@@ -4,7 +4,7 @@
 #pragma once
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/json.hpp"
-#include "causalqwen/io/safetensors.hpp"
+#include "causalqwen/format/safetensors.hpp"
 
 #include <fmt/format.h>
 

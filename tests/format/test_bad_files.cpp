@@ -1,6 +1,6 @@
 // Every way a safetensors file can be damaged gives a FormatError that names the file and what
 // is wrong: each case is a file the test writes into a temporary directory.
-#include <causalqwen/io.hpp>
+#include <causalqwen/format.hpp>
 #include <doctest/doctest.h>
 
 #include "../support/test_support.hpp"

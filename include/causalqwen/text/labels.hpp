@@ -1,4 +1,4 @@
-/// Label conventions shared by the text, model, io and train layers.
+/// Label conventions shared by the text, model and train layers.
 #pragma once
 #include <cstdint>
 

@@ -8,9 +8,9 @@
 #pragma once
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/shape_string.hpp"
-#include "causalqwen/io/dtype.hpp"
-#include "causalqwen/io/half.hpp"
-#include "causalqwen/io/mapped_file.hpp"
+#include "causalqwen/format/dtype.hpp"
+#include "causalqwen/format/half.hpp"
+#include "causalqwen/format/mapped_file.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,4 +1,4 @@
-// e^x and log(1 + x) of float arrays (core/exp_float.hpp, core/log1p_float.hpp): on a CPU with
+// e^x and log(1 + x) of float arrays (simd/exp_float.hpp, simd/log1p_float.hpp): on a CPU with
 // AVX-512 the vector paths run (exp_float's also on AVX2 with FMA, and its AVX2 path is swept
 // wherever the CPU has AVX2, AVX-512 CPUs included). exp_float gives std::exp's bits for every float of a dense sweep
 // (all floats in [−128, 128] whose low 4 mantissa bits are 0, every 97th float overall, and the
@@ -11,8 +11,8 @@
 // all 2^32 floats for exp_float (13 s on 2 threads here) is skipped by default:
 // `build/bin/test_exp_float --no-skip`.
 #include <causalqwen/cauchy/special.hpp>
-#include <causalqwen/core/exp_float.hpp>
-#include <causalqwen/core/log1p_float.hpp>
+#include <causalqwen/simd/exp_float.hpp>
+#include <causalqwen/simd/log1p_float.hpp>
 #include <doctest/doctest.h>
 
 #include <algorithm>

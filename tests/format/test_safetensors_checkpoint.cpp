@@ -1,6 +1,6 @@
 // Checkpoint directories (one file or indexed shards), the expected-tensor check, and atomic
 // writes (no temporary left behind; an existing file replaced only by a complete new one).
-#include <causalqwen/io.hpp>
+#include <causalqwen/format.hpp>
 #include <doctest/doctest.h>
 
 #include "../support/test_support.hpp"

@@ -4,10 +4,10 @@
 /// bytes; and written atomically (temporary file, fsync, rename, directory fsync).
 #pragma once
 #include "causalqwen/core/error.hpp"
-#include "causalqwen/io/atomic_file.hpp"
-#include "causalqwen/io/dtype.hpp"
-#include "causalqwen/io/half.hpp"
-#include "causalqwen/io/safetensors.hpp"
+#include "causalqwen/format/atomic_file.hpp"
+#include "causalqwen/format/dtype.hpp"
+#include "causalqwen/format/half.hpp"
+#include "causalqwen/format/safetensors.hpp"
 
 #include <fmt/format.h>
 

@@ -3,7 +3,7 @@
 // scale_U = γ_init everywhere; bad checkpoints give errors naming the file and the problem.
 #include "../support/test_support.hpp"
 
-#include <causalqwen/io/model_checkpoint.hpp>
+#include <causalqwen/checkpoint/model_checkpoint.hpp>
 
 #include <filesystem>
 #include <fstream>

@@ -1,4 +1,5 @@
-/// A calibration report as a picture (plain SVG text, no script): two panels side by side,
+/// The causalqwen program's picture of a calibration report (eval/calibration.hpp), drawn by
+/// `eval --plot`: plain SVG text, no script, two panels side by side,
 ///   left   the empirical coverage of the central intervals loc ± scale·tan(π·p/2) against the
 ///          nominal level p, with the diagonal coverage = p and, at each level, the band
 ///          p ± 2·√(p(1 − p)/n) inside which the verdict is "calibrated"; the overall points
@@ -7,7 +8,7 @@
 ///          with the line 1/10 that a calibrated model's histogram scatters around;
 /// and under them one line per level with the coverage and its verdict.
 #pragma once
-#include "causalqwen/train/calibration.hpp"
+#include <causalqwen/eval/calibration.hpp>
 
 #include <fmt/format.h>
 
@@ -20,9 +21,11 @@
 #include <string_view>
 #include <vector>
 
-namespace causalqwen::train {
+namespace cqcli {
 
 namespace detail_calibration_svg {
+
+using namespace causalqwen::train;  // the report's types and levels
 
 inline constexpr double panel_width = 460, panel_height = 380, verdict_line_height = 18;
 inline constexpr std::array<const char*, 6> group_colours{"#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#a6761d"};
@@ -226,7 +229,7 @@ inline void write_pit_panel(std::ostream& out, const CalibrationReport& report, 
 }  // namespace detail_calibration_svg
 
 /// Writes `report` as a stand-alone SVG picture to `out` (see the file comment).
-inline void write_calibration_svg(const CalibrationReport& report, std::ostream& out) {
+inline void write_calibration_svg(const causalqwen::train::CalibrationReport& report, std::ostream& out) {
   using namespace detail_calibration_svg;
   const auto& numbers = report.overall.numbers;
   const double width = 2 * panel_width;
@@ -253,4 +256,4 @@ inline void write_calibration_svg(const CalibrationReport& report, std::ostream&
   out << "</g>\n</svg>\n";
 }
 
-}  // namespace causalqwen::train
+}  // namespace cqcli

@@ -13,10 +13,10 @@
 /// save_model writes config.json and model.safetensors atomically (an untied model created
 /// here, with no base lm_head to carry, writes its embed_tokens as lm_head.weight).
 #pragma once
-#include "causalqwen/io/config_json.hpp"
-#include "causalqwen/io/expected_tensors.hpp"
-#include "causalqwen/io/safetensors_checkpoint.hpp"
-#include "causalqwen/io/safetensors_writer.hpp"
+#include "causalqwen/checkpoint/model_config.hpp"
+#include "causalqwen/format/expected_tensors.hpp"
+#include "causalqwen/format/safetensors_checkpoint.hpp"
+#include "causalqwen/format/safetensors_writer.hpp"
 #include "causalqwen/model/causal_qwen.hpp"
 
 #include <deque>

@@ -1,11 +1,11 @@
-// log1p_unit_float's AVX-512 kernel (core/log1p_float.hpp) keeps std::log1p's bits only while no
+// log1p_unit_float's AVX-512 kernel (simd/log1p_float.hpp) keeps std::log1p's bits only while no
 // multiply and add of it are fused into one instruction. This file is compiled with
 // -ffp-contract=fast, the setting that asks the compiler to fuse wherever it can (GCC's default;
 // Clang's when asked), so a kernel that relies on the build's flags to stay unfused fails here
 // under either compiler. The inputs below are ones at which the kernel compiled with its
 // products fused gives other bits than std::log1p (found by sweeping every float of [0, 1] with
 // such a build): at least one of each binade where that happens, from 2^-13 to 1/2.
-#include <causalqwen/core/log1p_float.hpp>
+#include <causalqwen/simd/log1p_float.hpp>
 #include <doctest/doctest.h>
 
 #include <bit>

@@ -9,7 +9,7 @@
 /// with no 1.
 #pragma once
 #include "causalqwen/core/error.hpp"
-#include "causalqwen/core/labels.hpp"
+#include "causalqwen/text/labels.hpp"
 #include "causalqwen/core/json.hpp"
 #include "causalqwen/model/causal_qwen.hpp"
 
