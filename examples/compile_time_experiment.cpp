@@ -1,5 +1,5 @@
-// A compile-time-checked experiment: a tiny CausalQwen whose shapes are a type, built, run
-// forward and backward on a toy batch. The compiler checks the shapes (C = H, heads divide
+// A compile-time-checked experiment: a tiny CausalQwen whose shapes are compile-time constants,
+// built, run forward and backward on a toy batch. The compiler checks the shapes (C = H, heads divide
 // hidden, KV heads divide heads, <NUM> is a class) and the Cauchy algebra of the heads
 // (CauchyTensor: linear maps only of independent tensors). The refused variants below are
 // failtests in tests/failtests/ that must fail with exactly the quoted sentence.
@@ -10,18 +10,22 @@
 namespace cqm = causalqwen::model;
 
 // vocabulary 16, hidden 8, FFN 16, 2 layers, 4 heads, 2 KV heads, K = 15 classes, <NUM> = 14
-using Tiny = cqm::StaticConfig<16, 8, 16, 2, 4, 2, 15, 14>;
-// using Bad = cqm::StaticConfig<16, 8, 16, 2, 3, 1, 15, 14>;
+constexpr cqm::StaticConfig tiny{.vocab_size = 16, .hidden_size = 8, .intermediate_size = 16, .num_layers = 2,
+                                 .num_heads = 4, .num_kv_heads = 2, .causal_size = 8, .num_classes = 15,
+                                 .num_token_id = 14};
+// The same with .num_heads = 3:
 //   "causalqwen::StaticConfig: the hidden size must be divisible by the number of attention heads."
-// using Bad = cqm::StaticConfig<16, 8, 16, 2, 4, 3, 15, 14>;
+// with .num_kv_heads = 3:
 //   "... the number of attention heads must be divisible by the number of key/value heads ..."
-// using Bad = cqm::StaticConfig<16, 8, 16, 2, 4, 2, 15, 14, /*C=*/6>;
+// with .causal_size = 6:
 //   "causalqwen::StaticConfig: the causal size C must equal the hidden size H, ..."
-// using Bad = cqm::StaticConfig<16, 8, 16, 2, 4, 2, 15, 15>;
+// with .num_token_id = 15:
 //   "causalqwen::StaticConfig: the <NUM> token id must be one of the OvR classes."
+// without .num_layers (a field left out is 0):
+//   "causalqwen::StaticConfig: every dimension must be positive."
 
 int main() {
-  cqm::CausalQwen<double, Tiny> model;
+  cqm::CausalQwen<double, tiny> model;
   static_assert(decltype(model)::causal_size == decltype(model)::hidden_size);
   model.init_random(/*seed=*/1, /*std=*/0.1);
 
@@ -43,7 +47,7 @@ int main() {
 
   // The heads' algebra as types: U is independent, the action's linear map makes it marginal.
   const auto& h = cache.head;
-  const std::size_t C = Tiny::causal_size;
+  const std::size_t C = tiny.causal_size;
   causalqwen::CauchyTensor<double, 2> U(xt::adapt(std::vector<double>(h.abduction.loc_U.begin(), h.abduction.loc_U.begin() + 2 * C), {2ul, C}),
                                         xt::adapt(std::vector<double>(h.abduction.scale_U.begin(), h.abduction.scale_U.begin() + 2 * C), {2ul, C}));
   const xt::xtensor<double, 1> b_noise = xt::adapt(std::vector<double>(model.params().slot_span("causal.action.b_noise").begin(),

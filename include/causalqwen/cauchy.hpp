@@ -9,6 +9,7 @@
 ///   cauchy_view.hpp    CauchyView<T, Rank, Kind> (zero-copy, what the model's layers pass), its
 ///                      kinds from the algebra only: CauchyOut, result_view, row_of, and the escape
 ///                      assume_cauchy_view
+///   shift_to_draw.hpp  shift_to_draw: a tensor shifted onto a draw of each component, of its kind
 #pragma once
 #include <causalqwen/version.hpp>
 #include <causalqwen/cauchy/special.hpp>
@@ -17,3 +18,4 @@
 #include <causalqwen/cauchy/ovr_row.hpp>
 #include <causalqwen/cauchy/cauchy_tensor.hpp>
 #include <causalqwen/cauchy/cauchy_view.hpp>
+#include <causalqwen/cauchy/shift_to_draw.hpp>

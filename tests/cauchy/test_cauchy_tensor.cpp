@@ -163,6 +163,27 @@ TEST_CASE_TEMPLATE("affine maps, negation, scalar operations and queries", T, fl
   CHECK(X.sample(xt::xtensor<T, 1>{T(0.75), T(0.5)})(1) == T(-2));
 }
 
+TEST_CASE("shift_to_draw: loc' = quantile(u; loc, scale) per component, scale and kind kept") {
+  const std::vector<double> loc{1.0, -2.0, 0.5, 3.0}, scale{2.0, 0.5, 1.0, 4.0}, u{0.75, 0.5, 0.1, 0.9};
+  std::vector<double> drawn(4, 0.0);
+  const auto U = cq::assume_cauchy_view<cq::Kind::independent>(cq::TensorView<const double, 2>(loc.data(), {2, 2}),
+                                                               cq::TensorView<const double, 2>(scale.data(), {2, 2}));
+  const auto X = cq::shift_to_draw(U, cq::TensorView<const double, 2>(u.data(), {2, 2}), cq::TensorView<double, 2>(drawn.data(), {2, 2}));
+  static_assert(decltype(X)::kind == cq::Kind::independent);
+  CHECK(X.loc.data == drawn.data());
+  CHECK(X.scale.data == scale.data());
+  CHECK(drawn[0] == doctest::Approx(1.0 + 2.0));  // tan(π/4) = 1
+  CHECK(drawn[1] == -2.0);                         // the median
+  for (std::size_t i = 0; i < 4; ++i) {
+    CHECK(drawn[i] == cq::raw::quantile(u[i], loc[i], scale[i]));
+    CHECK(cq::raw::cdf(drawn[i], loc[i], scale[i]) == doctest::Approx(u[i]).epsilon(1e-12));
+  }
+  std::vector<double> short_out(2);
+  CHECK(cqtest::error_message<cq::DomainError>([&] {
+          (void)cq::shift_to_draw(U, cq::TensorView<const double, 2>(u.data(), {2, 2}), cq::TensorView<double, 2>(short_out.data(), {1, 2}));
+        }) == "causalqwen::shift_to_draw: loc of the draw must have shape [2,2], got [1,2]");
+}
+
 TEST_CASE("CauchyTensor rejects bad input with clear messages") {
   auto message = [](auto f) { return cqtest::error_message<cq::DomainError>(f); };
   using CT = cq::CauchyTensor<double>;

@@ -1,4 +1,6 @@
 #include <causalqwen/model/causal_qwen.hpp>
 namespace cqm = causalqwen::model;
 // Must not compile; ctest requires the compiler to print the sentence below.
-cqm::CausalQwen<float, cqm::StaticConfig<16, 8, 16, 2, 4, 2, 15, 14, 6>> model;
+cqm::CausalQwen<float, cqm::StaticConfig{.vocab_size = 16, .hidden_size = 8, .intermediate_size = 16, .num_layers = 2,
+                                         .num_heads = 4, .num_kv_heads = 2, .causal_size = 6,
+                                         .num_classes = 15, .num_token_id = 14}> model;

@@ -13,7 +13,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using Tiny = cq::model::StaticConfig<13, 8, 12, 2, 4, 2, 12, 11>;
+constexpr cq::model::StaticConfig tiny{.vocab_size = 13, .hidden_size = 8, .intermediate_size = 12, .num_layers = 2, .num_heads = 4,
+    .num_kv_heads = 2, .causal_size = 8, .num_classes = 12, .num_token_id = 11};
 
 fs::path scratch(const std::string& name) {
   const auto dir = fs::temp_directory_path() / ("causalqwen_ckpt_" + name + "_" + std::to_string(::getpid()));
@@ -51,7 +52,7 @@ struct TinyBatch {
 }  // namespace
 
 TEST_CASE("save then load gives back every tensor exactly, and config.json's settings") {
-  auto cfg = Tiny::runtime();
+  auto cfg = tiny.runtime();
   cfg.ovr_threshold = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
   cfg.alpha_gate = 0.25;
   cq::model::CausalQwen<float> m(cfg);
@@ -72,7 +73,7 @@ TEST_CASE("save then load gives back every tensor exactly, and config.json's set
 
 TEST_CASE("the regression head's reading round-trips through config.json") {
   for (auto head : {cq::model::RegHead::gaussian, cq::model::RegHead::mse}) {
-    auto cfg = Tiny::runtime();
+    auto cfg = tiny.runtime();
     cfg.reg_head = head;
     cq::model::CausalQwen<float> m(cfg);
     m.init_random(cqtest::test_seed(5, "reg head round trip"));
@@ -84,7 +85,7 @@ TEST_CASE("the regression head's reading round-trips through config.json") {
 }
 
 TEST_CASE("a tied base Qwen2 checkpoint converts: loc_S = base logits, scale_U = γ_init, W_loc = I") {
-  cq::model::CausalQwen<float> base(Tiny::runtime());
+  cq::model::CausalQwen<float> base(tiny.runtime());
   base.init_random(cqtest::test_seed(6, "tied conversion"), 0.2);
   const auto dir = scratch("tied");
   write_base(dir, base, true);
@@ -123,7 +124,7 @@ TEST_CASE("a tied base Qwen2 checkpoint converts: loc_S = base logits, scale_U =
 }
 
 TEST_CASE("an untied base: W_cls = lm_head's first K rows, lm_head carried through save") {
-  cq::model::CausalQwen<float> base(Tiny::runtime());
+  cq::model::CausalQwen<float> base(tiny.runtime());
   base.init_random(7, 0.2);
   std::vector<float> lm_head(13 * 8);
   for (std::size_t i = 0; i < lm_head.size(); ++i) lm_head[i] = 0.01f * static_cast<float>(i) - 0.3f;
@@ -143,7 +144,7 @@ TEST_CASE("an untied base: W_cls = lm_head's first K rows, lm_head carried throu
 }
 
 TEST_CASE("bad checkpoints: clear errors naming the file and the problem") {
-  cq::model::CausalQwen<float> base(Tiny::runtime());
+  cq::model::CausalQwen<float> base(tiny.runtime());
   base.init_random(8);
   cq::io::LoadOptions opt;
   opt.num_token_id = 11;

@@ -18,10 +18,11 @@ using cq::model::ActionMode;
 
 namespace {
 
-using Tiny = cq::model::StaticConfig<11, 8, 12, 2, 4, 2, 10, 9>;
+constexpr cq::model::StaticConfig tiny{.vocab_size = 11, .hidden_size = 8, .intermediate_size = 12, .num_layers = 2, .num_heads = 4,
+    .num_kv_heads = 2, .causal_size = 8, .num_classes = 10, .num_token_id = 9};
 
 struct ModelFixture {
-  cq::model::CausalQwen<double, Tiny> model;
+  cq::model::CausalQwen<double, tiny> model;
   static constexpr std::size_t B = 2, S = 5;
   std::vector<std::int64_t> ids{1, 4, 9, 3, 2, 7, 9, 5, 0, 0}, mask{1, 1, 1, 1, 1, 1, 1, 1, 0, 0},
       labels{4, 9, 3, 9, -100, 9, 5, -100, -100, -100};
@@ -37,11 +38,11 @@ struct ModelFixture {
                              cq::model::names::b_noise, cq::model::names::threshold})
       for (auto& v : model.params().slot_span(name)) v += normal(rng);
     std::uniform_real_distribution<double> u01(0.05, 0.95);
-    uniform.resize(B * S * Tiny::causal_size);
+    uniform.resize(B * S * tiny.causal_size);
     for (auto& u : uniform) u = u01(rng);
   }
   static cq::model::CausalConfig settings() {
-    auto c = Tiny::runtime();
+    auto c = tiny.runtime();
     c.ovr_threshold = {0.2};
     c.alpha_gate = 0.2;
     c.gamma_init = 1.5;
@@ -53,7 +54,7 @@ struct ModelFixture {
   }
   cq::model::SamplingNoise<double> noise(ActionMode mode) const {
     if (mode == ActionMode::deterministic) return {};
-    return {0.7, {uniform.data(), {B * S, Tiny::causal_size}}};
+    return {0.7, {uniform.data(), {B * S, tiny.causal_size}}};
   }
   double loss(ActionMode mode) {
     typename decltype(model)::Cache cache;
@@ -94,35 +95,35 @@ TEST_CASE("whole model: every parameter tensor's gradient matches central differ
 }
 
 TEST_CASE("compile-time configuration: constants and the runtime config agree") {
-  static_assert(cq::model::CausalQwen<float, Tiny>::hidden_size == 8);
-  static_assert(Tiny::head_dim == 2 && Tiny::num_token_id == 9);
-  const auto c = Tiny::runtime();
+  static_assert(cq::model::CausalQwen<float, tiny>::hidden_size == 8);
+  static_assert(tiny.head_dim() == 2 && tiny.num_token_id == 9);
+  const auto c = tiny.runtime();
   CHECK(c.causal_size == 8);
   CHECK(c.num_classes == 10);
-  cq::model::CausalQwen<float, Tiny> m;
+  cq::model::CausalQwen<float, tiny> m;
   CHECK(m.layout().slot("causal.action.cls.weight").shape == std::vector<std::size_t>{10, 8});
   CHECK(m.layout().slot("model.embed_tokens.weight").shape == std::vector<std::size_t>{11, 8});
 }
 
 TEST_CASE("runtime configuration errors name the field") {
-  auto c = Tiny::runtime();
+  auto c = tiny.runtime();
   c.causal_size = 6;
   CHECK(cqtest::error_message<cq::DomainError>([&] { cq::model::CausalQwen<float> m(c); }) ==
         "causalqwen::CausalQwen: causal_size 6 must equal hidden_size 8 (W_loc is initialised to the identity)");
-  c = Tiny::runtime();
+  c = tiny.runtime();
   c.backbone.num_kv_heads = 3;
   CHECK(cqtest::error_message<cq::DomainError>([&] { cq::model::CausalQwen<float> m(c); }) ==
         "causalqwen::CausalQwen: num_attention_heads 4 is not divisible by num_key_value_heads 3");
-  c = Tiny::runtime();
+  c = tiny.runtime();
   c.num_token_id = 10;
   CHECK(cqtest::error_message<cq::DomainError>([&] { cq::model::CausalQwen<float> m(c); }) ==
         "causalqwen::CausalQwen: num_token_id 10 must lie in [0, num_classes = 10)");
 }
 
 TEST_CASE("initialisation: W_loc = I, scale_U = γ_init everywhere, b_noise and thresholds from the config") {
-  auto c = Tiny::runtime();
+  auto c = tiny.runtime();
   c.gamma_init = 10.0;
-  cq::model::CausalQwen<double, Tiny> m(c);
+  cq::model::CausalQwen<double, tiny> m(c);
   m.init_random(7);
   ModelFixture f(7);
   typename decltype(m)::Cache cache;
@@ -173,7 +174,7 @@ TEST_CASE("the loss and every gradient are the same bits on 1 and 2 threads") {
 
 TEST_CASE("an evaluation keeps no attention weights: the training forward's bits, less memory") {
   // two rows of 70 tokens (two 64-token attention blocks), the second right-padded
-  cq::model::CausalQwen<float, Tiny> model(ModelFixture::settings());
+  cq::model::CausalQwen<float, tiny> model(ModelFixture::settings());
   model.init_random(7, 0.3);
   constexpr std::size_t B = 2, S = 70;
   std::vector<std::int64_t> ids(B * S), mask(B * S, 1), labels(B * S);
@@ -193,7 +194,7 @@ TEST_CASE("an evaluation keeps no attention weights: the training forward's bits
   const auto trained = model.forward_backward(batch, train_cache, grads);
   const std::size_t train_elements = train_cache.backbone.acts.size();
   // the training cache holds P of every layer, [B, nkv, S, G, S]; the evaluation's none
-  CHECK(train_elements - eval_cache.backbone.acts.size() == Tiny::num_layers * B * Tiny::num_kv_heads * S * 2 * S);
+  CHECK(train_elements - eval_cache.backbone.acts.size() == tiny.num_layers * B * tiny.num_kv_heads * S * 2 * S);
   // an evaluation on the training cache keeps its layout (no new allocation around validation)
   const auto again = model.evaluate(batch, train_cache);
   CHECK(train_cache.backbone.acts.size() == train_elements);

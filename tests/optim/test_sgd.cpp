@@ -147,8 +147,9 @@ TEST_CASE("SGD: no weight decay on a no-decay slot; the step is proportional to 
 
 TEST_CASE_TEMPLATE("SGD leaves frozen slots and their momentum bit-identical", T, float, double) {
   const auto seed = test_seed(13, "sgd freeze");
-  using Tiny = cq::model::StaticConfig<16, 8, 16, 1, 2, 1, 15, 14>;
-  cq::model::CausalQwen<T, Tiny> model;
+  constexpr cq::model::StaticConfig tiny{.vocab_size = 16, .hidden_size = 8, .intermediate_size = 16, .num_layers = 1, .num_heads = 2,
+      .num_kv_heads = 1, .causal_size = 8, .num_classes = 15, .num_token_id = 14};
+  cq::model::CausalQwen<T, tiny> model;
   model.init_random(seed);
   const auto before = std::vector<T>(model.params().span().begin(), model.params().span().end());
   auto grads = model.make_gradients();

@@ -73,6 +73,13 @@ static_assert(std::is_same_v<decltype(cq::row_of(std::declval<MarView>(), 0)), c
 static_assert(std::is_same_v<decltype(cq::assume_cauchy_view<Kind::marginal>(std::declval<cq::TensorView<const float, 2>>(),
                                                                             std::declval<cq::TensorView<const float, 2>>())),
                              MarView>);
+// a tensor shifted onto a draw keeps its kind (a shift by constants)
+static_assert(std::is_same_v<decltype(cq::shift_to_draw(std::declval<IndView>(), std::declval<cq::TensorView<const float, 2>>(),
+                                                        std::declval<cq::TensorView<float, 2>>())),
+                             IndView>);
+static_assert(std::is_same_v<decltype(cq::shift_to_draw(std::declval<MarView>(), std::declval<cq::TensorView<const float, 2>>(),
+                                                        std::declval<cq::TensorView<float, 2>>())),
+                             MarView>);
 static_assert(cq::closed_under_v<cq::ops::select, IndView> && cq::closed_under_v<cq::ops::select, MarView>);
 static_assert(cq::result_kind<cq::ops::linear>(Kind::independent) == Kind::marginal &&
               cq::result_kind<cq::ops::add_noise>(Kind::independent) == Kind::independent);

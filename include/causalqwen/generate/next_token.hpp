@@ -2,7 +2,8 @@
 /// and the rows' noise, the next token, its number and what the mode's distribution says
 /// about them (formulas per mode in decode_mode.hpp), through the model's own layers:
 ///   Abduction  U = Abduction::forward(z)                                    [R,C] independent
-///   Action     A = Action::noise(U) by mode (causal: an individual u drawn from U)
+///   Action     A = Action::noise(U) by mode (causal: U shifted onto an individual u drawn
+///              from it, shift_to_draw)
 ///              S = Action::classes(A): loc_S, scale_S, W_cls read once     [R,K] marginal
 ///   Decision   argmax_k (loc_S − C_k)/scale_S  (= argmax_k P_k, monotone), or the causal /
 ///              compatible rules; ties go to the lowest id; NaN never wins
@@ -10,6 +11,7 @@
 #pragma once
 #include "causalqwen/cauchy/distribution.hpp"
 #include "causalqwen/cauchy/ovr.hpp"
+#include "causalqwen/cauchy/shift_to_draw.hpp"
 #include "causalqwen/generate/decode_mode.hpp"
 #include "causalqwen/linalg/abs_weight.hpp"
 #include "causalqwen/linalg/gemm.hpp"
@@ -128,16 +130,11 @@ class NextTokenHead {
     const auto A = Action<T>::noise(p.action, U, s.mode == GenerationMode::sampling ? model::ActionMode::sampling
                                                                                   : model::ActionMode::deterministic,
                                     location, action_);  // independent [R,C]
-    if (s.mode == GenerationMode::causal) {  // an individual u = loc_U + scale_U·tan(π(ε − ½)); its spread is U's
-      individual_.resize(R * C);
-      for (std::size_t i = 0; i < R * C; ++i)
-        individual_[i] = U.loc.data[i] + U.scale.data[i] * raw::standard_quantile(noise.action.data[i]);
-    }
-    // the causal mode's Y: U shifted by the constants u − loc_U (location u, U's scale), independent as U
+    // the causal mode's individual: U shifted onto a draw u = loc_U + scale_U·tan(π(ε − ½)) (loc u,
+    // U's scale), independent as U; the other modes read A
+    individual_.resize(s.mode == GenerationMode::causal ? R * C : 0);
     const model::Individuals<const T> shifted =
-        s.mode == GenerationMode::causal
-            ? result_view(ops::affine{}, U, CauchyOut<const T, 2>{{individual_.data(), {R, C}}, U.scale})
-            : A;
+        s.mode == GenerationMode::causal ? shift_to_draw(U, noise.action, TensorView<T, 2>(individual_.data(), {R, C})) : A;
     // the vocabulary: scales only where the decision needs them
     const bool need_scale = s.mode == GenerationMode::deterministic || s.mode == GenerationMode::sampling;
     loc_S_.resize(R * K);
@@ -148,8 +145,7 @@ class NextTokenHead {
                          R > linalg::fused_rows_max ? abs_cache_.get(p.action.cls_weight.values, version) : TensorView<const T, 2>{},
                          {loc_S, TensorView<T, 2>(scale_S_.data(), {R, K})});
     else
-      linalg::linear_forward<T>(loc_S, s.mode == GenerationMode::causal ? TensorView<const T, 2>(individual_.data(), {R, C}) : A.loc,
-                                p.action.cls_weight, p.action.cls_bias);
+      linalg::linear_forward<T>(loc_S, shifted.loc, p.action.cls_weight, p.action.cls_bias);
     const auto num = static_cast<std::size_t>(cfg_.num_token_id);
     for (std::size_t r = 0; r < R; ++r) {
       StepDecision& d = out[r];

@@ -1,13 +1,13 @@
-/// CausalQwen<T, Config>: NumericEmbedding → Qwen2 Transformer → Abduction → Action → losses,
+/// CausalQwen<T, Shapes>: NumericEmbedding → Qwen2 Transformer → Abduction → Action → losses,
 /// forward and backward, all parameters in one arena (Hugging Face names plus `causal.*`), laid
 /// out in that order: model.embed_tokens.weight, causal.num_direction, model.layers.*,
 /// model.norm.weight, causal.abduction.*, causal.action.*, causal.ovr_threshold.
 ///
 ///   CausalQwen<float>                         shapes from a CausalConfig at run time
 ///                                             (e.g. read from config.json)
-///   CausalQwen<float, StaticConfig<…>>        shapes as compile-time constants, checked by
-///                                             static_asserts with readable messages
-/// Both share one implementation (CausalQwen<T, RuntimeConfig>).
+///   CausalQwen<float, StaticConfig{…}>        shapes as compile-time constants (named fields),
+///                                             checked by static_asserts with readable messages
+/// Both share one implementation (CausalQwen<T, RuntimeConfig{}>).
 #pragma once
 #include "causalqwen/core/checked_size.hpp"
 #include "causalqwen/core/update_follower.hpp"
@@ -29,39 +29,33 @@ namespace causalqwen::model {
 /// Tag: the model's shapes are known only at run time.
 struct RuntimeConfig {};
 
-/// A model whose shapes are types: `StaticConfig<Vocab, Hidden, Intermediate, Layers, Heads,
-/// KvHeads, Classes, NumToken>` (C = Hidden). Wrong shapes do not compile.
-template <std::size_t Vocab, std::size_t Hidden, std::size_t Intermediate, std::size_t Layers,
-          std::size_t Heads, std::size_t KvHeads, std::size_t Classes, std::size_t NumToken,
-          std::size_t Causal = Hidden>
+/// A model's shapes as compile-time constants, named as in CausalConfig and taken as a template
+/// argument with designated initialisers (every field must be given; C = H):
+///   CausalQwen<float, StaticConfig{.vocab_size = 16, .hidden_size = 8, .intermediate_size = 16,
+///                                  .num_layers = 2, .num_heads = 4, .num_kv_heads = 2,
+///                                  .causal_size = 8, .num_classes = 15, .num_token_id = 14}>
+/// Inconsistent shapes do not compile (the checks are CausalQwen<T, StaticConfig>'s).
 struct StaticConfig {
-  static_assert(Hidden > 0 && Heads > 0 && KvHeads > 0 && Layers > 0 && Intermediate > 0,
-                "causalqwen::StaticConfig: every dimension must be positive.");
-  static_assert(Causal == Hidden,
-                "causalqwen::StaticConfig: the causal size C must equal the hidden size H, because the abduction network's W_loc is initialised to the identity.");
-  static_assert(Hidden % Heads == 0,
-                "causalqwen::StaticConfig: the hidden size must be divisible by the number of attention heads.");
-  static_assert(Heads % KvHeads == 0,
-                "causalqwen::StaticConfig: the number of attention heads must be divisible by the number of key/value heads (grouped-query attention).");
-  static_assert((Hidden / Heads) % 2 == 0,
-                "causalqwen::StaticConfig: the head dimension must be even for rotary embeddings.");
-  static_assert(Classes <= Vocab,
-                "causalqwen::StaticConfig: there cannot be more OvR classes than embedding rows.");
-  static_assert(NumToken < Classes,
-                "causalqwen::StaticConfig: the <NUM> token id must be one of the OvR classes.");
+  std::size_t vocab_size = 0;
+  std::size_t hidden_size = 0;        // H
+  std::size_t intermediate_size = 0;  // F (SwiGLU width)
+  std::size_t num_layers = 0;
+  std::size_t num_heads = 0;     // query heads
+  std::size_t num_kv_heads = 0;  // key/value heads (GQA groups)
+  std::size_t causal_size = 0;   // C; must equal H
+  std::size_t num_classes = 0;   // K ≤ vocab_size
+  std::int64_t num_token_id = -1;  // <NUM>; must be < K
 
-  static constexpr std::size_t vocab_size = Vocab, hidden_size = Hidden, causal_size = Causal,
-                               intermediate_size = Intermediate, num_layers = Layers,
-                               num_heads = Heads, num_kv_heads = KvHeads, num_classes = Classes,
-                               num_token_id = NumToken, head_dim = Hidden / Heads;
+  /// head_dim = H / num_heads
+  constexpr std::size_t head_dim() const { return num_heads ? hidden_size / num_heads : 0; }
 
   /// The same shapes as a CausalConfig (the other settings at their defaults).
-  static CausalConfig runtime() {
+  CausalConfig runtime() const {
     CausalConfig c;
-    c.backbone = {Vocab, Hidden, Intermediate, Layers, Heads, KvHeads, 1e-6, 1e6};
-    c.causal_size = Causal;
-    c.num_classes = Classes;
-    c.num_token_id = static_cast<std::int64_t>(NumToken);
+    c.backbone = {vocab_size, hidden_size, intermediate_size, num_layers, num_heads, num_kv_heads, 1e-6, 1e6};
+    c.causal_size = causal_size;
+    c.num_classes = num_classes;
+    c.num_token_id = num_token_id;
     return c;
   }
 };
@@ -78,11 +72,11 @@ struct Batch {
   TensorView<const std::int64_t, 2> position_ids;
 };
 
-template <class T, class Config = RuntimeConfig>
+template <class T, auto Shapes = RuntimeConfig{}>
 class CausalQwen;
 
 template <class T>
-class CausalQwen<T, RuntimeConfig> {
+class CausalQwen<T, RuntimeConfig{}> {
  public:
   struct Cache {
     typename NumericEmbedding<T>::Cache embedding;
@@ -360,22 +354,39 @@ class CausalQwen<T, RuntimeConfig> {
   linalg::WeightForms cls_decode_;                                 // W_cls's
 };
 
-/// The compile-time-configured model: the same implementation, shapes fixed by Config.
-template <class T, class Config>
-class CausalQwen : public CausalQwen<T, RuntimeConfig> {
+/// The compile-time-configured model: the same implementation, shapes fixed by Shapes, whose
+/// inconsistencies stop compilation with one sentence each.
+template <class T, StaticConfig Shapes>
+class CausalQwen<T, Shapes> : public CausalQwen<T> {
+  static_assert(Shapes.vocab_size > 0 && Shapes.hidden_size > 0 && Shapes.intermediate_size > 0 &&
+                    Shapes.num_layers > 0 && Shapes.num_heads > 0 && Shapes.num_kv_heads > 0 &&
+                    Shapes.num_classes > 0,
+                "causalqwen::StaticConfig: every dimension must be positive.");
+  static_assert(Shapes.causal_size == Shapes.hidden_size,
+                "causalqwen::StaticConfig: the causal size C must equal the hidden size H, because the abduction network's W_loc is initialised to the identity.");
+  static_assert(Shapes.num_heads == 0 || Shapes.hidden_size % Shapes.num_heads == 0,
+                "causalqwen::StaticConfig: the hidden size must be divisible by the number of attention heads.");
+  static_assert(Shapes.num_kv_heads == 0 || Shapes.num_heads % Shapes.num_kv_heads == 0,
+                "causalqwen::StaticConfig: the number of attention heads must be divisible by the number of key/value heads (grouped-query attention).");
+  static_assert(Shapes.head_dim() % 2 == 0,
+                "causalqwen::StaticConfig: the head dimension must be even for rotary embeddings.");
+  static_assert(Shapes.num_classes <= Shapes.vocab_size,
+                "causalqwen::StaticConfig: there cannot be more OvR classes than embedding rows.");
+  static_assert(Shapes.num_token_id >= 0 && static_cast<std::size_t>(Shapes.num_token_id) < Shapes.num_classes,
+                "causalqwen::StaticConfig: the <NUM> token id must be one of the OvR classes.");
+
  public:
-  using config_type = Config;
-  static constexpr std::size_t hidden_size = Config::hidden_size, causal_size = Config::causal_size,
-                               num_classes = Config::num_classes, vocab_size = Config::vocab_size;
-  explicit CausalQwen(std::size_t class_chunk = 2048)
-      : CausalQwen<T, RuntimeConfig>(Config::runtime(), class_chunk) {}
+  static constexpr StaticConfig shapes = Shapes;
+  static constexpr std::size_t hidden_size = Shapes.hidden_size, causal_size = Shapes.causal_size,
+                               num_classes = Shapes.num_classes, vocab_size = Shapes.vocab_size;
+  explicit CausalQwen(std::size_t class_chunk = 2048) : CausalQwen<T>(Shapes.runtime(), class_chunk) {}
   /// Settings other than shapes (thresholds, α, λ, …) may still be changed at run time.
   explicit CausalQwen(const CausalConfig& settings, std::size_t class_chunk = 2048)
-      : CausalQwen<T, RuntimeConfig>(with_static_shapes(settings), class_chunk) {}
+      : CausalQwen<T>(with_static_shapes(settings), class_chunk) {}
 
  private:
   static CausalConfig with_static_shapes(CausalConfig c) {
-    const auto s = Config::runtime();
+    const auto s = Shapes.runtime();
     c.backbone.vocab_size = s.backbone.vocab_size;
     c.backbone.hidden_size = s.backbone.hidden_size;
     c.backbone.intermediate_size = s.backbone.intermediate_size;

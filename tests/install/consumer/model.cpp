@@ -16,14 +16,15 @@ namespace la = causalqwen::linalg;
 using causalqwen::TensorView;
 
 int main() {
-  using Tiny = cqm::StaticConfig<16, 8, 16, 2, 4, 2, 15, 14>;
-  cqm::CausalQwen<float, Tiny> model;
+  constexpr cqm::StaticConfig tiny{.vocab_size = 16, .hidden_size = 8, .intermediate_size = 16, .num_layers = 2, .num_heads = 4,
+      .num_kv_heads = 2, .causal_size = 8, .num_classes = 15, .num_token_id = 14};
+  cqm::CausalQwen<float, tiny> model;
   model.init_random(/*seed=*/1);
   const std::vector<std::int64_t> ids{3, 5, 14, 7}, labels{5, 14, 7, -100};
   const std::vector<float> numbers{0, 0, 42.0f, 0}, targets{0, 42.0f, 0, 0};
   const cqm::Batch<float> batch{{ids.data(), {1, 4}}, {numbers.data(), {1, 4}}, {}, {labels.data(), {1, 4}},
                                 {targets.data(), {1, 4}}, {}};
-  cqm::CausalQwen<float, Tiny>::Cache cache;
+  cqm::CausalQwen<float, tiny>::Cache cache;
   auto grads = model.make_gradients();
   const auto m = model.forward_backward(batch, cache, grads);
 

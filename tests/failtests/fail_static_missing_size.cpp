@@ -1,0 +1,7 @@
+#include <causalqwen/model/causal_qwen.hpp>
+namespace cqm = causalqwen::model;
+// A field left out of the designated initialisers (here .num_layers) is 0, which is refused.
+// Must not compile; ctest requires the compiler to print the sentence below.
+cqm::CausalQwen<float, cqm::StaticConfig{.vocab_size = 16, .hidden_size = 8, .intermediate_size = 16,
+                                         .num_heads = 4, .num_kv_heads = 2, .causal_size = 8,
+                                         .num_classes = 15, .num_token_id = 14}> model;
