@@ -1,16 +1,18 @@
 /// The training loop. Each step s = 0 … steps−1:
-///   α ← alpha.at(s), and λ ← lambda.at(s) when a λ schedule is given (set on the learner);  grads ← 0
-///   for each of A micro-batches: grads += ∂L/∂θ (Learner::train_micro_batch)
-///   grads ← grads / A;  ‖g‖ ← global_grad_norm(grads);  AdamW step with lr.at(s) on
-///   grads·clip_factor(‖g‖, clip);  scale clamp
+///   α ← alpha.at(s), and λ ← lambda.at(s) when a λ schedule is given (set on the learner)
+///   optimizer.begin_step()
+///   for each of A micro-batches a: learner.train_micro_batch(optimizer.target(a))  (grads += ∂L/∂θ)
+///   optimizer.finish_step(params, follower, lr.at(s)): g ← grads / A;  ‖g‖;  AdamW step on
+///   g·clip_factor(‖g‖, clip) (train/optimizer.hpp);  then the scale clamp
 ///   (what is trained and decayed, and the clamped slot: model::parameter_rules of the
 ///   learner's layout under `parameters`)
-///   (with `streaming`: optim::StreamingAdamW instead — no gradient arena, the micro-batches'
-///   weight gradients kept as factors, ‖g‖ and the update formed from them; `moments` chooses
-///   float or bfloat16 moments)
 ///   log the step (metrics averaged over the A micro-batches, lr, α, ‖g‖, tokens/s) to the JSONL log
 ///   every eval_every steps: the validation batches (same batches every time), logged as "val"
 ///   every checkpoint_every steps and at the end: a checkpoint (training_state.hpp)
+/// The constructor chooses the optimiser once: WholeAdamW (AdamW over a gradient arena,
+/// whole_adamw.hpp), with `streaming` StreamingOptimizer (no gradient arena: the micro-batches'
+/// weight gradients kept as factors, streaming_optimizer.hpp; `moments` chooses float or
+/// bfloat16 moments), with N > 1 processes ShardedAdamW (sharded_adamw.hpp).
 /// The trainer prints nothing: it tells `options.observer` (train_observer.hpp) where the run
 /// starts, each step, each validation and the end; a program shows progress from there.
 /// With `resume`, the loop continues from the latest checkpoint in out_dir: parameters, moments,
@@ -20,34 +22,33 @@
 /// Data parallelism (`options.comm` of N > 1 processes, e.g. started by mpirun): the A
 /// micro-batches of a step are split by a fixed rule — process r trains micro-batches r, r+N,
 /// r+2N, … (A must be a multiple of N) and draws the others without computing them, so data
-/// position and RNG stay the same everywhere. The last micro-batch's backward pass hands each
-/// finished stretch of gradients to a non-blocking reduce-scatter (dist/gradient_buckets.hpp):
-/// process r receives the summed gradients of its own range of the parameters, computes its part
-/// of ‖g‖² (added over processes in rank order), updates that range with its shard of the AdamW
-/// moments (ZeRO stage 1: optimiser memory 1/N per process), and the ranges are all-gathered.
-/// Metrics are summed over processes in rank order; validation batches are split the same way.
-/// Checkpoints have the one-process format (process 0 gathers the moments and writes), so a run
-/// resumes on any number of processes; on resume process 0 reads the checkpoint and sends each
-/// process its part, so only process 0 needs to see out_dir. Logs, the observer and checkpoint
-/// files: process 0 only.
+/// position and RNG stay the same everywhere. ShardedAdamW sums the gradients over processes
+/// into each process's range while the last micro-batch's backward pass runs, updates that range
+/// with its shard of the moments (ZeRO stage 1: optimiser memory 1/N per process) and
+/// all-gathers the ranges. Metrics are summed over processes in rank order; validation batches
+/// are split the same way. Checkpoints have the one-process format (process 0 gathers the
+/// moments and writes), so a run resumes on any number of processes; on resume process 0 reads
+/// the checkpoint and sends each process its part, so only process 0 needs to see out_dir.
+/// Logs, the observer and checkpoint files: process 0 only.
 /// StreamingAdamW keeps each micro-batch's weight gradients as factors that only its own process
 /// holds; summing them over processes would mean forming the whole gradient, which is what it
 /// avoids: it is refused with N > 1.
 #pragma once
 #include "causalqwen/core/process_usage.hpp"
 #include "causalqwen/dist/communicator.hpp"
-#include "causalqwen/dist/gradient_buckets.hpp"
 #include "causalqwen/model/parameter_rules.hpp"
 #include "causalqwen/optim/adamw.hpp"
-#include "causalqwen/optim/clip.hpp"
 #include "causalqwen/optim/scale_clamp.hpp"
 #include "causalqwen/optim/schedule.hpp"
-#include "causalqwen/optim/streaming_adamw.hpp"
 #include "causalqwen/train/learner.hpp"
 #include "causalqwen/train/metrics_log.hpp"
 #include "causalqwen/train/metrics_mean.hpp"
+#include "causalqwen/train/optimizer.hpp"
+#include "causalqwen/train/sharded_adamw.hpp"
+#include "causalqwen/train/streaming_optimizer.hpp"
 #include "causalqwen/train/train_observer.hpp"
 #include "causalqwen/train/training_state.hpp"
+#include "causalqwen/train/whole_adamw.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -58,9 +59,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <random>
-#include <type_traits>
 
 namespace causalqwen::train {
 
@@ -123,72 +124,34 @@ class Trainer {
     detail::require(o_.streaming || o_.keep_tiles_bytes == 0, "Trainer",
                     "keep_tiles_bytes ({}) is memory for the streaming optimiser's tiles; AdamW forms no tiles",
                     o_.keep_tiles_bytes);
-    if (o_.streaming) {
-      streaming_.emplace(learner.params().shared_layout(), o_.adam, rules_, o_.moments);
-      streaming_->set_tile_cache_bytes(o_.keep_tiles_bytes);
-    }
-    else if (N == 1) adam_.emplace(learner.params().shared_layout(), o_.adam, rules_, o_.moments);
-    else adam_.emplace(learner.params().shared_layout(), o_.adam, rules_, o_.moments, ranges_[rank()]);
+    optimizer_ = make_optimizer();
     if (o_.lr.total == 0) o_.lr.total = o_.steps;
     if (o_.metrics_path.empty() && !o_.out_dir.empty()) o_.metrics_path = o_.out_dir / "metrics.jsonl";
   }
 
-  /// The optimiser (TrainerOptions::streaming false / true).
-  optim::AdamW<T>& optimizer() { return *adam_; }
-  optim::StreamingAdamW<T>& streaming_optimizer() { return *streaming_; }
+  /// The optimiser chosen by TrainerOptions (streaming; processes).
+  Optimizer<T>& optimizer() { return *optimizer_; }
   const TrainerOptions& options() const { return o_; }
 
   /// Runs (or resumes) to options().steps; see the file comment.
   TrainSummary run() {
     TrainSummary summary;
-    std::size_t step = 0;
-    double tokens_seen = 0, seconds_before = 0;
-    const bool root = o_.comm.is_root();
-    if (!o_.out_dir.empty() && root) lock_out_dir();
-    if (o_.resume && !o_.out_dir.empty()) {
-      if (auto st = processes() > 1 ? receive_checkpoint(summary) : read_latest_checkpoint(summary)) {
-        if (st->step > o_.steps)
-          throw FormatError(fmt::format("{}: the checkpoint is at step {}, past this run's {} steps (give --steps {} or "
-                                        "more to continue it)",
-                                        summary.checkpoint ? summary.checkpoint->string() : o_.out_dir.string(), st->step,
-                                        o_.steps, st->step));
-        restore_rng(rng_, st->rng);
-        learner_.restore_data_state(st->data);
-        step = st->step;
-        tokens_seen = st->tokens_seen;
-        seconds_before = st->seconds;
-        if (!o_.metrics_path.empty() && root) truncate_metrics(o_.metrics_path, step);
-      }
-    }
-    if (processes() > 1) {  // every process starts from process 0's parameters
-      o_.comm.broadcast(learner_.params().span());
-      learner_.params().touch();
-    }
-    summary.first_step = step;
+    Progress at = start(summary);
     MetricsLog log;
-    if (!o_.metrics_path.empty() && root) log = MetricsLog(o_.metrics_path, /*append=*/step > 0);
-    if (o_.observer.on_start && root)
-      o_.observer.on_start({step, o_.steps, step > 0 ? summary.checkpoint : std::optional<std::filesystem::path>{}});
-    Arena<T> grads;  // the whole gradient arena (AdamW only)
-    if (adam_) grads = learner_.make_gradients();
-    std::vector<T> owned_grads;  // N > 1: the summed gradients of this process's range
-    std::optional<dist::GradientBuckets<T>> buckets;
-    if (processes() > 1) {
-      owned_grads.resize(ranges_[rank()].size());
-      buckets.emplace(o_.comm, ranges_, o_.bucket_elements);
-    }
+    if (!o_.metrics_path.empty() && root()) log = MetricsLog(o_.metrics_path, /*append=*/at.step > 0);
+    if (o_.observer.on_start && root())
+      o_.observer.on_start({at.step, o_.steps, at.step > 0 ? summary.checkpoint : std::optional<std::filesystem::path>{}});
     const auto run_start = clock::now();
     const auto usage_start = ProcessUsage::now();
     double last_tps = 0;
     const std::size_t N = processes(), A = o_.accumulation;
-    while (step < o_.steps) {
-      if (o_.observer.on_step_begin) o_.observer.on_step_begin(step);
+    while (at.step < o_.steps) {
+      if (o_.observer.on_step_begin) o_.observer.on_step_begin(at.step);
       const auto t0 = clock::now();
-      const double alpha = o_.alpha.at(step), lr = o_.lr.at(step);
+      const double alpha = o_.alpha.at(at.step), lr = o_.lr.at(at.step);
       learner_.set_alpha_gate(alpha);
-      if (o_.lambda) learner_.set_reg_loss_weight(o_.lambda->at(step));
-      if (adam_) grads.zero();
-      if (buckets) buckets->begin(grads, owned_grads);
+      if (o_.lambda) learner_.set_reg_loss_weight(o_.lambda->at(at.step));
+      optimizer_->begin_step();
       MetricsMean mean;
       std::size_t tokens = 0;
       for (std::size_t a = 0; a < A; ++a) {
@@ -196,99 +159,38 @@ class Trainer {
           learner_.skip_micro_batch(o_.noise, rng_);
           continue;
         }
-        // the last micro-batch of this process tells the buckets which gradients are final
-        dist::GradientBuckets<T>* progress = buckets && a + N >= A ? &*buckets : nullptr;
-        // streaming: weight gradients kept as factors by the optimiser
-        const auto target = adam_ ? linalg::GradientTarget<T>(grads, nullptr, progress) : streaming_->target();
-        const auto r = learner_.train_micro_batch(target, o_.noise, rng_);
+        const auto r = learner_.train_micro_batch(optimizer_->target(a), o_.noise, rng_);
         mean.add(r.metrics);
         tokens += r.tokens;
       }
-      double norm = 0, comm_seconds = 0;
-      if (buckets) {
-        buckets->finish();
-        const auto owned = ranges_[rank()];
-        const auto& layout = learner_.params().layout();
-        if (A > 1) optim::scale_owned_gradients(layout, std::span<T>(owned_grads), owned, 1.0 / static_cast<double>(A), rules_);
-        const double my_squares = optim::owned_sum_of_squares(layout, std::span<const T>(owned_grads), owned, rules_);
-        const auto t_norm = clock::now();
-        norm = std::sqrt(o_.comm.sum(my_squares));  // ‖g‖ of the whole gradient
-        comm_seconds = buckets->seconds() + seconds_between(t_norm, clock::now());
-        adam_->step(learner_.params(), std::span<const T>(owned_grads), lr, optim::clip_factor(norm, o_.clip));
-        const auto t_gather = clock::now();
-        o_.comm.all_gather_ranges(learner_.params().data(), std::span<const ElementRange>(ranges_));
-        learner_.params().touch();  // the other processes' ranges changed too
+      auto result = optimizer_->finish_step(learner_.params(), learner_.update_follower(), lr);
+      if (N > 1) {
+        const auto t_metrics = clock::now();
         mean = combined(mean, tokens);
-        comm_seconds += seconds_between(t_gather, clock::now());
-      } else if (adam_) {
-        if (A > 1) optim::scale_gradients(grads, 1.0 / static_cast<double>(A), rules_);
-        norm = optim::global_grad_norm(grads, rules_);
-        // clipping applied in the update; the learner's follower (bf16 copies) rewritten with it
-        adam_->step(learner_.params(), grads, lr, optim::clip_factor(norm, o_.clip), learner_.update_follower());
-      } else {
-        const double mean_factor = 1.0 / static_cast<double>(A);  // the mean over micro-batches
-        norm = streaming_->grad_norm(learner_.params()) * mean_factor;
-        streaming_->step(learner_.params(), lr, mean_factor * optim::clip_factor(norm, o_.clip));
+        result.comm_seconds += seconds_between(t_metrics, clock::now());
       }
       // the optimisers bump the version; a clamp that moves a value bumps it again
       if (o_.scale_clamp.apply(learner_.params(), rules_) > 0) learner_.params().touch();
-      ++step;
-      const double dt = std::chrono::duration<double>(clock::now() - t0).count();
+      ++at.step;
+      const double dt = seconds_between(t0, clock::now());
       last_tps = dt > 0 ? static_cast<double>(tokens) / dt : 0;
-      tokens_seen += static_cast<double>(tokens);
-      summary.comm_seconds += comm_seconds;
-      const auto m = mean.mean();
-      summary.last_train = m;
-      if (root) {
-        auto rec = metrics_json(m);
-        rec["split"] = "train";
-        rec["step"] = step;
-        rec["lr"] = lr;
-        rec["alpha"] = alpha;
-        rec["lambda"] = learner_.reg_loss_weight();
-        rec["grad_norm"] = norm;
-        rec["tokens"] = tokens;
-        rec["tokens_per_s"] = last_tps;
-        rec["seconds"] = dt;
-        if (N > 1) {
-          rec["processes"] = N;
-          rec["comm_seconds"] = comm_seconds;
-        }
-        log.write(rec);
-        if (o_.observer.on_step) o_.observer.on_step({step, o_.steps, m, lr, alpha, norm, tokens, last_tps, dt});
-      }
-
-      const bool last = step == o_.steps;
-      if (learner_.has_validation() && ((o_.eval_every > 0 && step % o_.eval_every == 0) || last)) {
-        const auto v = evaluate();
-        if (!summary.first_val) summary.first_val = v;
-        summary.last_val = v;
-        if (root) {
-          auto vr = metrics_json(v);
-          vr["split"] = "val";
-          vr["step"] = step;
-          log.write(vr);
-          if (o_.observer.on_validation) o_.observer.on_validation({step, v});
-        }
-      }
-      if (!o_.out_dir.empty() && ((o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) || last)) {
-        TrainerState st;
-        st.step = step;
-        st.adam_steps = adam_ ? adam_->steps() : streaming_->steps();
-        st.rng = rng_state(rng_);
-        st.data = learner_.data_state();
-        st.tokens_seen = tokens_seen;
-        st.seconds = seconds_before + std::chrono::duration<double>(clock::now() - run_start).count();
-        st.run = o_.run_settings;
-        summary.checkpoint = checkpoint(st);
-      }
+      at.tokens_seen += static_cast<double>(tokens);
+      summary.comm_seconds += result.comm_seconds;
+      summary.last_train = mean.mean();
+      if (root()) log_step(log, {at.step, o_.steps, summary.last_train, lr, alpha, result.grad_norm, tokens, last_tps, dt},
+                           result.comm_seconds);
+      const bool last = at.step == o_.steps;
+      if (learner_.has_validation() && ((o_.eval_every > 0 && at.step % o_.eval_every == 0) || last))
+        validate(log, at.step, summary);
+      if (!o_.out_dir.empty() && ((o_.checkpoint_every > 0 && at.step % o_.checkpoint_every == 0) || last))
+        summary.checkpoint = checkpoint(at, at.seconds_before + seconds_between(run_start, clock::now()));
     }
-    if (o_.observer.on_finish && root) o_.observer.on_finish();
-    summary.last_step = step;
-    summary.seconds = std::chrono::duration<double>(clock::now() - run_start).count();
+    if (o_.observer.on_finish && root()) o_.observer.on_finish();
+    summary.last_step = at.step;
+    summary.seconds = seconds_between(run_start, clock::now());
     summary.tokens_per_s = last_tps;
     summary.usage = ProcessUsage::now() - usage_start;
-    summary.optimizer_bytes = adam_ ? adam_->state_bytes() : streaming_->state_bytes();
+    summary.optimizer_bytes = optimizer_->state_bytes();
     return summary;
   }
 
@@ -313,6 +215,110 @@ class Trainer {
 
  private:
   using clock = std::chrono::steady_clock;
+
+  /// Where the run is: steps done, tokens seen and seconds spent before this run (resume).
+  struct Progress {
+    std::size_t step = 0;
+    double tokens_seen = 0, seconds_before = 0;
+  };
+
+  bool root() const { return o_.comm.is_root(); }
+
+  /// The run's start: locks out_dir, resumes from its latest checkpoint (with `resume`: the
+  /// parameters, moments, RNG and data position; the metrics log cut back to that step), and
+  /// with N > 1 gives every process process 0's parameters.
+  Progress start(TrainSummary& summary) {
+    Progress at;
+    if (!o_.out_dir.empty() && root()) lock_out_dir();
+    if (o_.resume && !o_.out_dir.empty()) {
+      if (auto point = optimizer_->resume(o_.out_dir, learner_)) {
+        summary.checkpoint = point->dir;
+        const TrainerState& st = point->state;
+        if (st.step > o_.steps)
+          throw FormatError(fmt::format("{}: the checkpoint is at step {}, past this run's {} steps (give --steps {} or "
+                                        "more to continue it)",
+                                        summary.checkpoint ? summary.checkpoint->string() : o_.out_dir.string(), st.step,
+                                        o_.steps, st.step));
+        restore_rng(rng_, st.rng);
+        learner_.restore_data_state(st.data);
+        at.step = st.step;
+        at.tokens_seen = st.tokens_seen;
+        at.seconds_before = st.seconds;
+        if (!o_.metrics_path.empty() && root()) truncate_metrics(o_.metrics_path, at.step);
+      }
+    }
+    if (processes() > 1) {  // every process starts from process 0's parameters
+      o_.comm.broadcast(learner_.params().span());
+      learner_.params().touch();
+    }
+    summary.first_step = at.step;
+    return at;
+  }
+
+  /// The step's line of the metrics log, and the observer told (process 0).
+  void log_step(MetricsLog& log, const StepReport& info, double comm_seconds) {
+    auto rec = metrics_json(info.metrics);
+    rec["split"] = "train";
+    rec["step"] = info.step;
+    rec["lr"] = info.lr;
+    rec["alpha"] = info.alpha;
+    rec["lambda"] = learner_.reg_loss_weight();
+    rec["grad_norm"] = info.grad_norm;
+    rec["tokens"] = info.tokens;
+    rec["tokens_per_s"] = info.tokens_per_s;
+    rec["seconds"] = info.seconds;
+    if (processes() > 1) {
+      rec["processes"] = processes();
+      rec["comm_seconds"] = comm_seconds;
+    }
+    log.write(rec);
+    if (o_.observer.on_step) o_.observer.on_step(info);
+  }
+
+  /// The validation metrics after `step`, into the summary, the log and the observer.
+  void validate(MetricsLog& log, std::size_t step, TrainSummary& summary) {
+    const auto v = evaluate();
+    if (!summary.first_val) summary.first_val = v;
+    summary.last_val = v;
+    if (root()) {
+      auto vr = metrics_json(v);
+      vr["split"] = "val";
+      vr["step"] = step;
+      log.write(vr);
+      if (o_.observer.on_validation) o_.observer.on_validation({step, v});
+    }
+  }
+
+  /// Writes the checkpoint after `at.step` (the optimiser gathers what it holds to process 0);
+  /// `seconds` is the run time so far, earlier runs included.
+  std::filesystem::path checkpoint(const Progress& at, double seconds) {
+    TrainerState st;
+    st.step = at.step;
+    st.adam_steps = optimizer_->steps();
+    st.rng = rng_state(rng_);
+    st.data = learner_.data_state();
+    st.tokens_seen = at.tokens_seen;
+    st.seconds = seconds;
+    st.run = o_.run_settings;
+    const auto commit_hook = [this, step = st.step](const auto&) {
+      if (o_.observer.on_checkpoint_commit) o_.observer.on_checkpoint_commit(step);
+    };
+    return optimizer_->save(o_.out_dir, learner_, st, commit_hook);
+  }
+
+  /// The optimiser of the options: StreamingAdamW, AdamW over a gradient arena, or with N > 1
+  /// AdamW over this process's range.
+  std::unique_ptr<Optimizer<T>> make_optimizer() const {
+    const auto layout = learner_.params().shared_layout();
+    if (o_.streaming)
+      return std::make_unique<StreamingOptimizer<T>>(layout, o_.adam, rules_, o_.moments, o_.keep_tiles_bytes, o_.clip,
+                                                     o_.accumulation);
+    if (processes() == 1)
+      return std::make_unique<WholeAdamW<T>>(optim::AdamW<T>(layout, o_.adam, rules_, o_.moments),
+                                             learner_.make_gradients(), o_.clip, o_.accumulation);
+    return std::make_unique<ShardedAdamW<T>>(layout, o_.adam, rules_, o_.moments, o_.comm, ranges_, o_.bucket_elements,
+                                             learner_.make_gradients(), o_.clip, o_.accumulation);
+  }
 
   /// Holds an exclusive lock on out_dir/.lock for the trainer's life: a second run writing the
   /// same directory (e.g. a resume started while the first run still lives) is refused.
@@ -354,76 +360,10 @@ class Trainer {
     return out;
   }
 
-  /// One process: the latest checkpoint's parameters, moments and state, if there is one.
-  std::optional<TrainerState> read_latest_checkpoint(TrainSummary& summary) {
-    const auto dir = latest_checkpoint(o_.out_dir);
-    if (!dir) return std::nullopt;
-    summary.checkpoint = dir;
-    return adam_ ? read_checkpoint(*dir, learner_, *adam_) : read_checkpoint(*dir, learner_, *streaming_);
-  }
-
-  /// N processes: process 0 reads the latest checkpoint (the others need not see its files) into
-  /// an optimiser owning every element, sends each process its range of the moments and
-  /// everyone the trainer state; the parameters follow with the start's broadcast.
-  std::optional<TrainerState> receive_checkpoint(TrainSummary& summary) {
-    std::string text;
-    std::optional<optim::AdamW<T>> whole;
-    if (o_.comm.is_root()) {
-      if (const auto dir = latest_checkpoint(o_.out_dir)) {
-        whole.emplace(learner_.params().shared_layout(), o_.adam, rules_, o_.moments);
-        text = read_checkpoint(*dir, learner_, *whole).to_json().dump();
-      }
-    }
-    o_.comm.broadcast_text(text);
-    if (text.empty()) return std::nullopt;
-    const auto st = TrainerState::from_json(nlohmann::json::parse(text), "the trainer state sent by process 0");
-    exchange_moments(whole ? &*whole : nullptr, /*to_root=*/false);
-    adam_->set_steps(st.adam_steps);
-    summary.checkpoint = checkpoints_dir(o_.out_dir) / checkpoint_name(st.step);
-    return st;
-  }
-
-  /// Writes the checkpoint of `st` (process 0; with N processes the moments are gathered to it
-  /// first, into an optimiser that owns every element, so the files are those of one process).
-  std::filesystem::path checkpoint(const TrainerState& st) {
-    const auto commit_hook = [this, step = st.step](const auto&) {
-      if (o_.observer.on_checkpoint_commit) o_.observer.on_checkpoint_commit(step);
-    };
-    if (streaming_) return write_checkpoint(o_.out_dir, learner_, *streaming_, st, commit_hook);
-    if (processes() == 1) return write_checkpoint(o_.out_dir, learner_, *adam_, st, commit_hook);
-    std::optional<optim::AdamW<T>> whole;
-    if (o_.comm.is_root()) whole.emplace(learner_.params().shared_layout(), o_.adam, rules_, o_.moments);
-    exchange_moments(whole ? &*whole : nullptr, /*to_root=*/true);
-    if (!whole) return checkpoints_dir(o_.out_dir) / checkpoint_name(st.step);
-    whole->set_steps(adam_->steps());
-    return write_checkpoint(o_.out_dir, learner_, *whole, st, commit_hook);
-  }
-
-  /// Moves the moments between this process's shard and process 0's optimiser `whole` (which
-  /// owns every element; null on the other processes): gathers them to it (to_root) or
-  /// scatters them from it.
-  void exchange_moments(optim::AdamW<T>* whole, bool to_root) {
-    const std::size_t n = adam_->owned().size();
-    const auto ranges = std::span<const ElementRange>(ranges_);
-    const auto move = [&](auto& mine, auto* all) {  // Arena<E>& and Arena<E>* of T or bfloat16 bits
-      using E = std::remove_reference_t<decltype(*mine.data())>;
-      if (to_root) o_.comm.gather_ranges(std::span<const E>(mine.data(), n), all ? all->data() : nullptr, ranges);
-      else o_.comm.scatter_ranges(all ? static_cast<const E*>(all->data()) : nullptr, std::span<E>(mine.data(), n), ranges);
-    };
-    if (o_.moments == optim::MomentStorage::full) {
-      move(adam_->first_moment(), whole ? &whole->first_moment() : nullptr);
-      move(adam_->second_moment(), whole ? &whole->second_moment() : nullptr);
-    } else {
-      move(adam_->first_moment_bf16(), whole ? &whole->first_moment_bf16() : nullptr);
-      move(adam_->second_moment_bf16(), whole ? &whole->second_moment_bf16() : nullptr);
-    }
-  }
-
   Learner<T>& learner_;
   TrainerOptions o_;
   ParamRules rules_;                                  // the model's rules for the learner's slots
-  std::optional<optim::AdamW<T>> adam_;               // exactly one of the two
-  std::optional<optim::StreamingAdamW<T>> streaming_;
+  std::unique_ptr<Optimizer<T>> optimizer_;           // chosen once, by the options
   std::mt19937_64 rng_;
   std::vector<ElementRange> ranges_;                  // each process's range of the parameters
   mutable std::vector<double> gathered_metrics_;      // combined()'s scratch

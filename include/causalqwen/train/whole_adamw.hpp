@@ -1,0 +1,50 @@
+/// AdamW over a whole gradient arena, on one process (train/optimizer.hpp's interface):
+///   g ← Σ_a g_a / A (in the arena; the division only when A > 1);  ‖g‖ = global_grad_norm(g)
+///   AdamW::step(θ, g, lr, clip_factor(‖g‖, clip), follower)  — clipping applied in the update,
+///   the learner's follower (bf16 copies) rewritten block by block with it
+#pragma once
+#include "causalqwen/optim/adamw.hpp"
+#include "causalqwen/optim/clip.hpp"
+#include "causalqwen/train/optimizer.hpp"
+
+#include <utility>
+
+namespace causalqwen::train {
+
+template <class T>
+class WholeAdamW final : public Optimizer<T> {
+ public:
+  /// `gradients`: a gradient arena with the parameters' layout; `micro_batches`: A per step.
+  WholeAdamW(optim::AdamW<T> adam, Arena<T> gradients, double clip, std::size_t micro_batches)
+      : adam_(std::move(adam)), grads_(std::move(gradients)), clip_(clip), micro_batches_(micro_batches) {}
+
+  /// grads ← 0
+  void begin_step() override { grads_.zero(); }
+  /// Every micro-batch adds into the one gradient arena: grads += ∂L/∂θ.
+  linalg::GradientTarget<T> target(std::size_t) override { return linalg::GradientTarget<T>(grads_); }
+  /// The step of the file comment; comm_seconds 0 (one process).
+  StepResult finish_step(Arena<T>& params, UpdateFollower<T>* follower, double lr) override {
+    const auto& rules = adam_.rules();
+    if (micro_batches_ > 1) optim::scale_gradients(grads_, 1.0 / static_cast<double>(micro_batches_), rules);
+    const double norm = optim::global_grad_norm(grads_, rules);
+    adam_.step(params, grads_, lr, optim::clip_factor(norm, clip_), follower);
+    return {norm, 0};
+  }
+  std::size_t state_bytes() const override { return adam_.state_bytes(); }
+  std::uint64_t steps() const override { return adam_.steps(); }
+  std::filesystem::path save(const std::filesystem::path& out, const Learner<T>& learner, const TrainerState& state,
+                             const CheckpointHook& before_commit) override {
+    return write_checkpoint(out, learner, adam_, state, before_commit);
+  }
+  std::optional<ResumePoint> resume(const std::filesystem::path& out, Learner<T>& learner) override {
+    return detail_optimizer::resume_whole(out, learner, adam_);
+  }
+
+ private:
+  optim::AdamW<T> adam_;
+  Arena<T> grads_;
+  double clip_;
+  std::size_t micro_batches_;
+};
+
+}  // namespace causalqwen::train
