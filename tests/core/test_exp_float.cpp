@@ -5,14 +5,12 @@
 // branch thresholds with their neighbours); log1p_unit_float gives std::log1p's bits for every
 // float of [0, 1] (1,065,353,217 of them, about 2 s on 2 threads here) and for blocks holding
 // values outside [0, 1]; both for tails of any length and aliased input and output. Their users
-// keep their results: attention's softmax, SwiGLU's middle and its backward (`silu_times` =
-// Silu::value(g)·u, `silu_times_backward` = the generic backprop, bit for bit), the abduction's
-// softplus and its backward (`raw::softplus_float`, `raw::times_sigmoid_float`). The sweep over
+// keep their results: attention's softmax, the abduction's softplus and its backward
+// (`raw::softplus_float`, `raw::times_sigmoid_float`); the expression templates' chunked
+// passes (SwiGLU's middle) are checked in tests/autodiff/test_expression_chunks.cpp. The sweep over
 // all 2^32 floats for exp_float (13 s on 2 threads here) is skipped by default:
 // `build/bin/test_exp_float --no-skip`.
-#include <causalqwen/autodiff/expression.hpp>
 #include <causalqwen/cauchy/special.hpp>
-#include <causalqwen/autodiff/functions.hpp>
 #include <causalqwen/core/exp_float.hpp>
 #include <causalqwen/core/log1p_float.hpp>
 #include <doctest/doctest.h>
@@ -168,65 +166,6 @@ TEST_CASE("exp_float: every tail length, and the output may be the input") {
   std::vector<float> x(40);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = -0.37f * float(i) + 1.5f;
   check_every_tail(cq::exp_float, [](float v) { return std::exp(v); }, x);
-}
-
-TEST_CASE("silu_times gives Silu::value(g)·u bit for bit (SwiGLU's forward in float)") {
-  const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> g, u;
-  for (const float s : {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), 88.0f, -88.0f, 104.0f, -104.0f,
-                        1e-30f, -1e-30f, std::numeric_limits<float>::max(), -std::numeric_limits<float>::max()}) {
-    g.push_back(s);
-    u.push_back(1.5f);
-  }
-  for (std::uint32_t i = 0; i < 300000; ++i) {  // g over [−60, 60], u over [−4, 4]
-    g.push_back(-60.0f + 120.0f * float(i) / 300000.0f);
-    u.push_back(float(int(i % 801) - 400) / 100.0f);
-  }
-  std::vector<float> a(g.size());
-  cq::autodiff::silu_times(g.data(), u.data(), a.data(), g.size());
-  std::size_t bad = 0;
-  for (std::size_t i = 0; i < g.size(); ++i)
-    if (!same_bits(a[i], cq::autodiff::Silu::value(g[i]) * u[i])) {
-      if (bad++ == 0) std::printf("silu_times(%a)·%a = %a, Silu::value gives %a\n", double(g[i]), double(u[i]), double(a[i]),
-                                  double(cq::autodiff::Silu::value(g[i]) * u[i]));
-    }
-  CHECK(bad == 0);
-}
-
-TEST_CASE("silu_times_backward gives backprop(silu(g)·u) bit for bit (SwiGLU's backward in float)") {
-  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
-  std::vector<float> g, u, da;
-  for (const float s : {0.0f, -0.0f, inf, -inf, nan, 88.0f, -88.0f, 104.0f, -104.0f, 1e-30f, -1e-30f,
-                        std::numeric_limits<float>::max(), -std::numeric_limits<float>::max()})
-    for (const float up : {1.5f, -0.0f, 3e-39f}) {
-      g.push_back(s);
-      u.push_back(-2.25f);
-      da.push_back(up);
-    }
-  for (std::uint32_t i = 0; i < 300000; ++i) {  // g over [−60, 60], u over [−4, 4], da over [−1, 1]
-    g.push_back(-60.0f + 120.0f * float(i) / 300000.0f);
-    u.push_back(float(int(i % 801) - 400) / 100.0f);
-    da.push_back(float(int(i % 977) - 488) / 488.0f);
-  }
-  const std::size_t n = g.size();
-  // both start from the same non-zero gradients, so that the accumulation is compared too
-  std::vector<float> dg(n), du(n);
-  for (std::size_t i = 0; i < n; ++i) dg[i] = du[i] = float(int(i % 13) - 6) * 0.125f;
-  std::vector<float> dg_ref = dg, du_ref = du;
-  cq::autodiff::silu_times_backward(g.data(), u.data(), da.data(), dg.data(), du.data(), n);
-  namespace ad = cq::autodiff;
-  const cq::TensorView<const float, 1> gv{g.data(), {n}}, uv{u.data(), {n}}, dav{da.data(), {n}};
-  ad::backprop(ad::silu(ad::var(gv, cq::TensorView<float, 1>{dg_ref.data(), {n}})) *
-                   ad::var(uv, cq::TensorView<float, 1>{du_ref.data(), {n}}),
-               dav);
-  std::size_t bad = 0;
-  for (std::size_t i = 0; i < n; ++i)
-    if (!same_bits(dg[i], dg_ref[i]) || !same_bits(du[i], du_ref[i])) {
-      if (bad++ == 0)
-        std::printf("at g = %a, u = %a, da = %a: dg %a du %a, backprop gives %a %a\n", double(g[i]), double(u[i]),
-                    double(da[i]), double(dg[i]), double(du[i]), double(dg_ref[i]), double(du_ref[i]));
-    }
-  CHECK(bad == 0);
 }
 
 TEST_CASE("log1p_unit_float equals std::log1p on every float of [0, 1]") {

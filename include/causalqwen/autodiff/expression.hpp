@@ -4,6 +4,14 @@
 ///   eval_add(out, e)    out[i] += e(i)
 ///   backprop(e, dout)   every leaf's grad[i] += dout[i]·∂e(i)/∂leaf(i), one pass
 /// e.g. SwiGLU: `auto a = silu(var(g, dg)) * var(u, du); eval(act, a); backprop(a, dact);`
+/// The three walk the index range in chunks of `chunk_size`: in float each node of a table entry
+/// built on an exponential (`ExpEntry`: silu, exp, sigmoid) first forms the chunk's exponentials
+/// at once (`exp_float`, 16 or 8 at a time), then one loop applies every node's per-element
+/// formula, which the compiler vectorises. Each element sees the same operations in the same
+/// order as the scalar `e.at(i)` / `e.backprop_at(i, g)`, so the same bits.
+/// The per-element loops are declared free of dependences between elements (`omp simd`, so no
+/// run-time aliasing checks): an output or gradient may be an operand's own storage, element i
+/// read before it is written, but must not overlap an operand at another offset.
 /// Operands are held safely: temporaries by value, lvalue expression nodes by reference (as
 /// Eigen), and leaves and scalars — views of a few words — always by value; so
 /// `auto e = exp(var(x, dx)) + 1.0;` owns its whole tree, and a lambda
@@ -11,9 +19,12 @@
 #pragma once
 #include "causalqwen/autodiff/functions.hpp"
 #include "causalqwen/core/error.hpp"
+#include "causalqwen/core/exp_float.hpp"
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/core/threading.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <type_traits>
@@ -26,6 +37,17 @@ concept Expression = std::derived_from<std::remove_cvref_t<E>, ExpressionTag>;
 
 template <class E>
 struct is_view_node : std::false_type {};
+
+/// Elements per chunk of a chunked pass: small, so that a chunk's operands, read once by the
+/// exponential pass and again by the formula pass, are still in L1 the second time.
+inline constexpr std::size_t chunk_size = 128;
+
+/// A node's scratch for one chunk (the exponentials of its subtree's exp-built nodes).
+template <class E>
+using state_of = typename std::remove_cvref_t<E>::State;
+
+/// The scratch of a node that needs none.
+struct NoState {};
 
 /// How an expression node stores an operand of (forwarded) type E.
 template <class E>
@@ -45,6 +67,13 @@ struct Leaf : ExpressionTag {
     if (grad) grad[i] += g;
   }
   std::size_t size() const { return n; }
+  // the chunked forms: element i, the k-th of its chunk
+  using State = NoState;
+  void prepare(State&, std::size_t, std::size_t) const {}
+  T at(const State&, std::size_t i, std::size_t) const { return value[i]; }
+  void backprop_at(const State&, std::size_t i, std::size_t, T g) const {
+    if (grad) grad[i] += g;
+  }
 };
 
 template <class T>
@@ -75,16 +104,33 @@ struct Scalar : ExpressionTag {
   T at(std::size_t) const { return v; }
   void backprop_at(std::size_t, T) const {}
   std::size_t size() const { return 0; }  // 0: broadcasts
+  using State = NoState;
+  void prepare(State&, std::size_t, std::size_t) const {}
+  T at(const State&, std::size_t, std::size_t) const { return v; }
+  void backprop_at(const State&, std::size_t, std::size_t, T) const {}
 };
 
 template <class T>
 struct is_view_node<Scalar<T>> : std::true_type {};
+
+/// The exponentials of one chunk for an exp-built node (none for the others), on a cache-line
+/// boundary so that the vector exp's and the formula loop's 64-byte accesses never split a line.
+template <class T, bool needed>
+struct ChunkExps {
+  alignas(64) T v[chunk_size];
+};
+template <class T>
+struct ChunkExps<T, false> {};
 
 /// f(e) for a table entry F.
 template <class F, class E>
 struct Unary : ExpressionTag {
   using value_type = typename std::remove_cvref_t<E>::value_type;
   using T = value_type;
+  /// Whether the chunk's exponentials are formed at once: for an exp-built entry in float (a
+  /// vector exp exists); in double the per-element formula calls std::exp inline, which runs
+  /// faster than a separate pass of scalar calls.
+  static constexpr bool from_exp = ExpEntry<F, T> && std::is_same_v<T, float>;
   hold_t<E> e;
   T at(std::size_t i) const { return F::value(e.at(i)); }
   void backprop_at(std::size_t i, T g) const {
@@ -92,6 +138,34 @@ struct Unary : ExpressionTag {
     e.backprop_at(i, g * F::derivative(x, F::value(x)));
   }
   std::size_t size() const { return e.size(); }
+
+  struct State {
+    [[no_unique_address]] state_of<E> e;
+    [[no_unique_address]] ChunkExps<T, from_exp> exps;
+  };
+  /// Prepares the operand, then exps[k] = e^{a(x[i0 + k])} for the chunk [i0, i0 + m).
+  void prepare(State& s, std::size_t i0, std::size_t m) const {
+    e.prepare(s.e, i0, m);
+    if constexpr (from_exp) {
+#pragma omp simd
+      for (std::size_t k = 0; k < m; ++k) s.exps.v[k] = F::exp_argument(e.at(s.e, i0 + k, k));
+      exp_float(s.exps.v, s.exps.v, m);
+    }
+  }
+  T at(const State& s, std::size_t i, std::size_t k) const {
+    const T x = e.at(s.e, i, k);
+    if constexpr (from_exp)
+      return F::value_from_exp(x, s.exps.v[k]);
+    else
+      return F::value(x);
+  }
+  void backprop_at(const State& s, std::size_t i, std::size_t k, T g) const {
+    const T x = e.at(s.e, i, k);
+    if constexpr (from_exp)
+      e.backprop_at(s.e, i, k, g * F::derivative_from_exp(x, s.exps.v[k]));
+    else
+      e.backprop_at(s.e, i, k, g * F::derivative(x, F::value(x)));
+  }
 };
 
 struct AddOp {
@@ -129,6 +203,21 @@ struct Binary : ExpressionTag {
     r.backprop_at(i, g * Op::db(a, b));
   }
   std::size_t size() const { return l.size() ? l.size() : r.size(); }
+
+  struct State {
+    [[no_unique_address]] state_of<L> l;
+    [[no_unique_address]] state_of<R> r;
+  };
+  void prepare(State& s, std::size_t i0, std::size_t m) const {
+    l.prepare(s.l, i0, m);
+    r.prepare(s.r, i0, m);
+  }
+  T at(const State& s, std::size_t i, std::size_t k) const { return Op::value(l.at(s.l, i, k), r.at(s.r, i, k)); }
+  void backprop_at(const State& s, std::size_t i, std::size_t k, T g) const {
+    const T a = l.at(s.l, i, k), b = r.at(s.r, i, k);
+    l.backprop_at(s.l, i, k, g * Op::da(a, b));
+    r.backprop_at(s.r, i, k, g * Op::db(a, b));
+  }
 };
 
 /// Applies the table entry F lazily: `apply<Silu>(e)`.
@@ -190,13 +279,33 @@ CAUSALQWEN_AD_BINARY(*, MulOp)
 CAUSALQWEN_AD_BINARY(/, DivOp)
 #undef CAUSALQWEN_AD_BINARY
 
-/// out[i] = e(i), one fused pass (parallel for large sizes).
+namespace detail_expr {
+/// Calls f(s, i0, m) for the chunks [i0, i0 + m) of [0, n), after e.prepare(s, i0, m); the
+/// chunks are split over the threads (parallel_chunks), each thread with its own scratch s.
+template <class E, class F>
+void for_each_chunk(const E& e, std::size_t n, F&& f) {
+  parallel_chunks(n, [&](std::size_t b, std::size_t end) {
+    state_of<E> s;
+    const auto chunk = [&](std::size_t i0, std::size_t m) {
+      e.prepare(s, i0, m);
+      f(s, i0, m);
+    };
+    std::size_t i0 = b;
+    for (; i0 + chunk_size <= end; i0 += chunk_size) chunk(i0, chunk_size);  // a constant count
+    if (i0 < end) chunk(i0, end - i0);
+  });
+}
+}  // namespace detail_expr
+
+/// out[i] = e(i), one fused pass in chunks (parallel for large sizes).
 template <class T, std::size_t N, Expression E>
 void eval(TensorView<T, N> out, const E& e) {
   detail::require(e.size() == out.size(), "autodiff::eval", "expression has {} elements, out {}",
                   e.size(), out.size());
-  parallel_chunks(out.size(), [&](std::size_t b, std::size_t end) {
-    for (std::size_t i = b; i < end; ++i) out.data[i] = e.at(i);
+  T* o = out.data;
+  detail_expr::for_each_chunk(e, out.size(), [&](const state_of<E>& s, std::size_t i0, std::size_t m) {
+#pragma omp simd
+    for (std::size_t k = 0; k < m; ++k) o[i0 + k] = e.at(s, i0 + k, k);
   });
 }
 /// out[i] += e(i).
@@ -204,17 +313,21 @@ template <class T, std::size_t N, Expression E>
 void eval_add(TensorView<T, N> out, const E& e) {
   detail::require(e.size() == out.size(), "autodiff::eval_add",
                   "expression has {} elements, out {}", e.size(), out.size());
-  parallel_chunks(out.size(), [&](std::size_t b, std::size_t end) {
-    for (std::size_t i = b; i < end; ++i) out.data[i] += e.at(i);
+  T* o = out.data;
+  detail_expr::for_each_chunk(e, out.size(), [&](const state_of<E>& s, std::size_t i0, std::size_t m) {
+#pragma omp simd
+    for (std::size_t k = 0; k < m; ++k) o[i0 + k] += e.at(s, i0 + k, k);
   });
 }
-/// For every leaf ℓ with a gradient: ℓ.grad[i] += dout[i]·∂e(i)/∂ℓ(i), one fused pass.
+/// For every leaf ℓ with a gradient: ℓ.grad[i] += dout[i]·∂e(i)/∂ℓ(i), one fused pass in chunks.
 template <class T, std::size_t N, Expression E>
 void backprop(const E& e, TensorView<T, N> dout) {
   detail::require(e.size() == dout.size(), "autodiff::backprop",
                   "expression has {} elements, dout {}", e.size(), dout.size());
-  parallel_chunks(dout.size(), [&](std::size_t b, std::size_t end) {
-    for (std::size_t i = b; i < end; ++i) e.backprop_at(i, dout.data[i]);
+  const T* d = dout.data;
+  detail_expr::for_each_chunk(e, dout.size(), [&](const state_of<E>& s, std::size_t i0, std::size_t m) {
+#pragma omp simd
+    for (std::size_t k = 0; k < m; ++k) e.backprop_at(s, i0 + k, k, d[i0 + k]);
   });
 }
 

@@ -3,15 +3,27 @@
 /// cheaper (derivative-from-result: exp, sigmoid, tanh, sqrt). Expression templates
 /// (`expression.hpp`) read derivatives only from here. A user adds a
 /// function by writing a struct with the same three members and calling `apply<F>(e)`.
+/// An entry built on one exponential e = e^{a(x)} may also give `exp_argument(x)` = a(x),
+/// `value_from_exp(x, e)` and `derivative_from_exp(x, e)` (the `ExpEntry` concept): chunked
+/// evaluation then forms a chunk's exponentials with the vector exp (`exp_float`) and applies
+/// those to each element.
 #pragma once
 #include "causalqwen/cauchy/special.hpp"
-#include "causalqwen/core/exp_float.hpp"
 
 #include <algorithm>
+#include <concepts>
 #include <cmath>
 #include <cstddef>
 
 namespace causalqwen::autodiff {
+
+/// An entry whose value and derivative come from one exponential e = e^{exp_argument(x)}.
+template <class F, class T>
+concept ExpEntry = requires(T x) {
+  { F::exp_argument(x) } -> std::same_as<T>;
+  { F::value_from_exp(x, x) } -> std::same_as<T>;
+  { F::derivative_from_exp(x, x) } -> std::same_as<T>;
+};
 
 /// -x ; d/dx = -1
 struct Neg {
@@ -31,9 +43,12 @@ struct Sqrt {
   template <class T> static T value(T x) { return std::sqrt(x); }
   template <class T> static T derivative(T, T y) { return T(0.5) / y; }
 };
-/// eˣ ; d/dx = y
+/// eˣ ; d/dx = y (chunked evaluation takes e = eˣ from the vector exp)
 struct Exp {
   static constexpr const char* name = "exp";
+  template <class T> static T exp_argument(T x) { return x; }
+  template <class T> static T value_from_exp(T, T e) { return e; }
+  template <class T> static T derivative_from_exp(T, T e) { return e; }
   template <class T> static T value(T x) { return std::exp(x); }
   template <class T> static T derivative(T, T y) { return y; }
 };
@@ -49,10 +64,17 @@ struct Log1p {
   template <class T> static T value(T x) { return std::log1p(x); }
   template <class T> static T derivative(T x, T) { return T(1) / (T(1) + x); }
 };
-/// σ(x) = 1/(1+e⁻ˣ) ; d/dx = y(1−y)
+/// σ(x) = 1/(1+e⁻ˣ) ; d/dx = y(1−y), both from e = e^{−|x|} (no overflow):
+/// σ = 1/(1 + e) for x ≥ 0, e/(1 + e) below (`raw::sigmoid`'s operations)
 struct Sigmoid {
   static constexpr const char* name = "sigmoid";
-  template <class T> static T value(T x) { return raw::sigmoid(x); }  // from e^{−|x|}: no overflow
+  template <class T> static T exp_argument(T x) { return -std::fabs(x); }
+  template <class T> static T value_from_exp(T x, T e) { return x >= T(0) ? T(1) / (T(1) + e) : e / (T(1) + e); }
+  template <class T> static T derivative_from_exp(T x, T e) {
+    const T y = value_from_exp(x, e);
+    return y * (T(1) - y);
+  }
+  template <class T> static T value(T x) { return raw::sigmoid(x); }
   template <class T> static T derivative(T, T y) { return y * (T(1) - y); }
 };
 /// tanh x ; d/dx = 1 − y²
@@ -61,37 +83,21 @@ struct Tanh {
   template <class T> static T value(T x) { return std::tanh(x); }
   template <class T> static T derivative(T, T y) { return T(1) - y * y; }
 };
-/// silu(x) = x·σ(x) ; d/dx = σ(x)·(1 + x·(1 − σ(x)))
+/// silu(x) = x·σ(x) = x / (1 + e⁻ˣ) ; d/dx = σ(x)·(1 + x·(1 − σ(x))), σ = 1/(1 + e⁻ˣ).
+/// Both from e = e⁻ˣ (`exp_argument`): chunked evaluation forms e for a whole chunk with the
+/// vector exp and applies `value_from_exp` / `derivative_from_exp`, the very operations of
+/// `value` / `derivative`, so both give the same bits.
 struct Silu {
   static constexpr const char* name = "silu";
-  template <class T> static T value(T x) { return x / (T(1) + std::exp(-x)); }
-  template <class T> static T derivative(T x, T) {
-    const T s = T(1) / (T(1) + std::exp(-x));
+  template <class T> static T exp_argument(T x) { return -x; }
+  template <class T> static T value_from_exp(T x, T e) { return x / (T(1) + e); }
+  template <class T> static T derivative_from_exp(T x, T e) {
+    const T s = T(1) / (T(1) + e);
     return s * (T(1) + x * (T(1) - s));
   }
+  template <class T> static T value(T x) { return value_from_exp(x, std::exp(exp_argument(x))); }
+  template <class T> static T derivative(T x, T) { return derivative_from_exp(x, std::exp(exp_argument(x))); }
 };
-/// a[i] = silu(g[i])·u[i] = g[i] / (1 + e^{−g[i]}) · u[i] for float arrays (SwiGLU's middle):
-/// the same operations on the same values as `Silu::value(g[i]) * u[i]`, so the same bits.
-inline void silu_times(const float* g, const float* u, float* a, std::size_t n) {
-  for_each_exp_chunk(g, n, [](float x) { return -x; }, [&](std::size_t i0, std::size_t m, const float* e) {
-    for (std::size_t i = 0; i < m; ++i) a[i0 + i] = g[i0 + i] / (1.0f + e[i]) * u[i0 + i];
-  });
-}
-/// The gradients of a = silu(g)·u for float arrays (SwiGLU's backward), given da:
-///   dg[i] += da[i]·u[i] · σ(1 + g[i](1 − σ)),  du[i] += da[i]·silu(g[i]),  σ = 1/(1 + e^{−g[i]})
-/// the same operations on the same values as `backprop(silu(var(g, dg)) * var(u, du), da)`, so
-/// the same bits.
-inline void silu_times_backward(const float* g, const float* u, const float* da, float* dg, float* du, std::size_t n) {
-  for_each_exp_chunk(g, n, [](float x) { return -x; }, [&](std::size_t i0, std::size_t m, const float* e) {
-    for (std::size_t i = 0; i < m; ++i) {
-      const float x = g[i0 + i], up = da[i0 + i];
-      const float silu_x = x / (1.0f + e[i]);  // Silu::value
-      const float s = 1.0f / (1.0f + e[i]);    // σ, as Silu::derivative forms it
-      dg[i0 + i] += (up * u[i0 + i]) * (s * (1.0f + x * (1.0f - s)));
-      du[i0 + i] += up * silu_x;
-    }
-  });
-}
 /// |x| ; d/dx = sign(x) (0 at 0)
 struct Abs {
   static constexpr const char* name = "abs";

@@ -1,6 +1,6 @@
 /// SwiGLU MLP: y = down(silu(gate(x)) ⊙ up(x)), no biases (Qwen2).
-/// The elementwise middle is one fused expression-template pass each way (in float:
-/// `silu_times` and `silu_times_backward`, the same values with the exponentials 16 at a time).
+/// The elementwise middle is one fused expression-template pass each way, in float and double
+/// (chunked: each chunk's exponentials at once, through the vector exp in float).
 #pragma once
 #include "causalqwen/autodiff/expression.hpp"
 #include "causalqwen/core/tensor.hpp"
@@ -9,7 +9,6 @@
 #include "causalqwen/nn/linear.hpp"
 
 #include <algorithm>
-#include <type_traits>
 
 namespace causalqwen::nn {
 
@@ -28,18 +27,24 @@ struct SwiGLU {
     TensorView<T, 2> dg, du, da;  // [M,F] scratch
   };
 
+  /// The elementwise middle: a = silu(g)⊙u, a[i] = g[i] / (1 + e^{−g[i]}) · u[i].
+  static void activate(const Cache& c) {
+    using namespace autodiff;
+    eval(c.a, silu(constant(c.g)) * constant(c.u));
+  }
+  /// Its backward, given da (dg and du accumulate):
+  ///   dg[i] += (da[i]·u[i])·σ(1 + g[i](1 − σ)),  du[i] += da[i]·silu(g[i]),  σ = 1/(1 + e^{−g[i]})
+  static void activate_backward(const Cache& c, const Workspace& w) {
+    using namespace autodiff;
+    backprop(silu(var(c.g, w.dg)) * var(c.u, w.du), w.da);
+  }
+
   /// g = x·Wgᵀ, u = x·Wuᵀ, a = silu(g)⊙u, y = a·Wdᵀ
   static void forward(const Params& p, TensorView<const T, 2> x, TensorView<T, 2> y, Cache& c) {
     c.x = x;
     Linear<T>::apply(p.gate, x, c.g);
     Linear<T>::apply(p.up, x, c.u);
-    using namespace autodiff;
-    if constexpr (std::is_same_v<T, float>)  // the same values, the exponentials on vectors
-      parallel_chunks(c.a.size(), [&](std::size_t b, std::size_t e) {
-        silu_times(c.g.data + b, c.u.data + b, c.a.data + b, e - b);
-      });
-    else
-      autodiff::eval(c.a, silu(constant(c.g)) * constant(c.u));
+    activate(c);
     Linear<T>::apply(p.down, c.a, y);
   }
 
@@ -52,13 +57,7 @@ struct SwiGLU {
     parallel_fill(w.du.data, w.du.size(), T(0));
     linalg::linear_backward_input<T>(w.da, dy, p.down.weight);
     linalg::linear_backward_weight<T>(grad.down.weight.values, dy, c.a, sink, p.down.weight.precision);
-    using namespace autodiff;
-    if constexpr (std::is_same_v<T, float>)  // the same values, the exponentials on vectors
-      parallel_chunks(w.da.size(), [&](std::size_t b, std::size_t e) {
-        silu_times_backward(c.g.data + b, c.u.data + b, w.da.data + b, w.dg.data + b, w.du.data + b, e - b);
-      });
-    else
-      backprop(silu(var(c.g, w.dg)) * var(c.u, w.du), w.da);
+    activate_backward(c, w);
     linalg::linear_backward_input<T>(dx, w.dg, p.gate.weight);
     linalg::linear_backward_input<T>(dx, w.du, p.up.weight);
     linalg::linear_backward_weight<T>(grad.gate.weight.values, w.dg, c.x, sink, p.gate.weight.precision);
