@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
       const TensorView<float, 2> yv(y.data(), {M, s.n});
       const double flops = 2.0 * double(M) * double(s.n) * double(s.k);
       const double t_float = median_seconds([&] { la::linear_forward<float>(yv, xv, wv); });
-      const double t_ours = median_seconds([&] { la::linear_forward<float>(yv, xv, wv, {}, packed.ref()); });
+      const double t_ours = median_seconds([&] { la::linear_forward<float>(yv, xv, la::Weight<const float>(wv).with_decode(packed.ref())); });
       la::set_bf16_kernel(la::Bf16Kernel::own);
       const double t_own = median_seconds([&] { la::bf16_linear_forward(yv, xv, packed.ref()); });
       la::set_bf16_kernel(la::Bf16Kernel::automatic);
@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
       const TensorView<const float, 2> xv(x.data(), {M, s.k}), wv(w.data(), {s.n, s.k});
       const TensorView<float, 2> yv(y.data(), {M, s.n});
       la::set_bf16_kernel(la::Bf16Kernel::own);
-      const double t_own = median_seconds([&] { la::linear_forward<float>(yv, xv, wv, {}, packed.ref()); });
+      const double t_own = median_seconds([&] { la::linear_forward<float>(yv, xv, la::Weight<const float>(wv).with_decode(packed.ref())); });
       la::set_bf16_kernel(la::Bf16Kernel::automatic);
       double t_dnnl = 0;
 #ifdef CQ_BENCH_ONEDNN
@@ -192,8 +192,9 @@ int main(int argc, char** argv) {
       double t[2][3];
       for (const auto p : {la::Precision::f32, la::Precision::bf16}) {
         const int i = p == la::Precision::bf16;
-        t[i][0] = median_seconds([&] { la::linear_forward<float>({y.data(), {M, s.n}}, xv, wv, {}, {}, p); });
-        t[i][1] = median_seconds([&] { la::linear_backward_input<float>({dx.data(), {M, s.k}}, dyv, wv, p); });
+        const auto W = la::Weight<const float>(wv).with_precision(p);
+        t[i][0] = median_seconds([&] { la::linear_forward<float>({y.data(), {M, s.n}}, xv, W); });
+        t[i][1] = median_seconds([&] { la::linear_backward_input<float>({dx.data(), {M, s.k}}, dyv, W); });
         t[i][2] = median_seconds([&] { la::linear_backward_weight<float>({dw.data(), {s.n, s.k}}, dyv, xv, nullptr, p); });
       }
       const auto cell = [&](int j) { return fmt::format("{:>5.0f}/{:<5.0f} {:>4.2f}x", flops / t[0][j] / 1e9, flops / t[1][j] / 1e9, t[0][j] / t[1][j]); };

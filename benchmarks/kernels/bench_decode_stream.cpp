@@ -131,8 +131,8 @@ int main(int argc, char** argv) {
     const auto A = cq::assume_cauchy_view<cq::Kind::independent>(cq::TensorView<const float, 2>(loc_A.data(), {1, hidden}),
                                                                  cq::TensorView<const float, 2>(scale_A.data(), {1, hidden}));
     la::cauchy_linear<float, cq::Kind::independent>(
-        {cq::TensorView<float, 2>(loc_S.data(), {1, vocab}), cq::TensorView<float, 2>(scale_S.data(), {1, vocab})}, w_cls_view,
-        {}, cq::TensorView<const float, 1>(bias_S.data(), {vocab}), A, packed.ref());
+        {cq::TensorView<float, 2>(loc_S.data(), {1, vocab}), cq::TensorView<float, 2>(scale_S.data(), {1, vocab})},
+        la::Weight<const float>(w_cls_view).with_decode(packed.ref()), cq::TensorView<const float, 1>(bias_S.data(), {vocab}), A);
     return cqbench::seconds_now() - t;
   };
   const double head_bytes_f32 = 4.0 * vocab * hidden, head_bytes_bf16 = 2.0 * vocab * hidden, head_bytes_int8 = (1.0 + 4.0 / hidden) * vocab * hidden;

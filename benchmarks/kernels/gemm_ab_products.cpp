@@ -12,12 +12,20 @@ extern "C" void GEMM_AB_NAME(float* out, const float* in, const float* w, std::s
   namespace la = causalqwen::linalg;
   using causalqwen::TensorView;
   const auto p = bf16 ? la::Precision::bf16 : la::Precision::f32;
+#if __has_include(<causalqwen/linalg/weight.hpp>)  // the products take a Weight, which carries the precision
+  const auto W = la::Weight<const float>(TensorView<const float, 2>(w, {N, K})).with_precision(p);
+  if (which == 0)
+    la::linear_forward<float>(TensorView<float, 2>(out, {M, N}), TensorView<const float, 2>(in, {M, K}), W);
+  else if (which == 1)
+    la::linear_backward_input<float>(TensorView<float, 2>(out, {M, K}), TensorView<const float, 2>(in, {M, N}), W);
+#else  // headers whose products take the matrix and the precision apart
   if (which == 0)
     la::linear_forward<float>(TensorView<float, 2>(out, {M, N}), TensorView<const float, 2>(in, {M, K}),
                               TensorView<const float, 2>(w, {N, K}), {}, {}, p);
   else if (which == 1)
     la::linear_backward_input<float>(TensorView<float, 2>(out, {M, K}), TensorView<const float, 2>(in, {M, N}),
                                      TensorView<const float, 2>(w, {N, K}), p);
+#endif
   else
     la::linear_backward_weight<float>(TensorView<float, 2>(out, {N, K}), TensorView<const float, 2>(in, {M, N}),
                                       TensorView<const float, 2>(w, {M, K}), nullptr, p);

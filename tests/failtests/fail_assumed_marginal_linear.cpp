@@ -6,5 +6,5 @@ namespace cq = causalqwen;
 void linear_of_assumed(cq::TensorView<const float, 2> loc, cq::TensorView<const float, 2> scale,
                        cq::TensorView<const float, 2> w, cq::CauchyOut<float, 2> out) {
   const auto S = cq::assume_cauchy_view<cq::Kind::marginal>(loc, scale);
-  cq::linalg::cauchy_linear<float>(out, w, {}, {}, S);
+  cq::linalg::cauchy_linear<float>(out, w, {}, S);
 }

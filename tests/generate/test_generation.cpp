@@ -199,14 +199,14 @@ TEST_CASE("each mode's first step: the head's forward (deterministic, sampling) 
   for (std::size_t k = 0; k < K; ++k) {
     double s = hp.action.cls_bias[k], l = hp.action.cls_bias[k];
     for (std::size_t j = 0; j < C; ++j) {
-      s += hp.action.cls_weight(k, j) * uvec[j];
-      l += hp.action.cls_weight(k, j) * loc_U[j];
+      s += hp.action.cls_weight.values(k, j) * uvec[j];
+      l += hp.action.cls_weight.values(k, j) * loc_U[j];
     }
     if (s > best_s) best_s = s, best = static_cast<std::int64_t>(k);
     if (l > best_l) best_l = l, best_loc = static_cast<std::int64_t>(k);
   }
   double y = hp.action.reg_bias[0];
-  for (std::size_t j = 0; j < C; ++j) y += hp.action.reg_weight(0, j) * uvec[j];
+  for (std::size_t j = 0; j < C; ++j) y += hp.action.reg_weight.values(0, j) * uvec[j];
   const auto causal = cqg::generate(*model, std::span<const cqg::PromptInput>(&prompt, 1),
                                     options(cqg::GenerationMode::causal, 1))[0].tokens.at(0);
   CHECK(causal.id == best);

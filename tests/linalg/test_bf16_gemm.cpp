@@ -143,7 +143,8 @@ TEST_CASE("bf16 product: rows of a copy from a panel group onwards, as linear_fo
   const auto whole = product(la::bf16_kernel_isa(), x, M, K, p.ref(), {});
   const auto part = p.ref().rows_from(8, 13);  // rows [8, 21): groups 2..5, the last one partly
   std::vector<float> y(M * 13);
-  la::linear_forward<float>(v2(y, M, 13), c2(x, M, K), TensorView<const float, 2>(w.data() + 8 * K, {13, K}), {}, part);
+  la::linear_forward<float>(v2(y, M, 13), c2(x, M, K),
+                            la::Weight<const float>(TensorView<const float, 2>(w.data() + 8 * K, {13, K})).with_decode(part));
   for (std::size_t m = 0; m < M; ++m)
     for (std::size_t n = 0; n < 13; ++n) CHECK(same_bits(y[m * 13 + n], whole[m * N + 8 + n]));
   std::vector<float> y2(M * 13);
@@ -212,7 +213,7 @@ TEST_CASE("int8 weights on the bf16 product: a row's bits do not depend on the r
   la::round_weights(la::WeightType::int8, v2(w, N, K));
   const auto through_linear = [&](std::size_t rows) {
     std::vector<float> y(rows * N);
-    la::linear_forward<float>(v2(y, rows, N), c2(x, rows, K), c2(w, N, K), {}, p.ref());
+    la::linear_forward<float>(v2(y, rows, N), c2(x, rows, K), la::Weight<const float>(c2(w, N, K)).with_decode(p.ref()));
     return y;
   };
   std::vector<float> gemm(M * N);
@@ -528,8 +529,9 @@ TEST_CASE("bf16 products of a linear map: forward and both backward products agr
   for (const auto precision : {la::Precision::f32, la::Precision::bf16}) {
     CAPTURE(la::precision_name(precision));
     std::vector<float> y(M * N), dx(M * K, 0.0f), dw(N * K, 0.0f);
-    la::linear_forward<float>(v2(y, M, N), c2(x, M, K), c2(w, N, K), bias, {}, precision);
-    la::linear_backward_input<float>(v2(dx, M, K), c2(dy, M, N), c2(w, N, K), precision);
+    const auto W = la::Weight<const float>(c2(w, N, K)).with_precision(precision);
+    la::linear_forward<float>(v2(y, M, N), c2(x, M, K), W, bias);
+    la::linear_backward_input<float>(v2(dx, M, K), c2(dy, M, N), W);
     la::linear_backward_weight<float>(v2(dw, N, K), c2(dy, M, N), c2(x, M, K), nullptr, precision);
     check_sums(precision, y, M, N, K,
                [&](std::size_t i, std::size_t j, std::size_t t) { return std::pair{x[i * K + t], w[j * K + t]}; }, b.data());
@@ -540,7 +542,8 @@ TEST_CASE("bf16 products of a linear map: forward and both backward products agr
   }
   std::vector<double> xd(4), wd(4), yd(4);
   CHECK_THROWS_WITH_AS(la::linear_forward<double>(TensorView<double, 2>(yd.data(), {2, 2}), TensorView<const double, 2>(xd.data(), {2, 2}),
-                                                  TensorView<const double, 2>(wd.data(), {2, 2}), {}, {}, la::Precision::bf16),
+                                                  la::Weight<const double>(TensorView<const double, 2>(wd.data(), {2, 2}))
+                                                      .with_precision(la::Precision::bf16)),
                        doctest::Contains("bf16 products serve float models only"), cq::DomainError);
   CHECK(la::parse_precision("bf16") == la::Precision::bf16);
   CHECK_THROWS_WITH_AS(la::parse_precision("fp16"), doctest::Contains("unknown precision 'fp16': expected f32 or bf16"),
@@ -564,15 +567,15 @@ TEST_CASE("bf16 products of the Cauchy linear map (the class head in mixed preci
     CAPTURE(la::precision_name(precision));
     std::vector<float> loc_s(R * N), scale_s(R * N), da_loc(R * C, 0.0f), da_scale(R * C, 0.0f), dw(N * C, 0.0f);
     const auto a = cq::assume_cauchy_view<cq::Kind::independent>(c2(loc_a, R, C), c2(scale_a, R, C));
-    la::cauchy_linear<float, cq::Kind::independent>({v2(loc_s, R, N), v2(scale_s, R, N)}, c2(w, N, C), c2(abs_w, N, C),
-                                                    TensorView<const float, 1>(b.data(), {N}), a, {}, precision);
+    const auto W = la::Weight<const float>(c2(w, N, C)).with_abs(c2(abs_w, N, C)).with_precision(precision);
+    la::cauchy_linear<float, cq::Kind::independent>({v2(loc_s, R, N), v2(scale_s, R, N)}, W,
+                                                    TensorView<const float, 1>(b.data(), {N}), a);
     check_sums(precision, loc_s, R, N, C,
                [&](std::size_t i, std::size_t j, std::size_t t) { return std::pair{loc_a[i * C + t], w[j * C + t]}; }, b.data());
     check_sums(precision, scale_s, R, N, C,
                [&](std::size_t i, std::size_t j, std::size_t t) { return std::pair{scale_a[i * C + t], abs_w[j * C + t]}; });
     la::cauchy_linear_backward<float>({v2(da_loc, R, C), v2(da_scale, R, C)}, v2(dw, N, C),
-                                      {c2(d_loc, R, N), c2(d_scale, R, N)}, c2(w, N, C), c2(abs_w, N, C), a, nullptr,
-                                      precision);
+                                      {c2(d_loc, R, N), c2(d_scale, R, N)}, W, a, nullptr);
     check_sums(precision, da_loc, R, C, N,
                [&](std::size_t i, std::size_t j, std::size_t t) { return std::pair{d_loc[i * N + t], w[t * C + j]}; });
     check_sums(precision, da_scale, R, C, N,

@@ -81,8 +81,9 @@ TEST_CASE_TEMPLATE("Cauchy scale products and the |W| cache", T, float, double) 
   CHECK(cache.get(v2(w, N, K), 0).data == absw.data);
   CHECK(cache.rebuilds() == 1);
   std::vector<T> out(M * N), dscale(M * K, T(0)), dw(N * K, T(0));
-  cq::linalg::abs_linear_forward<T>(v2(out, M, N), v2(scale, M, K), absw);
-  cq::linalg::abs_linear_backward_input<T>(v2(dscale, M, K), v2(ds, M, N), absw);
+  const auto W = cq::linalg::Weight<const T>(v2(w, N, K)).with_abs(absw);
+  cq::linalg::abs_linear_forward<T>(v2(out, M, N), v2(scale, M, K), W);
+  cq::linalg::abs_linear_backward_input<T>(v2(dscale, M, K), v2(ds, M, N), W);
   cq::linalg::abs_linear_backward_weight<T>(v2(dw, N, K), v2(ds, M, N), v2(scale, M, K), v2(w, N, K));
   for (std::size_t m = 0; m < M; ++m)
     for (std::size_t n = 0; n < N; ++n) {
@@ -125,7 +126,7 @@ TEST_CASE_TEMPLATE("the one-position Cauchy linear map: b + Σ_j loc_j·w_j and 
   const auto A = cq::assume_cauchy_view<cq::Kind::independent>(TensorView<const T, 2>(loc.data(), {M, C}),
                                                                TensorView<const T, 2>(scale.data(), {M, C}));
   for (std::size_t m = 0; m < M; ++m) {
-    const auto y = cq::linalg::cauchy_linear<T>(TensorView<const T, 1>(w.data(), {C}), b, cq::row_of(A, m));
+    const auto y = cq::linalg::cauchy_linear<T>(TensorView<const T, 2>(w.data(), {1, C}), 0, b, cq::row_of(A, m));
     double l = b, s = 0;
     for (std::size_t j = 0; j < C; ++j) {
       l += double(loc[m * C + j]) * w[j];
@@ -134,7 +135,7 @@ TEST_CASE_TEMPLATE("the one-position Cauchy linear map: b + Σ_j loc_j·w_j and 
     CHECK(std::abs(y.loc - l) <= tol<T>(C) * 4);
     CHECK(std::abs(y.scale - s) <= tol<T>(C) * 4);
   }
-  CHECK_THROWS(cq::linalg::cauchy_linear<T>(TensorView<const T, 1>(w.data(), {C - 1}), b, cq::row_of(A, 0)));
+  CHECK_THROWS(cq::linalg::cauchy_linear<T>(TensorView<const T, 2>(w.data(), {1, C - 1}), 0, b, cq::row_of(A, 0)));
   CHECK_THROWS(cq::row_of(A, M));
 }
 
@@ -235,7 +236,7 @@ TEST_CASE_TEMPLATE("decoding's few-rows and fused Cauchy kernels: a double loop'
         const auto a = cq::assume_cauchy_view<cq::Kind::independent>(TensorView<const T, 2>(x_rows, {rows, K}),
                                                                      TensorView<const T, 2>(scale_rows, {rows, K}));
         cq::linalg::cauchy_linear<T>(cq::CauchyOut<T, 2>{v2(l, rows, n), v2(s, rows, n)},
-                                     TensorView<const T, 2>(w.data() + n0 * K, {n, K}), {},
+                                     TensorView<const T, 2>(w.data() + n0 * K, {n, K}),
                                      TensorView<const T, 1>(b.data() + n0, {n}), a);
       };
       cq::set_threads(2);

@@ -61,7 +61,7 @@ TEST_CASE("oneDNN bf16 prefill: Y = bf16(X)·Wᵀ + b within float rounding of t
     const la::PackedMatrix p(la::WeightType::bf16, c2(w, N, K));
     std::vector<float> y(M * N), y_f32(M * N);
     REQUIRE(la::packed_rows_on_onednn(M, p.ref()));
-    la::linear_forward<float>(v2(y, M, N), c2(x, M, K), c2(w, N, K), TensorView<const float, 1>(b.data(), {N}), p.ref());
+    la::linear_forward<float>(v2(y, M, N), c2(x, M, K), la::Weight<const float>(c2(w, N, K)).with_decode(p.ref()), TensorView<const float, 1>(b.data(), {N}));
     la::set_bf16_kernel(la::Bf16Kernel::own);
     la::linear_forward<float>(v2(y_f32, M, N), c2(x, M, K), c2(w, N, K), TensorView<const float, 1>(b.data(), {N}));
     la::set_bf16_kernel(la::Bf16Kernel::onednn);
@@ -104,7 +104,7 @@ TEST_CASE("oneDNN int8 prefill: X quantised per row, |y - y(X, q·s)| within (s_
     CAPTURE(int(way));
     std::vector<float> y(M * N);
     REQUIRE(la::packed_rows_on_onednn(M, p.ref()));
-    la::linear_forward<float>(v2(y, M, N), c2(x, M, K), c2(w, N, K), TensorView<const float, 1>(b.data(), {N}), p.ref());
+    la::linear_forward<float>(v2(y, M, N), c2(x, M, K), la::Weight<const float>(c2(w, N, K)).with_decode(p.ref()), TensorView<const float, 1>(b.data(), {N}));
     double err2 = 0, ref2 = 0;
     for (std::size_t m = 0; m < M; ++m) {
       double amax = 0;
@@ -229,16 +229,16 @@ TEST_CASE("oneDNN: fewer than onednn_min_rows rows run on our kernels (their bit
   std::vector<float> y_own(few * N), y_dnnl(few * N);
   {
     const KernelScope scope(la::Bf16Kernel::own);
-    la::linear_forward<float>(v2(y_own, few, N), c2(x, few, K), c2(w, N, K), {}, p.ref());
+    la::linear_forward<float>(v2(y_own, few, N), c2(x, few, K), la::Weight<const float>(c2(w, N, K)).with_decode(p.ref()));
   }
   const KernelScope scope(la::Bf16Kernel::onednn);
   CHECK(!la::packed_rows_on_onednn(few, p.ref()));
   CHECK(!la::packed_rows_on_onednn(many, p.ref().rows_from(4, N - 4)));  // the copy is of the whole matrix
-  la::linear_forward<float>(v2(y_dnnl, few, N), c2(x, few, K), c2(w, N, K), {}, p.ref());
+  la::linear_forward<float>(v2(y_dnnl, few, N), c2(x, few, K), la::Weight<const float>(c2(w, N, K)).with_decode(p.ref()));
   CHECK(y_dnnl == y_own);
   std::vector<float> a(many * N), b(many * N);
-  std::thread first([&] { la::linear_forward<float>(v2(a, many, N), c2(x, many, K), c2(w, N, K), {}, p.ref()); });
-  std::thread second([&] { la::linear_forward<float>(v2(b, many, N), c2(x, many, K), c2(w, N, K), {}, p.ref()); });
+  std::thread first([&] { la::linear_forward<float>(v2(a, many, N), c2(x, many, K), la::Weight<const float>(c2(w, N, K)).with_decode(p.ref())); });
+  std::thread second([&] { la::linear_forward<float>(v2(b, many, N), c2(x, many, K), la::Weight<const float>(c2(w, N, K)).with_decode(p.ref())); });
   first.join();
   second.join();
   CHECK(a == b);

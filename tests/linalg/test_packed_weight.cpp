@@ -157,7 +157,8 @@ TEST_CASE("linear_forward reading a packed copy agrees with the float kernel on 
       if (type == la::WeightType::bf16)
         for (auto& v : x_read) v = cq::bf16_to_float(cq::float_to_bf16(v));
       std::vector<float> y_packed(M * N), y_float(M * N);
-      la::linear_forward<float>(v2(y_packed, M, N), c2(x, M, K), c2(rounded, N, K), TensorView<const float, 1>(b.data(), {N}), p.ref());
+      la::linear_forward<float>(v2(y_packed, M, N), c2(x, M, K), la::Weight<const float>(c2(rounded, N, K)).with_decode(p.ref()),
+                                TensorView<const float, 1>(b.data(), {N}));
       la::linear_forward<float>(v2(y_float, M, N), c2(x_read, M, K), c2(rounded, N, K), TensorView<const float, 1>(b.data(), {N}));
       if (type == la::WeightType::int8) {  // X quantised per chunk of 16 (int8_dot.hpp)
         for (std::size_t m = 0; m < M; ++m) {
@@ -193,9 +194,9 @@ TEST_CASE("fused Cauchy kernel reads the packed W_cls: loc and scale as from the
     la::round_weights(type, v2(rounded, N, C));
     std::vector<float> lp(R * N), sp(R * N), lf(R * N), sf(R * N);
     const auto a = cq::assume_cauchy_view<cq::Kind::independent>(c2(loc, R, C), c2(scale, R, C));
-    la::cauchy_linear<float>(cq::CauchyOut<float, 2>{v2(lp, R, N), v2(sp, R, N)}, c2(rounded, N, C), {},
-                             TensorView<const float, 1>(b.data(), {N}), a, p.ref());
-    la::cauchy_linear<float>(cq::CauchyOut<float, 2>{v2(lf, R, N), v2(sf, R, N)}, c2(rounded, N, C), {},
+    la::cauchy_linear<float>(cq::CauchyOut<float, 2>{v2(lp, R, N), v2(sp, R, N)},
+                             la::Weight<const float>(c2(rounded, N, C)).with_decode(p.ref()), TensorView<const float, 1>(b.data(), {N}), a);
+    la::cauchy_linear<float>(cq::CauchyOut<float, 2>{v2(lf, R, N), v2(sf, R, N)}, c2(rounded, N, C),
                              TensorView<const float, 1>(b.data(), {N}), a);
     if (type == la::WeightType::bf16) {  // the same products summed in another order, and a double sum
       for (std::size_t r = 0; r < R; ++r)
@@ -240,9 +241,9 @@ TEST_CASE("fused Cauchy kernel over rows of a packed bf16 W_cls from any row on:
     la::round_weights(la::WeightType::bf16, v2(rounded, N, C));
     const auto a = cq::assume_cauchy_view<cq::Kind::independent>(c2(loc, R, C), c2(scale, R, C));
     std::vector<float> l_all(R * N), s_all(R * N), lf(R * N), sf(R * N);
-    la::cauchy_linear<float>(cq::CauchyOut<float, 2>{v2(l_all, R, N), v2(s_all, R, N)}, c2(rounded, N, C),
-                             {}, {}, a, p.ref());
-    la::cauchy_linear<float>(cq::CauchyOut<float, 2>{v2(lf, R, N), v2(sf, R, N)}, c2(rounded, N, C), {}, {}, a);
+    la::cauchy_linear<float>(cq::CauchyOut<float, 2>{v2(l_all, R, N), v2(s_all, R, N)},
+                             la::Weight<const float>(c2(rounded, N, C)).with_decode(p.ref()), {}, a);
+    la::cauchy_linear<float>(cq::CauchyOut<float, 2>{v2(lf, R, N), v2(sf, R, N)}, c2(rounded, N, C), {}, a);
     for (std::size_t r = 0; r < R; ++r)  // the float kernel on the rounded matrix, summed in another order
       for (std::size_t i = 0; i < N; ++i) {
         double magnitude = 0;
@@ -256,8 +257,8 @@ TEST_CASE("fused Cauchy kernel over rows of a packed bf16 W_cls from any row on:
       const std::size_t n = N - k0;
       std::vector<float> lp(R * n), sp(R * n);
       const TensorView<const float, 2> w_rows(rounded.data() + k0 * C, {n, C});
-      la::cauchy_linear<float>(cq::CauchyOut<float, 2>{v2(lp, R, n), v2(sp, R, n)}, w_rows, {}, {}, a,
-                               p.ref().rows_from(k0, n));
+      la::cauchy_linear<float>(cq::CauchyOut<float, 2>{v2(lp, R, n), v2(sp, R, n)},
+                               la::Weight<const float>(w_rows).with_decode(p.ref().rows_from(k0, n)), {}, a);
       std::size_t mismatches = 0;
       for (std::size_t r = 0; r < R; ++r)
         for (std::size_t i = 0; i < n; ++i)

@@ -223,8 +223,8 @@ TEST_CASE("CausalHead: values by hand on one position") {
   auto p = cq::model::HeadParams<double>::bind(params);
   p.abduction.loc_weight(0, 0) = 2; p.abduction.loc_bias[0] = 0.5;
   for (auto& b : p.abduction.scale_bias) b = cq::inv_softplus(3.0);
-  p.action.cls_weight(0, 0) = 1; p.action.cls_weight(1, 0) = -2; p.action.cls_bias[0] = 0; p.action.cls_bias[1] = 1;
-  p.action.reg_weight(0, 0) = 0.5; p.action.reg_bias[0] = 1;
+  p.action.cls_weight.values(0, 0) = 1; p.action.cls_weight.values(1, 0) = -2; p.action.cls_bias[0] = 0; p.action.cls_bias[1] = 1;
+  p.action.reg_weight.values(0, 0) = 0.5; p.action.reg_bias[0] = 1;
   for (auto& b : p.action.b_noise) b = -0.25;
   p.action.threshold[0] = p.action.threshold[1] = 1;
   const double z[2] = {1.5, 0.0}, y = 4.0;

@@ -18,8 +18,9 @@ TEST_CASE("dynamic tape: linear → silu(h)·h → rms_norm → linear → Σ y�
   const std::size_t M = 6, K = 5, N = 7, O = 3;
   auto w1 = randn(N * K, rng, 0.5), b1 = randn(N, rng), wn = randn(N, rng), w2 = randn(O * N, rng, 0.5);
   std::vector<double> dw1(w1.size()), db1(b1.size()), dwn(wn.size()), dw2(w2.size());
-  nn::Linear<double>::Params p1{{w1.data(), {N, K}}, {b1.data(), {N}}}, g1{{dw1.data(), {N, K}}, {db1.data(), {N}}};
-  nn::Linear<double>::Params p2{{w2.data(), {O, N}}, {}}, g2{{dw2.data(), {O, N}}, {}};
+  using W = TensorView<double, 2>;
+  nn::Linear<double>::Params p1{W(w1.data(), {N, K}), {b1.data(), {N}}}, g1{W(dw1.data(), {N, K}), {db1.data(), {N}}};
+  nn::Linear<double>::Params p2{W(w2.data(), {O, N}), {}}, g2{W(dw2.data(), {O, N}), {}};
   cqtest::Tape<double> tape;
   auto x = tape.variable({M, K}, randn(M * K, rng));
   const auto start = tape.mark();

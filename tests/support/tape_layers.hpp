@@ -37,9 +37,9 @@ TapeVar tape_linear(Tape<T>& tape, const typename causalqwen::nn::Linear<T>::Par
   using In = causalqwen::TensorView<const T, 2>;
   using Out = causalqwen::TensorView<T, 2>;
   const auto xs = detail_tape::matrix_shape(tape, x, "tape_linear");
-  const std::size_t M = xs[0], K = xs[1], N = p.weight.shape[0];
-  causalqwen::detail::require(p.weight.shape[1] == K, "tape_linear", "W {} does not match the input {}",
-                              causalqwen::shape_string(p.weight.shape), causalqwen::shape_string(xs));
+  const std::size_t M = xs[0], K = xs[1], N = p.weight.values.shape[0];
+  causalqwen::detail::require(p.weight.values.shape[1] == K, "tape_linear", "W {} does not match the input {}",
+                              causalqwen::shape_string(p.weight.values.shape), causalqwen::shape_string(xs));
   return tape.custom(
       {M, N},
       [&](std::vector<T>& out) {

@@ -142,10 +142,10 @@ class NextTokenHead {
     const TensorView<T, 2> loc_S(loc_S_.data(), {R, K});
     if (need_scale)
       Action<T>::classes(p.action, A, 0, K,
-                         R > linalg::fused_rows_max ? abs_cache_.get(p.action.cls_weight, version) : TensorView<const T, 2>{},
+                         R > linalg::fused_rows_max ? abs_cache_.get(p.action.cls_weight.values, version) : TensorView<const T, 2>{},
                          {loc_S, TensorView<T, 2>(scale_S_.data(), {R, K})});
     else
-      linalg::linear_forward<T>(loc_S, shifted.loc, p.action.cls_weight, p.action.cls_bias, p.action.cls_packed);
+      linalg::linear_forward<T>(loc_S, shifted.loc, p.action.cls_weight, p.action.cls_bias);
     const auto num = static_cast<std::size_t>(cfg_.num_token_id);
     for (std::size_t r = 0; r < R; ++r) {
       StepDecision& d = out[r];

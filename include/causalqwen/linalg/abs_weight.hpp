@@ -49,30 +49,29 @@ class AbsWeightCache {
   bool valid_ = false;
 };
 
-/// scale' = scale·|W|ᵀ:  scale [M,K], |W| [N,K], scale' [M,N]  (Precision::bf16: both rounded to bf16,
-/// |W|'s bf16 values read from `abs_bf16` when it holds them: a bf16 copy of W read as |W|,
-/// PackedRef::abs_values(); abs_w's floats are then not read).
+/// scale' = scale·|W|ᵀ:  scale [M,K], |W| = W.abs [N,K], scale' [M,N]  (Precision::bf16: both
+/// rounded to bf16, |W|'s bf16 values read from W.bf16_copy with the sign bits cleared when W has
+/// one: W.abs is then not read).
 template <class T>
-void abs_linear_forward(TensorView<T, 2> scale_out, TensorView<const T, 2> scale,
-                        TensorView<const T, 2> abs_w, Precision precision = Precision::f32, const PackedRef& abs_bf16 = {}) {
-  linear_forward<T>(scale_out, scale, abs_w, {}, precision == Precision::bf16 ? abs_bf16 : PackedRef{}, precision);
+void abs_linear_forward(TensorView<T, 2> scale_out, TensorView<const T, 2> scale, const Weight<const T>& W) {
+  linear_forward<T>(scale_out, scale, W.abs_weight());
 }
 
-/// dscale += dscale'·|W|:  dscale' [M,N], |W| [N,K], dscale [M,K]  (Precision::bf16 likewise).
+/// dscale += dscale'·|W|:  dscale' [M,N], |W| = W.abs [N,K], dscale [M,K]  (Precision::bf16 likewise).
 template <class T>
-void abs_linear_backward_input(TensorView<T, 2> dscale, TensorView<const T, 2> dscale_out,
-                               TensorView<const T, 2> abs_w, Precision precision = Precision::f32,
-                               const PackedRef& abs_bf16 = {}) {
-  linear_backward_input<T>(dscale, dscale_out, abs_w, precision, abs_bf16);
+void abs_linear_backward_input(TensorView<T, 2> dscale, TensorView<const T, 2> dscale_out, const Weight<const T>& W) {
+  linear_backward_input<T>(dscale, dscale_out, W.abs_weight());
 }
 
 /// dW += sign(W) ⊙ (dscale'ᵀ·scale):  dscale' [M,N], scale [M,K], W and dW [N,K];
 /// sign(0) = 0 (the subgradient of |w| at 0 used here). Offered first to `sink` when given.
-/// Precision::bf16: the product of bf16(dscale')ᵀ·bf16(scale).
+/// Precision::bf16 (W.precision): the product of bf16(dscale')ᵀ·bf16(scale).
 template <class T>
 void abs_linear_backward_weight(TensorView<T, 2> dw, TensorView<const T, 2> dscale_out,
-                                TensorView<const T, 2> scale, TensorView<const T, 2> w,
-                                WeightGradSink<T>* sink = nullptr, Precision precision = Precision::f32) {
+                                TensorView<const T, 2> scale, const Weight<const T>& W,
+                                WeightGradSink<T>* sink = nullptr) {
+  const TensorView<const T, 2> w = W.values;
+  const Precision precision = W.precision;
   const std::size_t m = dscale_out.shape[0], n = dscale_out.shape[1], k = scale.shape[1];
   detail::require(scale.shape[0] == m, "abs_linear_backward_weight",
                   "scale {} does not match dscale' {}", shape_text(scale.shape),

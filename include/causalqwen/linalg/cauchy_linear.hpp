@@ -6,16 +6,19 @@
 /// result is returned as a marginal view over the caller's buffers (a kind-less CauchyOut); the
 /// one-position form (one row w of a matrix, one position of A) returns one Cauchy variable.
 ///
-/// For R ≤ fused_rows_max (decoding) one pass over W computes both products, a block of four rows
-/// of W at a time (gemv.hpp's dot_rows), reading W once instead of W and a cached |W|: decoding is bound
-/// by the memory traffic of the class weights; W is then read from its packed bf16 copy when one
-/// is given, or, from an int8 copy, by the integer dot products of int8_dot.hpp. More rows use two GEMMs over the float W with |W| from the caller, in float
-/// or (Precision::bf16, mixed-precision training) on bf16 operands with float sums.
+/// W is one handle (weight.hpp) with the forms the products read. For R ≤ fused_rows_max
+/// (decoding) one pass over W computes both products, a block of four rows of W at a time
+/// (gemv.hpp's dot_rows), reading W once instead of W and |W|: decoding is bound by the memory
+/// traffic of the class weights; W is then read from its bf16 decoding copy (W.decode) when it
+/// has one, or, from an int8 copy, by the integer dot products of int8_dot.hpp. More rows use two
+/// GEMMs over W.values and W.abs, in float or (Precision::bf16, mixed-precision training) on bf16
+/// operands with float sums, both read from W.bf16_copy when W has one.
 #pragma once
 #include "causalqwen/cauchy/cauchy_view.hpp"
 #include "causalqwen/linalg/abs_weight.hpp"
 #include "causalqwen/linalg/gemm.hpp"
 #include "causalqwen/linalg/gemv.hpp"
+#include "causalqwen/linalg/weight.hpp"
 
 #include <cmath>
 
@@ -24,17 +27,30 @@ namespace causalqwen::linalg {
 /// Rows up to which the fused single-pass kernel is used.
 inline constexpr std::size_t fused_rows_max = 16;
 
+namespace detail_cauchy_linear {
+/// The one-position form's refusal of an input whose length is not w's (out of line, so that
+/// the form itself stays small enough to be inlined into its callers' loops).
+[[noreturn, gnu::cold, gnu::noinline]] inline void wrong_length(std::size_t got, std::size_t C) {
+  throw DomainError(fmt::format("causalqwen::cauchy_linear: the input has {} components, w has {}", got, C));
+}
+/// The matrix form's refusal of a product of more rows without |W| at hand.
+template <class T>
+void require_abs(const Weight<const T>& W) {
+  detail::require(W.abs_from_copy() || (!W.abs.empty() && W.abs.shape == W.values.shape), "cauchy_linear",
+                  "|W| {} is needed for W {} beyond {} rows", shape_text(W.abs.shape), shape_text(W.values.shape),
+                  fused_rows_max);
+}
+}  // namespace detail_cauchy_linear
+
 /// S = linear(W, b, A) (see the file comment), written into `out` and returned as the marginal
-/// view over it. W [N,C], |W| [N,C] (needed only beyond fused_rows_max rows; may be empty
-/// otherwise), b [N] (may be empty), A [R,C], out [R,N]. `packed`: a bf16 / int8 copy of W read by
-/// the fused kernel instead of w. `w_bf16`: with Precision::bf16, a current bf16 copy of W that
-/// the products of more rows read for W and for |W| (abs_w is then not read).
+/// view over it. W [N,C] (W.abs needed only beyond fused_rows_max rows, and then not with the
+/// bf16 copy of Precision::bf16), b [N] (may be empty), A [R,C], out [R,N].
 template <class T, Kind K>
-CauchyView<T, 2, Kind::marginal> cauchy_linear(CauchyOut<T, 2> out, TensorView<const T, 2> w, TensorView<const T, 2> abs_w,
-                                               TensorView<const T, 1> b, CauchyView<const T, 2, K> a,
-                                               const PackedRef& packed = {}, Precision precision = Precision::f32,
-                                               const PackedRef& w_bf16 = {}) {
+CauchyView<T, 2, Kind::marginal> cauchy_linear(CauchyOut<T, 2> out, const Weight<const T>& W, TensorView<const T, 1> b,
+                                               CauchyView<const T, 2, K> a) {
   static_assert(K == Kind::independent, CAUSALQWEN_LINEAR_OF_MARGINAL);
+  const TensorView<const T, 2> w = W.values;
+  const PackedRef& packed = W.decode;
   const std::size_t N = w.shape[0], C = w.shape[1], R = a.loc.shape[0];
   if (packed.packed())
     detail::require(packed.rows == N && packed.cols == C, "cauchy_linear", "the packed W [{},{}] is not W {}", packed.rows,
@@ -44,8 +60,11 @@ CauchyView<T, 2, Kind::marginal> cauchy_linear(CauchyOut<T, 2> out, TensorView<c
   require_shape(out.scale, {R, N}, "cauchy_linear", "scale of the output");
   const auto S = result_view(ops::linear{}, a, out);
   if (R > fused_rows_max || !detail_gemv::simd_type<T>) {
-    linear_forward<T>(out.loc, a.loc, w, b, precision == Precision::bf16 ? w_bf16 : PackedRef{}, precision);
-    abs_linear_forward<T>(out.scale, a.scale, abs_w, precision, w_bf16.abs_values());
+    detail_cauchy_linear::require_abs(W);
+    Weight<const T> product = W;  // the decoding copy serves the fused pass only
+    product.decode = {};
+    linear_forward<T>(out.loc, a.loc, product, b);
+    abs_linear_forward<T>(out.scale, a.scale, W);
     return S;
   }
   if constexpr (std::is_same_v<T, float>)
@@ -79,27 +98,21 @@ CauchyView<T, 2, Kind::marginal> cauchy_linear(CauchyOut<T, 2> out, TensorView<c
   return S;
 }
 
-namespace detail_cauchy_linear {
-/// The one-position form's refusal of an input whose length is not w's (out of line, so that
-/// the form itself stays small enough to be inlined into its callers' loops).
-[[noreturn, gnu::cold, gnu::noinline]] inline void wrong_length(std::size_t got, std::size_t C) {
-  throw DomainError(fmt::format("causalqwen::cauchy_linear: the input has {} components, w has {}", got, C));
-}
-}  // namespace detail_cauchy_linear
 
-/// y = linear(w, b, a) of one position, through one row w [C] of a weight matrix (the value head,
-/// or one class):  loc_y = b + Σ_j loc_a,j·w_j,  scale_y = Σ_j scale_a,j·|w_j|, summed in order of j.
-/// a [C] must be independent, as for the matrix form.
+/// y = linear(w, b, a) of one position, through row `row` w [C] of a weight matrix W (the value
+/// head, or one class):  loc_y = b + Σ_j loc_a,j·w_j,  scale_y = Σ_j scale_a,j·|w_j|, summed in
+/// order of j, from W.values. a [C] must be independent, as for the matrix form.
 template <class T, Kind K>
-CauchyParams<T> cauchy_linear(TensorView<const T, 1> w, T b, CauchyView<const T, 1, K> a) {
+CauchyParams<T> cauchy_linear(const Weight<const T>& W, std::size_t row, T b, CauchyView<const T, 1, K> a) {
   static_assert(K == Kind::independent, CAUSALQWEN_LINEAR_OF_MARGINAL);
-  const std::size_t C = w.shape[0];
+  const std::size_t C = W.values.shape[1];
   if (a.loc.shape[0] != C) [[unlikely]]
     detail_cauchy_linear::wrong_length(a.loc.shape[0], C);
+  const T* w = W.values.data + row * C;
   T loc = b, scale = 0;
   for (std::size_t j = 0; j < C; ++j) {
-    loc += a.loc.data[j] * w.data[j];
-    scale += a.scale.data[j] * std::fabs(w.data[j]);
+    loc += a.loc.data[j] * w[j];
+    scale += a.scale.data[j] * std::fabs(w[j]);
   }
   return {loc, scale};
 }
@@ -107,18 +120,18 @@ CauchyParams<T> cauchy_linear(TensorView<const T, 1> w, T b, CauchyView<const T,
 /// Backward of cauchy_linear from dS = (∂L/∂loc_S, ∂L/∂scale_S) [R,N]:
 ///   dA.d_loc += dS.d_loc·W,  dA.d_scale += dS.d_scale·|W|,
 ///   dW += dS.d_locᵀ·loc_A + sign(W) ⊙ (dS.d_scaleᵀ·scale_A)   (offered first to `sink`)
-/// (the bias gradient, colsum(dS.d_loc), is left to the caller, which may share it). Precision::bf16:
-/// the four products on bf16 operands with float sums; `w_bf16` (optional): a current bf16 copy of
-/// W, which dS·W and dS·|W| then read (|W| with the sign bits cleared; abs_w is then not read).
+/// (the bias gradient, colsum(dS.d_loc), is left to the caller, which may share it). W.abs is
+/// read for |W|; Precision::bf16: the four products on bf16 operands with float sums, dS·W and
+/// dS·|W| reading W.bf16_copy when W has one (|W| with the sign bits cleared; W.abs is then not
+/// read).
 template <class T>
 void cauchy_linear_backward(CauchyViewGrad<T, 2> da, TensorView<T, 2> dw, CauchyViewGrad<const T, 2> ds,
-                            TensorView<const T, 2> w, TensorView<const T, 2> abs_w,
-                            CauchyView<const T, 2, Kind::independent> a, WeightGradSink<T>* sink = nullptr,
-                            Precision precision = Precision::f32, const PackedRef& w_bf16 = {}) {
-  linear_backward_input<T>(da.d_loc, ds.d_loc, w, precision, w_bf16);
-  abs_linear_backward_input<T>(da.d_scale, ds.d_scale, abs_w, precision, w_bf16.abs_values());
-  linear_backward_weight<T>(dw, ds.d_loc, a.loc, sink, precision);
-  abs_linear_backward_weight<T>(dw, ds.d_scale, a.scale, w, sink, precision);
+                            const Weight<const T>& W, CauchyView<const T, 2, Kind::independent> a,
+                            WeightGradSink<T>* sink = nullptr) {
+  linear_backward_input<T>(da.d_loc, ds.d_loc, W);
+  abs_linear_backward_input<T>(da.d_scale, ds.d_scale, W);
+  linear_backward_weight<T>(dw, ds.d_loc, a.loc, sink, W.precision);
+  abs_linear_backward_weight<T>(dw, ds.d_scale, a.scale, W, sink);
 }
 
 }  // namespace causalqwen::linalg

@@ -9,6 +9,7 @@
 #include "causalqwen/linalg/gemv.hpp"
 #include "causalqwen/linalg/kernels/onednn_bf16.hpp"
 #include "causalqwen/linalg/matmul.hpp"
+#include "causalqwen/linalg/weight.hpp"
 #include "causalqwen/linalg/weight_grad_sink.hpp"
 
 #include <algorithm>
@@ -40,22 +41,24 @@ void add_bias_rows(TensorView<T, 2> y, TensorView<const T, 1> b) {
 }
 
 /// Y = X·Wᵀ (+ b):  X [M,K], W [N,K], b [N] (optional: empty view), Y [M,N].
-/// When `packed` holds a bf16 copy of W, every row count runs on the bf16 product
-/// (bf16_gemm.hpp: Y = bf16(X)·Wᵀ, a row's bits independent of M). Otherwise up to few_rows_max
-/// rows (a decoding step) W is read once by the few-rows kernel (gemv.hpp), from `packed` when
-/// it holds an int8 copy; more rows with an int8 copy run Y = s ⊙ (bf16(X)·Qᵀ) on the bf16
-/// product where int8_rows_on_bf16() says so (AVX512-BF16); more rows otherwise use the GEMM
-/// over the float W (q·s for an int8 copy), which reuses W from cache.
+/// In f32 (W.precision), when W has a bf16 decoding copy (W.decode), every row count runs on the
+/// bf16 product (bf16_gemm.hpp: Y = bf16(X)·Wᵀ, a row's bits independent of M). Otherwise up to
+/// few_rows_max rows (a decoding step) W is read once by the few-rows kernel (gemv.hpp), from
+/// W.decode when it is an int8 copy; more rows with an int8 copy run Y = s ⊙ (bf16(X)·Qᵀ) on
+/// the bf16 product where int8_rows_on_bf16() says so (AVX512-BF16); more rows otherwise use the
+/// GEMM over the float W.values (q·s for an int8 copy), which reuses W from cache.
 /// Precision::bf16 (float only): Y = bf16(X)·bf16(W)ᵀ (+ b), X rounded in this call, and W too
-/// unless `packed` holds its bf16 copy (mixed-precision training's, kept current by the
-/// optimiser: the same values, one pass over the weights fewer).
+/// unless W.bf16_copy holds it (mixed-precision training's, kept current by the optimiser: the
+/// same values, one pass over the weights fewer); the decoding copy is not read.
 /// From onednn_min_rows rows on, where bf16_products_on_onednn() (by default: built with oneDNN,
 /// on a CPU where it runs AMX), the products with a bf16 or int8 copy and those of
 /// Precision::bf16 run on oneDNN's matmul instead (kernels/onednn_bf16.hpp: the same
 /// formulas, sums in oneDNN's order; int8 with X quantised per row).
 template <class T>
-void linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, TensorView<const T, 2> w,
-                    TensorView<const T, 1> b = {}, const PackedRef& packed = {}, Precision precision = Precision::f32) {
+void linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, const Weight<const T>& W, TensorView<const T, 1> b = {}) {
+  const TensorView<const T, 2> w = W.values;
+  const PackedRef& packed = W.product_copy();
+  const Precision precision = W.precision;
   const std::size_t m = x.shape[0], k = x.shape[1], n = w.shape[0];
   detail::require(w.shape[1] == k, "linear_forward", "W {} does not match X {}",
                   shape_text(w.shape), shape_text(x.shape));
@@ -80,10 +83,11 @@ void linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, TensorView<con
 }
 
 /// dX += dY·W:  dY [M,N], W [N,K], dX [M,K]  (Precision::bf16: bf16(dY)·bf16(W), bf16(W) read
-/// from `packed` when it holds W's bf16 copy).
+/// from W.bf16_copy when it has one; the decoding copy is not read).
 template <class T>
-void linear_backward_input(TensorView<T, 2> dx, TensorView<const T, 2> dy,
-                           TensorView<const T, 2> w, Precision precision = Precision::f32, const PackedRef& packed = {}) {
+void linear_backward_input(TensorView<T, 2> dx, TensorView<const T, 2> dy, const Weight<const T>& W) {
+  const TensorView<const T, 2> w = W.values;
+  const Precision precision = W.precision;
   const std::size_t m = dy.shape[0], n = dy.shape[1], k = w.shape[1];
   detail::require(w.shape[0] == n, "linear_backward_input", "W {} does not match dY {}",
                   shape_text(w.shape), shape_text(dy.shape));
@@ -91,7 +95,7 @@ void linear_backward_input(TensorView<T, 2> dx, TensorView<const T, 2> dy,
   require_precision_fits<T>(precision, "linear_backward_input");
   if constexpr (std::is_same_v<T, float>)
     if (precision == Precision::bf16)
-      return bf16_matmul_rows(Op::plain, Op::plain, m, k, n, dy.data, n, w.data, k, dx.data, k, true, packed);
+      return bf16_matmul_rows(Op::plain, Op::plain, m, k, n, dy.data, n, w.data, k, dx.data, k, true, W.backward_copy());
   matmul<T>(Op::plain, Op::plain, m, k, n, dy.data, n, w.data, k, dx.data, k, true);
 }
 

@@ -46,17 +46,15 @@ template <class T>
 struct Action {
   template <class V>
   struct ParamsOf {
-    TensorView<V, 2> cls_weight;  // [K,C]
+    // [K,C], with its forms (linalg/weight.hpp): a packed copy for decoding; mixed precision's
+    // Precision::bf16 for the class products of > 16 rows and a current bf16 copy, which the
+    // |cls_weight| products read with the sign bits cleared
+    linalg::Weight<V> cls_weight;
     TensorView<V, 1> cls_bias;    // [K]
-    TensorView<V, 2> reg_weight;  // [1,C]
+    linalg::Weight<V> reg_weight;  // [1,C]
     TensorView<V, 1> reg_bias;    // [1]
     TensorView<V, 1> b_noise;     // [C]
     TensorView<V, 1> threshold;   // [K]
-    linalg::PackedRef cls_packed{};  // a bf16 / int8 copy of cls_weight for decoding (f32: none)
-    linalg::Precision precision = linalg::Precision::f32;  // the class products of > 16 rows (bf16: mixed precision)
-    // mixed precision: a current bf16 copy of cls_weight (linalg/bf16_copies.hpp; none otherwise),
-    // which the |cls_weight| products read with the sign bits cleared
-    linalg::PackedRef cls_bf16{};
     template <class A>
     static ParamsOf bind(A& arena) {
       return {arena.template view<2>(names::cls_w), arena.template view<1>(names::cls_b),
@@ -91,7 +89,7 @@ struct Action {
     std::mt19937_64 rng(seed);
     const double bound = cfg.reg_init_gain * std::sqrt(6.0 / static_cast<double>(C + 1));
     std::uniform_real_distribution<double> uniform(-bound, bound);
-    for (auto& w : p.reg_weight) w = static_cast<T>(uniform(rng));
+    for (auto& w : p.reg_weight.values) w = static_cast<T>(uniform(rng));
     p.reg_bias[0] = static_cast<T>(cfg.reg_bias_init);
     std::fill(p.b_noise.begin(), p.b_noise.end(), static_cast<T>(cfg.b_noise_init));
     for (std::size_t k = 0; k < cfg.num_classes; ++k) p.threshold[k] = static_cast<T>(cfg.threshold(k));
@@ -157,14 +155,12 @@ struct Action {
   /// A must be independent: any other kind stops compilation with the algebra's sentence.
   template <Kind K>
   static CauchyParams<T> value(const Params& p, CauchyView<const T, 1, K> a) {
-    const std::size_t C = p.reg_weight.shape[1];
-    return linalg::cauchy_linear<T>(TensorView<const T, 1>(p.reg_weight.data, {C}), p.reg_bias[0], a);
+    return linalg::cauchy_linear<T>(p.reg_weight, 0, p.reg_bias[0], a);
   }
   /// S_k of one position a [C]: loc = b_cls,k + Σ_j W_kj·loc_A,j,  scale = Σ_j |W_kj|·scale_A,j.
   template <Kind K>
   static CauchyParams<T> class_score(const Params& p, std::size_t k, CauchyView<const T, 1, K> a) {
-    const std::size_t C = p.cls_weight.shape[1];
-    return linalg::cauchy_linear<T>(TensorView<const T, 1>(p.cls_weight.data + k * C, {C}), p.cls_bias[k], a);
+    return linalg::cauchy_linear<T>(p.cls_weight, k, p.cls_bias[k], a);
   }
   /// S for classes [k0, k0 + n) of R positions: linear(W_cls, b_cls, A) written into `out` [R,n]
   /// and returned as the marginal view over it (abs_w: |W_cls| of those classes, [n,C]; see
@@ -173,16 +169,8 @@ struct Action {
   template <Kind K>
   static ClassScores<T> classes(const Params& p, CauchyView<const T, 2, K> A, std::size_t k0, std::size_t n,
                                 TensorView<const T, 2> abs_w, CauchyOut<T, 2> out) {
-    const std::size_t C = p.cls_weight.shape[1];
-    return linalg::cauchy_linear<T, K>(out, TensorView<const T, 2>(p.cls_weight.data + k0 * C, {n, C}), abs_w,
-                                       TensorView<const T, 1>(p.cls_bias.data + k0, {n}), A,
-                                       p.cls_packed.packed() ? p.cls_packed.rows_from(k0, n) : linalg::PackedRef{},
-                                       p.precision, copy_rows(p.cls_bf16, k0, n));
-  }
-  /// Rows [k0, k0 + n) of a bf16 copy, which the products read from a multiple of 4 rows on
-  /// (none stays none, and so does a copy from any other row).
-  static linalg::PackedRef copy_rows(const linalg::PackedRef& copy, std::size_t k0, std::size_t n) {
-    return copy.packed() && k0 % linalg::panel_rows == 0 ? copy.rows_from(k0, n) : linalg::PackedRef{};
+    return linalg::cauchy_linear<T, K>(out, p.cls_weight.rows(k0, n).with_abs(abs_w),
+                                       TensorView<const T, 1>(p.cls_bias.data + k0, {n}), A);
   }
 
   static T sign(T x) { return T((x > T(0)) - (x < T(0))); }

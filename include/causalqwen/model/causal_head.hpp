@@ -143,7 +143,7 @@ class CausalHead {
     const std::size_t M = c.rows, C = cfg_.causal_size, K = cfg_.num_classes;
     FullVocabulary out;
     for (auto* v : {&out.loc_S, &out.scale_S, &out.ovr_z, &out.P, &out.log_P, &out.log_1mP}) v->resize(M * K);
-    std::vector<T> abs_w(p.action.cls_weight.begin(), p.action.cls_weight.end());
+    std::vector<T> abs_w(p.action.cls_weight.values.begin(), p.action.cls_weight.values.end());
     for (auto& w : abs_w) w = std::fabs(w);
     const Individuals<const T> A = Action<T>::output(c.action, Abduction<T>::individuals(c.abduction, C));
     Action<T>::classes(p.action, A, 0, K, {abs_w.data(), {K, C}},
@@ -163,7 +163,7 @@ class CausalHead {
                     const SamplingNoise<T>& noise, const HeadParams<T>* grads, TensorView<T, 2> dz) const {
     const std::size_t M = z.shape[0], C = cfg_.causal_size, H = cfg_.hidden_size(), K = cfg_.num_classes;
     require_shape(z, {M, H}, "CausalHead", "z");
-    require_shape(p.action.cls_weight, {K, C}, "CausalHead", "causal.action.cls.weight");
+    require_shape(p.action.cls_weight.values, {K, C}, "CausalHead", "causal.action.cls.weight");
     require_shape(t.labels, {M}, "CausalHead", "labels");
     if (!t.target_values.empty()) require_shape(t.target_values, {M}, "CausalHead", "target_values");
     if (!t.attention_mask.empty()) require_shape(t.attention_mask, {M}, "CausalHead", "attention_mask");

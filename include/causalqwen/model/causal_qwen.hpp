@@ -160,15 +160,22 @@ class CausalQwen<T, RuntimeConfig{}> {
     linalg::require_precision_fits<T>(precision, "CausalQwen::set_precision");
     precision_ = precision;
     bf16_copies_.reset();
-    layer_copies_.clear();
+    rounding_forms_.clear();
+    copy_forms_.clear();
+    cls_rounding_ = {};
     cls_copy_ = {};
     if constexpr (std::is_same_v<T, float>) {
-      if (precision == linalg::Precision::bf16 && copies == linalg::WeightCopies::kept) {
-        // in rows where oneDNN runs the products (they read that layout), else in our kernels' panels
-        bf16_copies_ = std::make_unique<linalg::Bf16Copies>(linalg::bf16_products_on_onednn() ? linalg::detail_bf16::PackLayout::rows
-                                                                                              : linalg::detail_bf16::PackLayout::panels);
-        layer_copies_ = backbone_.add_bf16_copies(params_, *bf16_copies_);
-        cls_copy_ = bf16_copies_->add(params_, params_.template view<2>(names::cls_w));
+      if (precision == linalg::Precision::bf16) {
+        rounding_forms_ = backbone_.bf16_forms(params_, nullptr);
+        cls_rounding_.precision = linalg::Precision::bf16;
+        if (copies == linalg::WeightCopies::kept) {
+          // in rows where oneDNN runs the products (they read that layout), else in our kernels' panels
+          bf16_copies_ = std::make_unique<linalg::Bf16Copies>(linalg::bf16_products_on_onednn() ? linalg::detail_bf16::PackLayout::rows
+                                                                                                : linalg::detail_bf16::PackLayout::panels);
+          copy_forms_ = backbone_.bf16_forms(params_, bf16_copies_.get());
+          cls_copy_ = cls_rounding_;
+          cls_copy_.bf16_copy = bf16_copies_->add(params_, params_.template view<2>(names::cls_w));
+        }
       }
     }
   }
@@ -198,16 +205,16 @@ class CausalQwen<T, RuntimeConfig{}> {
     detail::require(type == linalg::WeightType::f32 || std::is_same_v<T, float>, "CausalQwen::use_weights",
                     "{} weights serve float models only", linalg::weight_type_name(type));
     packed_store_.clear();
-    packed_layers_.clear();
-    packed_cls_ = {};
+    decode_forms_.clear();
+    cls_decode_ = {};
     weight_type_ = type;
     if (type != linalg::WeightType::f32) {
       packed_store_.reserve(5 * cfg_.backbone.num_layers + 1);
-      packed_layers_ = backbone_.pack_weights(params_, type, packed_store_);
+      decode_forms_ = backbone_.pack_weights(params_, type, packed_store_);
       if constexpr (std::is_same_v<T, float>) {
         const auto w = params_.template view<2>(names::cls_w);
         linalg::round_weights(type, w);
-        packed_cls_ = packed_store_.emplace_back(type, TensorView<const float, 2>(w)).ref();
+        cls_decode_.decode = packed_store_.emplace_back(type, TensorView<const float, 2>(w)).ref();
       }
       params_.touch();
     }
@@ -225,7 +232,7 @@ class CausalQwen<T, RuntimeConfig{}> {
   HeadParams<const T> head_params() const {
     check_packed("CausalQwen::head_params");
     auto p = HeadParams<const T>::bind(params_);
-    p.action.cls_packed = packed_cls_;
+    p.action.cls_weight.use_forms(cls_decode_);
     return p;
   }
 
@@ -239,7 +246,7 @@ class CausalQwen<T, RuntimeConfig{}> {
                                         TensorView<const std::int64_t, 2> position_ids, InferenceState& state) const {
     check_packed("CausalQwen::forward_cached");
     const auto e = embed(input_ids, numeric_values, state.embedding, state.e);
-    return backbone_.forward_cached(params_, e, attention_mask, position_ids, state.backbone, packed_layers_);
+    return backbone_.forward_cached(params_, e, attention_mask, position_ids, state.backbone, decode_forms_);
   }
 
  private:
@@ -300,9 +307,8 @@ class CausalQwen<T, RuntimeConfig{}> {
     require_shape(b.labels, {B, S}, "CausalQwen", "labels");
     if (!b.target_values.empty()) require_shape(b.target_values, {B, S}, "CausalQwen", "target_values");
     const auto e = embed(b.input_ids, b.numeric_values, cache.embedding, cache.e);                         // [B,S,H]
-    cache.backbone.precision = precision_;
-    cache.backbone.bf16_copies = {};
-    if (bf16_copies_current()) cache.backbone.bf16_copies = layer_copies_;
+    const bool copies = bf16_copies_current();  // the products read the copies only while they hold the weights
+    cache.backbone.forms = copies ? copy_forms_ : rounding_forms_;
     cache.backbone.keep_for_backward = grads != nullptr;  // an evaluation keeps no attention weights
     const auto z = backbone_.forward(params_, e, b.attention_mask, b.position_ids, cache.backbone);      // [B,S,H]
     const HeadTargets<T> targets{b.labels.reshape(Shape<1>{M}),
@@ -310,8 +316,7 @@ class CausalQwen<T, RuntimeConfig{}> {
                                  b.attention_mask.empty() ? TensorView<const std::int64_t, 1>{}
                                                           : b.attention_mask.reshape(Shape<1>{M})};
     auto hp = HeadParams<const T>::bind(params_);
-    hp.action.precision = precision_;  // the class products (W_cls) in the layers' precision
-    if (bf16_copies_current()) hp.action.cls_bf16 = cls_copy_;
+    hp.action.cls_weight.use_forms(copies ? cls_copy_ : cls_rounding_);  // W_cls's products in the layers' precision
     if (!grads) return head_.run(hp, params_.version(), z.flat2d(), targets, mode, noise, cache.head);
     cache.dz.assign(M * H, T(0));
     const auto g = HeadParams<T>::bind(grads->arena);
@@ -337,14 +342,16 @@ class CausalQwen<T, RuntimeConfig{}> {
   linalg::Precision precision_ = linalg::Precision::f32;  // the layers' and W_cls's products (set_precision)
   // bf16 copies of the layers' matrices and W_cls for mixed precision (set_precision), kept by the optimiser
   std::unique_ptr<linalg::Bf16Copies> bf16_copies_;
-  std::vector<typename nn::DecoderBlock<T>::PackedWeights> layer_copies_;
-  linalg::PackedRef cls_copy_;  // W_cls's (|W_cls| is read from it with the sign bits cleared)
+  // the forms of the layers' weights and W_cls in training (set_precision): Precision::bf16 with
+  // the copies (while they are current), or without them; empty and f32 for float products
+  std::vector<typename nn::DecoderBlock<T>::Forms> copy_forms_, rounding_forms_;
+  linalg::WeightForms cls_copy_, cls_rounding_;  // |W_cls| is read from the copy with the sign bits cleared
   // packed copies for decoding (use_weights)
   linalg::WeightType weight_type_ = linalg::WeightType::f32;
   std::uint64_t packed_version_ = 0;
   std::vector<linalg::PackedMatrix> packed_store_;
-  std::vector<typename nn::DecoderBlock<T>::PackedWeights> packed_layers_;
-  linalg::PackedRef packed_cls_{};
+  std::vector<typename nn::DecoderBlock<T>::Forms> decode_forms_;  // the layers' weights' packed copies
+  linalg::WeightForms cls_decode_;                                 // W_cls's
 };
 
 /// The compile-time-configured model: the same implementation, shapes fixed by Shapes, whose

@@ -69,8 +69,8 @@ struct RegressionLoss {
     for (auto v : num) n_num += v;
     const T lambda = static_cast<T>(cfg.reg_loss_weight), alpha = static_cast<T>(cfg.alpha_gate);
     const T per_num = lambda / static_cast<T>(std::max<std::size_t>(n_num, 1));
-    const T* w = p.reg_weight.data;
-    const T* w_num = p.cls_weight.data + k_num * C;
+    const T* w = p.reg_weight.values.data;
+    const T* w_num = p.cls_weight.values.data + k_num * C;
     for (std::size_t m = 0; m < M; ++m) {
       const T* la = A.loc.data + m * C;
       const T* sa = A.scale.data + m * C;
@@ -91,8 +91,8 @@ struct RegressionLoss {
       const T d_loc_s = d_P * P.d_loc, d_scale_s = d_P * P.d_scale;
       T* dla = dA.d_loc.data + m * C;
       T* dsa = dA.d_scale.data + m * C;
-      T* dw = g->reg_weight.data;
-      T* dw_num = g->cls_weight.data + k_num * C;
+      T* dw = g->reg_weight.values.data;
+      T* dw_num = g->cls_weight.values.data + k_num * C;
       for (std::size_t j = 0; j < C; ++j) {
         dla[j] += d_loc_y * w[j] + d_loc_s * w_num[j];
         dsa[j] += d_scale_y * std::fabs(w[j]) + d_scale_s * std::fabs(w_num[j]);
@@ -149,7 +149,7 @@ class OvrLoss {
       d_loc_r_.assign(R * C, T(0));
       d_scale_r_.assign(R * C, T(0));
     }
-    const T* abs_w = g ? nullptr : abs_cls_.get(p.cls_weight, version).data;
+    const T* abs_w = g ? nullptr : abs_cls_.get(p.cls_weight.values, version).data;
     stats_.assign(R, OvrRowStats<T>{});
     loss_r_.assign(R, T(0));
     const std::size_t Kc = std::min(chunk_, K);
@@ -159,7 +159,7 @@ class OvrLoss {
     // training with a bf16 copy of W_cls (read from chunks starting at a multiple of 4 rows):
     // its products read |W| from the copy, so no chunk of |W| in float is formed (the view keeps
     // its shape, with no data behind it)
-    const bool abs_from_copy = g && p.cls_bf16.packed() && chunk_ % linalg::panel_rows == 0;
+    const bool abs_from_copy = g && p.cls_weight.abs_from_copy() && chunk_ % linalg::panel_rows == 0;
     abs_chunk_.resize(g && !abs_from_copy ? Kc * C : 0);
     if (g) {
       d_loc_s_.resize(R * Kc);
@@ -167,7 +167,7 @@ class OvrLoss {
     }
     for (std::size_t k0 = 0; k0 < K; k0 += Kc) {
       const std::size_t n = std::min(Kc, K - k0);
-      const TensorView<const T, 2> w_chunk(p.cls_weight.data + k0 * C, {n, C});
+      const TensorView<const T, 2> w_chunk(p.cls_weight.values.data + k0 * C, {n, C});
       if (g && !abs_from_copy) parallel_for(n * C, n * C, [&](std::size_t i) { abs_chunk_[i] = std::fabs(w_chunk.data[i]); });
       const TensorView<const T, 2> abs_chunk(abs_from_copy ? nullptr : g ? abs_chunk_.data() : abs_w + k0 * C, {n, C});
       const ClassScores<const T> S =
@@ -191,8 +191,8 @@ class OvrLoss {
       const CauchyViewGrad<const T, 2> dS{TensorView<const T, 2>(d_loc_s_.data(), {R, n}),
                                       TensorView<const T, 2>(d_scale_s_.data(), {R, n})};
       linalg::cauchy_linear_backward<T>({TensorView<T, 2>(d_loc_r_.data(), {R, C}), TensorView<T, 2>(d_scale_r_.data(), {R, C})},
-                                        {g->cls_weight.data + k0 * C, {n, C}}, dS, w_chunk, abs_chunk, A_r, sink, p.precision,
-                                        Action<T>::copy_rows(p.cls_bf16, k0, n));
+                                        {g->cls_weight.values.data + k0 * C, {n, C}}, dS,
+                                        p.cls_weight.rows(k0, n).with_abs(abs_chunk), A_r, sink);
       // ∂/∂b_cls = colsum(∂/∂loc_S); every term depends on (loc_S − C_k), so ∂/∂C_k = −colsum
       std::fill_n(col_.begin(), n, T(0));
       linalg::bias_backward<T>({col_.data(), {n}}, dS.d_loc);

@@ -37,9 +37,10 @@ struct DecoderBlock {
     TensorView<T, 1> post_norm;           // [H]
     typename SwiGLU<T>::Params mlp;       // gate, up [F,H]; down [H,F]
   };
-  /// Packed bf16 / int8 copies of the layer's matrices q|k|v, o, gate, up, down (in that order),
-  /// read by decoding steps (type f32: none).
-  using PackedWeights = std::array<linalg::PackedRef, 5>;
+  /// The forms of the layer's matrices q|k|v, o, gate, up, down (in that order) besides their
+  /// values (linalg/weight.hpp): packed copies for decoding, bf16 copies and the products'
+  /// precision for mixed-precision training (default: none, f32).
+  using Forms = std::array<linalg::WeightForms, 5>;
   struct Cache {
     std::size_t batch = 0, seq = 0;
     typename RMSNorm<T>::Cache norm1, norm2;
@@ -95,25 +96,20 @@ struct DecoderBlock {
     p.mlp.down.weight = arena.template view<2>(prefix + "mlp.down_proj.weight");
     return p;
   }
-  /// The layer's linear maps that may have a packed copy, in PackedWeights' order.
-  static std::array<typename Linear<T>::Params*, 5> packable(Params& p) {
-    return {&p.qkv, &p.o_proj, &p.mlp.gate, &p.mlp.up, &p.mlp.down};
+  /// The layer's weights that have forms, in Forms' order.
+  static std::array<linalg::Weight<T>*, 5> weights(Params& p) {
+    return {&p.qkv.weight, &p.o_proj.weight, &p.mlp.gate.weight, &p.mlp.up.weight, &p.mlp.down.weight};
   }
-  /// Sets the precision of the layer's five linear maps' products (attention's own products
-  /// and the norms stay float).
-  static void use_precision(Params& p, linalg::Precision precision) {
-    for (auto* map : packable(p)) map->precision = precision;
+  /// Gives the layer's weights the forms `f` (attention's own products and the norms stay float).
+  static void use_forms(Params& p, const Forms& f) {
+    const auto w = weights(p);
+    for (std::size_t k = 0; k < w.size(); ++k) w[k]->use_forms(f[k]);
   }
   /// Whether the layer's attention runs its products in bf16: beside an inference copy of the
   /// weights in bf16 or int8 (mixed-precision training, whose copies are bf16 too, keeps
   /// attention float). A KV cache then stores bf16 (KvStorage::bf16).
   static bool attention_in_bf16(const Params& p) {
-    return std::is_same_v<T, float> && p.qkv.packed.packed() && p.qkv.precision == linalg::Precision::f32;
-  }
-  /// Points the layer's views at the packed copies in `w` (or at none: a default PackedWeights).
-  static void use_packed(Params& p, const PackedWeights& w) {
-    const auto maps = packable(p);
-    for (std::size_t k = 0; k < maps.size(); ++k) maps[k]->packed = w[k];
+    return std::is_same_v<T, float> && p.qkv.weight.decode.packed() && p.qkv.weight.precision == linalg::Precision::f32;
   }
   /// Adds the activations kept for backward (for B×S tokens) to `layout`; without
   /// `with_probs` (decoding with a KvCache), the attention weights are not kept.

@@ -55,13 +55,13 @@ struct SwiGLU {
     parallel_fill(w.da.data, w.da.size(), T(0));
     parallel_fill(w.dg.data, w.dg.size(), T(0));
     parallel_fill(w.du.data, w.du.size(), T(0));
-    linalg::linear_backward_input<T>(w.da, dy, p.down.weight, p.down.precision, p.down.packed);
-    linalg::linear_backward_weight<T>(grad.down.weight, dy, c.a, sink, p.down.precision);
+    linalg::linear_backward_input<T>(w.da, dy, p.down.weight);
+    linalg::linear_backward_weight<T>(grad.down.weight.values, dy, c.a, sink, p.down.weight.precision);
     activate_backward(c, w);
-    linalg::linear_backward_input<T>(dx, w.dg, p.gate.weight, p.gate.precision, p.gate.packed);
-    linalg::linear_backward_input<T>(dx, w.du, p.up.weight, p.up.precision, p.up.packed);
-    linalg::linear_backward_weight<T>(grad.gate.weight, w.dg, c.x, sink, p.gate.precision);
-    linalg::linear_backward_weight<T>(grad.up.weight, w.du, c.x, sink, p.up.precision);
+    linalg::linear_backward_input<T>(dx, w.dg, p.gate.weight);
+    linalg::linear_backward_input<T>(dx, w.du, p.up.weight);
+    linalg::linear_backward_weight<T>(grad.gate.weight.values, w.dg, c.x, sink, p.gate.weight.precision);
+    linalg::linear_backward_weight<T>(grad.up.weight.values, w.du, c.x, sink, p.up.weight.precision);
   }
 };
 

@@ -77,14 +77,12 @@ class Transformer {
     TensorView<const T, 2> input;             // [M,H] the embeddings of the last forward
     TensorView<T, 2> z;                       // [M,H] final output
     std::vector<TensorView<T, 2>> layer_out;  // [M,H] output of each block
-    /// The products of the layers' linear maps in the next forward and its backward (bf16:
-    /// mixed precision, float models only).
-    linalg::Precision precision = linalg::Precision::f32;
-    /// bf16 copies of the layers' matrices that the bf16 products of the next forward and its
-    /// backward read instead of rounding the weights (one entry per layer, or empty: none; see
-    /// linalg/bf16_copies.hpp). Only bf16 copies, only under Precision::bf16, and only while
+    /// The forms of the layers' weights in the next forward and its backward (one entry per
+    /// layer, or empty: float products of the weights; linalg/weight.hpp): the precision of
+    /// their products (bf16: mixed precision, float models only) and bf16 copies that those
+    /// products read instead of rounding the weights (linalg/bf16_copies.hpp), given only while
     /// they hold the current weights: the caller's to check.
-    std::span<const typename DecoderBlock<T>::PackedWeights> bf16_copies;
+    std::span<const typename DecoderBlock<T>::Forms> forms;
     /// Whether the next forward keeps the attention weights P that backward reads ([B, nkv, S,
     /// G, S] per layer: 22 GB for a 4,096-token row of Qwen2.5-0.5B). An evaluation sets it to
     /// false: a cache laid out for it then holds no P, and attention keeps one 64-token block of
@@ -141,15 +139,8 @@ class Transformer {
       cache.positions[m] = position_ids.empty() ? static_cast<std::int64_t>(m % S) : position_ids[m];
     block_.rope().build(TensorView<const std::int64_t, 1>(cache.positions.data(), {M}), cache.rope);
     cache.input = e.flat2d();
-    linalg::require_precision_fits<T>(cache.precision, "Transformer::forward");
     auto& p = bind(params, cache.bound_params);
-    detail::require(cache.bf16_copies.empty() || cache.bf16_copies.size() == config_.num_layers, "Transformer::forward",
-                    "bf16 copies for {} layers, the stack has {}", cache.bf16_copies.size(), config_.num_layers);
-    for (std::size_t i = 0; i < config_.num_layers; ++i) {
-      DecoderBlock<T>::use_precision(p.layers[i], cache.precision);
-      DecoderBlock<T>::use_packed(p.layers[i], cache.bf16_copies.empty() ? typename DecoderBlock<T>::PackedWeights{}
-                                                                         : cache.bf16_copies[i]);
-    }
+    use_forms(p, cache.forms, "Transformer::forward");
     const TensorView<const std::int64_t, 2> mask =
         cache.has_mask ? TensorView<const std::int64_t, 2>(cache.mask.data(), {B, S}) : TensorView<const std::int64_t, 2>{};
     TensorView<const T, 2> in = cache.input;
@@ -201,12 +192,12 @@ class Transformer {
   /// (empty = all 1) marks padding; empty position_ids continue each row's count of real tokens
   /// (state.kv.positions). Equal, position by position, to forward() on the whole sequence with
   /// the concatenated masks and positions. The result views `state` (valid until the next call).
-  /// `packed` (one entry per layer, or empty): packed bf16 / int8 copies of the layers' matrices,
-  /// which steps of a few rows read instead of the float weights.
+  /// `forms` (one entry per layer, or empty): the layers' weights' forms, whose packed bf16 /
+  /// int8 copies steps of a few rows read instead of the float weights (linalg/weight.hpp).
   TensorView<const T, 3> forward_cached(const Arena<T>& params, TensorView<const T, 3> e,
                                         TensorView<const std::int64_t, 2> attention_mask,
                                         TensorView<const std::int64_t, 2> position_ids, InferenceState& state,
-                                        std::span<const typename DecoderBlock<T>::PackedWeights> packed = {}) const {
+                                        std::span<const typename DecoderBlock<T>::Forms> forms = {}) const {
     auto& kv = state.kv;
     const std::size_t B = e.shape[0], S = e.shape[1], M = B * S, H = config_.hidden_size;
     detail::require(kv.batch == B && kv.num_layers == config_.num_layers, "Transformer::forward_cached",
@@ -215,11 +206,8 @@ class Transformer {
     require_shape(e, {B, S, H}, "Transformer::forward_cached", "embeddings");
     if (!attention_mask.empty()) require_shape(attention_mask, {B, S}, "Transformer::forward_cached", "attention_mask");
     if (!position_ids.empty()) require_shape(position_ids, {B, S}, "Transformer::forward_cached", "position_ids");
-    detail::require(packed.empty() || packed.size() == config_.num_layers, "Transformer::forward_cached",
-                    "packed weights for {} layers, the stack has {}", packed.size(), config_.num_layers);
     auto& p = bind(params, state.bound_params);
-    for (std::size_t i = 0; i < config_.num_layers; ++i)
-      DecoderBlock<T>::use_packed(p.layers[i], packed.empty() ? typename DecoderBlock<T>::PackedWeights{} : packed[i]);
+    use_forms(p, forms, "Transformer::forward_cached");
     // keys and values in bf16 when the attention's products run in bf16 (converted once when the
     // weights changed type since the cache was filled)
     const bool bf16_attention = config_.num_layers > 0 && DecoderBlock<T>::attention_in_bf16(p.layers[0]);
@@ -254,43 +242,48 @@ class Transformer {
   }
 
   /// Packs every layer's matrices as `type` for forward_cached (float stacks only): the packed
-  /// copies are appended to `store` (which owns them), and the float weights in `params` are
-  /// rounded to the same values (linalg::round_weights). f32: nothing packed, an empty result.
-  std::vector<typename DecoderBlock<T>::PackedWeights> pack_weights(Arena<T>& params, linalg::WeightType type,
-                                                                   std::vector<linalg::PackedMatrix>& store) const {
-    std::vector<typename DecoderBlock<T>::PackedWeights> packed;
-    if (type == linalg::WeightType::f32) return packed;
+  /// copies are appended to `store` (which owns them) and returned as the layers' forms, and the
+  /// float weights in `params` are rounded to the same values (linalg::round_weights). f32:
+  /// nothing packed, an empty result.
+  std::vector<typename DecoderBlock<T>::Forms> pack_weights(Arena<T>& params, linalg::WeightType type,
+                                                            std::vector<linalg::PackedMatrix>& store) const {
+    std::vector<typename DecoderBlock<T>::Forms> forms;
+    if (type == linalg::WeightType::f32) return forms;
     if constexpr (std::is_same_v<T, float>) {
-      packed.resize(config_.num_layers);
+      forms.resize(config_.num_layers);
       for (std::size_t i = 0; i < config_.num_layers; ++i) {
         auto layer = block_.bind_params(params, layer_prefix(i));
-        const auto maps = DecoderBlock<T>::packable(layer);
-        for (std::size_t k = 0; k < maps.size(); ++k) {
-          linalg::round_weights(type, maps[k]->weight);
-          packed[i][k] = store.emplace_back(type, TensorView<const float, 2>(maps[k]->weight)).ref();
+        const auto weights = DecoderBlock<T>::weights(layer);
+        for (std::size_t k = 0; k < weights.size(); ++k) {
+          linalg::round_weights(type, weights[k]->values);
+          forms[i][k].decode = store.emplace_back(type, TensorView<const float, 2>(weights[k]->values)).ref();
         }
       }
       params.touch();
     } else {
       detail::require(false, "Transformer::pack_weights", "{} weights serve float models only", linalg::weight_type_name(type));
     }
-    return packed;
+    return forms;
   }
 
-  /// Adds a bf16 copy of every layer's matrices to `copies` (which owns them and is kept current
-  /// by the optimiser's steps: linalg/bf16_copies.hpp) and returns them for Cache::bf16_copies.
-  std::vector<typename DecoderBlock<T>::PackedWeights> add_bf16_copies(Arena<T>& params, linalg::Bf16Copies& copies) const {
-    std::vector<typename DecoderBlock<T>::PackedWeights> refs(config_.num_layers);
+  /// The layers' forms for mixed-precision training (float stacks only): Precision::bf16, and
+  /// with `copies` a bf16 copy of every layer's matrices added to it (it owns them, and the
+  /// optimiser's steps keep them current: linalg/bf16_copies.hpp).
+  std::vector<typename DecoderBlock<T>::Forms> bf16_forms(Arena<T>& params, linalg::Bf16Copies* copies) const {
+    std::vector<typename DecoderBlock<T>::Forms> forms(config_.num_layers);
     if constexpr (std::is_same_v<T, float>) {
       for (std::size_t i = 0; i < config_.num_layers; ++i) {
         auto layer = block_.bind_params(params, layer_prefix(i));
-        const auto maps = DecoderBlock<T>::packable(layer);
-        for (std::size_t k = 0; k < maps.size(); ++k) refs[i][k] = copies.add(params, TensorView<const float, 2>(maps[k]->weight));
+        const auto weights = DecoderBlock<T>::weights(layer);
+        for (std::size_t k = 0; k < weights.size(); ++k) {
+          forms[i][k].precision = linalg::Precision::bf16;
+          if (copies) forms[i][k].bf16_copy = copies->add(params, TensorView<const float, 2>(weights[k]->values));
+        }
       }
     } else {
-      detail::require(false, "Transformer::add_bf16_copies", "bf16 copies serve float models only");
+      detail::require(false, "Transformer::bf16_forms", "bf16 products serve float models only");
     }
-    return refs;
+    return forms;
   }
 
   /// Bytes of one activation cache for B×S tokens (activations + backward scratch).
@@ -357,6 +350,18 @@ class Transformer {
     bound.data = arena.data();
     bound.layout = arena.shared_layout();
     return bound;
+  }
+
+  /// Gives every layer of `p` its entry of `forms` (empty: none, f32 products), refusing bf16
+  /// products for a double stack and a count of entries other than the layers'.
+  void use_forms(BoundArena& p, std::span<const typename DecoderBlock<T>::Forms> forms, const char* fn) const {
+    detail::require(forms.empty() || forms.size() == config_.num_layers, fn, "weight forms for {} layers, the stack has {}",
+                    forms.size(), config_.num_layers);
+    for (std::size_t i = 0; i < config_.num_layers; ++i) {
+      const typename DecoderBlock<T>::Forms f = forms.empty() ? typename DecoderBlock<T>::Forms{} : forms[i];
+      for (const auto& w : f) linalg::require_precision_fits<T>(w.precision, fn);
+      DecoderBlock<T>::use_forms(p.layers[i], f);
+    }
   }
 
   /// Lays the decoding scratch out for B×S new tokens: grown when M = B·S exceeds every
