@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "../support/test_support.hpp"
+#include "../support/calibration_samples.hpp"
 #include "../train/tiny_sources.hpp"
 
 #include <algorithm>
@@ -30,10 +31,7 @@ namespace ct = causalqwen::train;
 
 namespace {
 
-/// One <NUM> target and its prediction, as the head left them.
-struct NumberSample {
-  double y, loc, scale;
-};
+using cqtest::NumberSample;
 
 /// One position with a label, as the head left it.
 struct TokenSample {
@@ -531,15 +529,8 @@ TEST_CASE("<NUM> precision, recall and F1 on a hand-made confusion") {
 
 TEST_CASE("the report as JSON round-trips") {
   ct::GroupedCalibration grouped(7, 2.5);
-  const std::vector<NumberSample> samples{{1.0, 1.5, 0.5}, {3.0, 2.0, 2.0}, {-4.0, 0.5, 1.0}, {2.0, 2.25, 0.1}, {10, 0, 3}};
-  for (std::size_t i = 0; i < samples.size(); ++i) {
-    const auto& s = samples[i];
-    auto& group = grouped.group(i % 2 ? "a<b & \"c\"" : "plain");
-    grouped.overall().numbers.add(s.y, s.loc, s.scale);
-    group.numbers.add(s.y, s.loc, s.scale);
-    grouped.overall().tokens.add(i % 3 ? 7 : 2, 7, 0.1 + 0.17 * double(i), 1.5);
-    group.tokens.add(i % 3 ? 7 : 2, 7, 0.1 + 0.17 * double(i), 1.5);
-  }
+  const std::vector<NumberSample> samples = cqtest::grouped_samples();
+  cqtest::add_grouped_samples(grouped, samples);
   const auto report = grouped.report();
   check_numbers_by_hand(report.overall.numbers, samples, 2.5);
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <utility>
 
 namespace causalqwen::train {
 
@@ -54,14 +55,34 @@ class Optimizer {
 };
 
 namespace detail_optimizer {
-/// resume() of an optimiser whose moments are all in this process: read_checkpoint of LATEST.
+/// The part of an optimiser whose moments are all in this process (WholeAdamW,
+/// StreamingOptimizer): its state, its steps, and checkpoints written and read whole
+/// (write_checkpoint / read_checkpoint of LATEST).
 template <class T, class Adam>
-std::optional<ResumePoint> resume_whole(const std::filesystem::path& out, Learner<T>& learner, Adam& adam) {
-  const auto dir = latest_checkpoint(out);
-  if (!dir) return std::nullopt;
-  auto state = read_checkpoint(*dir, learner, adam);
-  return ResumePoint{std::move(state), *dir};
-}
+class OneProcess : public Optimizer<T> {
+ public:
+  std::size_t state_bytes() const override { return adam_.state_bytes(); }
+  std::uint64_t steps() const override { return adam_.steps(); }
+  std::filesystem::path save(const std::filesystem::path& out, const Learner<T>& learner, const TrainerState& state,
+                             const CheckpointHook& before_commit) override {
+    return write_checkpoint(out, learner, adam_, state, before_commit);
+  }
+  std::optional<ResumePoint> resume(const std::filesystem::path& out, Learner<T>& learner) override {
+    const auto dir = latest_checkpoint(out);
+    if (!dir) return std::nullopt;
+    auto state = read_checkpoint(*dir, learner, adam_);
+    return ResumePoint{std::move(state), *dir};
+  }
+
+ protected:
+  /// `adam_args`: Adam's constructor's arguments (the optimiser is made in place).
+  template <class... AdamArgs>
+  OneProcess(double clip, std::size_t micro_batches, AdamArgs&&... adam_args)
+      : adam_(std::forward<AdamArgs>(adam_args)...), clip_(clip), micro_batches_(micro_batches) {}
+  Adam adam_;
+  double clip_;
+  std::size_t micro_batches_;  // A, the micro-batches of a step
+};
 }  // namespace detail_optimizer
 
 }  // namespace causalqwen::train

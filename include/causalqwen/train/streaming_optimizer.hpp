@@ -14,11 +14,14 @@
 namespace causalqwen::train {
 
 template <class T>
-class StreamingOptimizer final : public Optimizer<T> {
+class StreamingOptimizer final : public detail_optimizer::OneProcess<T, optim::StreamingAdamW<T>> {
+  using Base = detail_optimizer::OneProcess<T, optim::StreamingAdamW<T>>;
+  using Base::adam_, Base::clip_, Base::micro_batches_;
+
  public:
   StreamingOptimizer(std::shared_ptr<const Layout> layout, optim::AdamWConfig config, ParamRules rules,
                      optim::MomentStorage storage, std::size_t keep_tiles_bytes, double clip, std::size_t micro_batches)
-      : adam_(std::move(layout), config, std::move(rules), storage), clip_(clip), micro_batches_(micro_batches) {
+      : Base(clip, micro_batches, std::move(layout), config, std::move(rules), storage) {
     adam_.set_tile_cache_bytes(keep_tiles_bytes);
   }
 
@@ -34,20 +37,6 @@ class StreamingOptimizer final : public Optimizer<T> {
     adam_.step(params, lr, mean_factor * optim::clip_factor(norm, clip_));
     return {norm, 0};
   }
-  std::size_t state_bytes() const override { return adam_.state_bytes(); }
-  std::uint64_t steps() const override { return adam_.steps(); }
-  std::filesystem::path save(const std::filesystem::path& out, const Learner<T>& learner, const TrainerState& state,
-                             const CheckpointHook& before_commit) override {
-    return write_checkpoint(out, learner, adam_, state, before_commit);
-  }
-  std::optional<ResumePoint> resume(const std::filesystem::path& out, Learner<T>& learner) override {
-    return detail_optimizer::resume_whole(out, learner, adam_);
-  }
-
- private:
-  optim::StreamingAdamW<T> adam_;
-  double clip_;
-  std::size_t micro_batches_;
 };
 
 }  // namespace causalqwen::train

@@ -12,11 +12,14 @@
 namespace causalqwen::train {
 
 template <class T>
-class WholeAdamW final : public Optimizer<T> {
+class WholeAdamW final : public detail_optimizer::OneProcess<T, optim::AdamW<T>> {
+  using Base = detail_optimizer::OneProcess<T, optim::AdamW<T>>;
+  using Base::adam_, Base::clip_, Base::micro_batches_;
+
  public:
   /// `gradients`: a gradient arena with the parameters' layout; `micro_batches`: A per step.
   WholeAdamW(optim::AdamW<T> adam, Arena<T> gradients, double clip, std::size_t micro_batches)
-      : adam_(std::move(adam)), grads_(std::move(gradients)), clip_(clip), micro_batches_(micro_batches) {}
+      : Base(clip, micro_batches, std::move(adam)), grads_(std::move(gradients)) {}
 
   /// grads ← 0
   void begin_step() override { grads_.zero(); }
@@ -30,21 +33,9 @@ class WholeAdamW final : public Optimizer<T> {
     adam_.step(params, grads_, lr, optim::clip_factor(norm, clip_), follower);
     return {norm, 0};
   }
-  std::size_t state_bytes() const override { return adam_.state_bytes(); }
-  std::uint64_t steps() const override { return adam_.steps(); }
-  std::filesystem::path save(const std::filesystem::path& out, const Learner<T>& learner, const TrainerState& state,
-                             const CheckpointHook& before_commit) override {
-    return write_checkpoint(out, learner, adam_, state, before_commit);
-  }
-  std::optional<ResumePoint> resume(const std::filesystem::path& out, Learner<T>& learner) override {
-    return detail_optimizer::resume_whole(out, learner, adam_);
-  }
 
  private:
-  optim::AdamW<T> adam_;
   Arena<T> grads_;
-  double clip_;
-  std::size_t micro_batches_;
 };
 
 }  // namespace causalqwen::train

@@ -2,6 +2,7 @@
 // with both panels, the levels, the axis titles and the verdicts, group names escaped and no
 // "nan"; a report of no targets says so in both panels.
 #include "calibration_svg.hpp"
+#include "../../support/calibration_samples.hpp"
 
 #include <causalqwen/eval/calibration.hpp>
 #include <doctest/doctest.h>
@@ -15,10 +16,7 @@ namespace ct = causalqwen::train;
 
 namespace {
 
-/// One <NUM> target and its prediction, as the head left them.
-struct NumberSample {
-  double y, loc, scale;
-};
+using cqtest::NumberSample;
 
 std::size_t occurrences(const std::string& text, const std::string& what) {
   std::size_t n = 0;
@@ -30,15 +28,8 @@ std::size_t occurrences(const std::string& text, const std::string& what) {
 
 TEST_CASE("the report as SVG shows both panels with the levels") {
   ct::GroupedCalibration grouped(7, 2.5);
-  const std::vector<NumberSample> samples{{1.0, 1.5, 0.5}, {3.0, 2.0, 2.0}, {-4.0, 0.5, 1.0}, {2.0, 2.25, 0.1}, {10, 0, 3}};
-  for (std::size_t i = 0; i < samples.size(); ++i) {
-    const auto& s = samples[i];
-    auto& group = grouped.group(i % 2 ? "a<b & \"c\"" : "plain");
-    grouped.overall().numbers.add(s.y, s.loc, s.scale);
-    group.numbers.add(s.y, s.loc, s.scale);
-    grouped.overall().tokens.add(i % 3 ? 7 : 2, 7, 0.1 + 0.17 * double(i), 1.5);
-    group.tokens.add(i % 3 ? 7 : 2, 7, 0.1 + 0.17 * double(i), 1.5);
-  }
+  const std::vector<NumberSample> samples = cqtest::grouped_samples();
+  cqtest::add_grouped_samples(grouped, samples);
   const auto report = grouped.report();
 
   std::ostringstream svg_stream;
