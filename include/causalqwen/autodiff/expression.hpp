@@ -9,9 +9,9 @@
 /// at once (`exp_float`, 16 or 8 at a time), then one loop applies every node's per-element
 /// formula, which the compiler vectorises. Each element sees the same operations in the same
 /// order as the scalar `e.at(i)` / `e.backprop_at(i, g)`, so the same bits.
-/// The per-element loops are declared free of dependences between elements (`omp simd`, so no
-/// run-time aliasing checks): an output or gradient may be an operand's own storage, element i
-/// read before it is written, but must not overlap an operand at another offset.
+/// The per-element loops are declared free of dependences between elements (`omp simd` under
+/// GCC, so no run-time aliasing checks): an output or gradient may be an operand's own storage,
+/// element i read before it is written, but must not overlap an operand at another offset.
 /// Operands are held safely: temporaries by value, lvalue expression nodes by reference (as
 /// Eigen), and leaves and scalars — views of a few words — always by value; so
 /// `auto e = exp(var(x, dx)) + 1.0;` owns its whole tree, and a lambda
@@ -28,6 +28,15 @@
 #include <concepts>
 #include <cstddef>
 #include <type_traits>
+
+/// The per-element loops' annotation: `omp simd` under GCC (the loops are then vectorised without
+/// run-time aliasing checks); none under other compilers, since Clang reports a loop it cannot
+/// vectorise under the pragma (one calling std::exp) as a warning.
+#if defined(__GNUC__) && !defined(__clang__)
+#define CAUSALQWEN_ELEMENTWISE_LOOP _Pragma("omp simd")
+#else
+#define CAUSALQWEN_ELEMENTWISE_LOOP
+#endif
 
 namespace causalqwen::autodiff {
 
@@ -147,7 +156,7 @@ struct Unary : ExpressionTag {
   void prepare(State& s, std::size_t i0, std::size_t m) const {
     e.prepare(s.e, i0, m);
     if constexpr (from_exp) {
-#pragma omp simd
+CAUSALQWEN_ELEMENTWISE_LOOP
       for (std::size_t k = 0; k < m; ++k) s.exps.v[k] = F::exp_argument(e.at(s.e, i0 + k, k));
       exp_float(s.exps.v, s.exps.v, m);
     }
@@ -304,7 +313,7 @@ void eval(TensorView<T, N> out, const E& e) {
                   e.size(), out.size());
   T* o = out.data;
   detail_expr::for_each_chunk(e, out.size(), [&](const state_of<E>& s, std::size_t i0, std::size_t m) {
-#pragma omp simd
+CAUSALQWEN_ELEMENTWISE_LOOP
     for (std::size_t k = 0; k < m; ++k) o[i0 + k] = e.at(s, i0 + k, k);
   });
 }
@@ -315,7 +324,7 @@ void eval_add(TensorView<T, N> out, const E& e) {
                   "expression has {} elements, out {}", e.size(), out.size());
   T* o = out.data;
   detail_expr::for_each_chunk(e, out.size(), [&](const state_of<E>& s, std::size_t i0, std::size_t m) {
-#pragma omp simd
+CAUSALQWEN_ELEMENTWISE_LOOP
     for (std::size_t k = 0; k < m; ++k) o[i0 + k] += e.at(s, i0 + k, k);
   });
 }
@@ -326,7 +335,7 @@ void backprop(const E& e, TensorView<T, N> dout) {
                   "expression has {} elements, dout {}", e.size(), dout.size());
   const T* d = dout.data;
   detail_expr::for_each_chunk(e, dout.size(), [&](const state_of<E>& s, std::size_t i0, std::size_t m) {
-#pragma omp simd
+CAUSALQWEN_ELEMENTWISE_LOOP
     for (std::size_t k = 0; k < m; ++k) e.backprop_at(s, i0 + k, k, d[i0 + k]);
   });
 }
