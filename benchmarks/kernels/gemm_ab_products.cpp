@@ -11,7 +11,12 @@ extern "C" void GEMM_AB_NAME(float* out, const float* in, const float* w, std::s
                              int bf16) {
   namespace la = causalqwen::linalg;
   using causalqwen::TensorView;
-  const auto p = bf16 ? la::Format::bf16 : la::Format::f32;
+#if __has_include(<causalqwen/linalg/format.hpp>)  // one enum names the storage formats
+  using Format = la::Format;
+#else  // headers with an enum of their own for the products' precision
+  using Format = la::Precision;
+#endif
+  const auto p = bf16 ? Format::bf16 : Format::f32;
 #if __has_include(<causalqwen/linalg/weight.hpp>)  // the products take a Weight, which carries the precision
   const auto W = la::Weight<const float>(TensorView<const float, 2>(w, {N, K})).with_precision(p);
   if (which == 0)
