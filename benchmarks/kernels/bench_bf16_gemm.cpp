@@ -10,7 +10,7 @@
 //   - the bf16 and float multiply-add peaks of this CPU (benchmarks/common/peak.hpp).
 // A second table times the three products of mixed-precision training (bf16_matmul, or oneDNN's
 // where it runs AMX (linalg/kernels/onednn_bf16.hpp), through
-// linear_forward / linear_backward_input / linear_backward_weight with Precision::bf16: both
+// linear_forward / linear_backward_input / linear_backward_weight with Format::bf16: both
 // operands rounded and packed at every call) against the same three in float, for M = 128 and
 // M = 512 tokens.
 // A third table times one layer's attention over a prompt (nn::CausalSelfAttention through a
@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
       std::vector<float> x(M * s.k), w(s.n * s.k), y(M * s.n);
       for (auto& v : x) v = normal(rng);
       for (auto& v : w) v = 0.05f * normal(rng);
-      const la::PackedMatrix packed(la::WeightType::bf16, TensorView<const float, 2>(w.data(), {s.n, s.k}));
+      const la::PackedMatrix packed(la::Format::bf16, TensorView<const float, 2>(w.data(), {s.n, s.k}));
       const TensorView<const float, 2> xv(x.data(), {M, s.k}), wv(w.data(), {s.n, s.k});
       const TensorView<float, 2> yv(y.data(), {M, s.n});
       const double flops = 2.0 * double(M) * double(s.n) * double(s.k);
@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
       std::vector<float> x(M * s.k), w(s.n * s.k), y(M * s.n);
       for (auto& v : x) v = normal(rng);
       for (auto& v : w) v = 0.05f * normal(rng);
-      const la::PackedMatrix packed(la::WeightType::bf16, TensorView<const float, 2>(w.data(), {s.n, s.k}));
+      const la::PackedMatrix packed(la::Format::bf16, TensorView<const float, 2>(w.data(), {s.n, s.k}));
       const TensorView<const float, 2> xv(x.data(), {M, s.k}), wv(w.data(), {s.n, s.k});
       const TensorView<float, 2> yv(y.data(), {M, s.n});
       la::set_bf16_kernel(la::Bf16Kernel::own);
@@ -190,8 +190,8 @@ int main(int argc, char** argv) {
       const TensorView<const float, 2> xv(x.data(), {M, s.k}), wv(w.data(), {s.n, s.k}), dyv(dy.data(), {M, s.n});
       const double flops = 2.0 * double(M) * double(s.n) * double(s.k);
       double t[2][3];
-      for (const auto p : {la::Precision::f32, la::Precision::bf16}) {
-        const int i = p == la::Precision::bf16;
+      for (const auto p : {la::Format::f32, la::Format::bf16}) {
+        const int i = p == la::Format::bf16;
         const auto W = la::Weight<const float>(wv).with_precision(p);
         t[i][0] = median_seconds([&] { la::linear_forward<float>({y.data(), {M, s.n}}, xv, W); });
         t[i][1] = median_seconds([&] { la::linear_backward_input<float>({dx.data(), {M, s.k}}, dyv, W); });

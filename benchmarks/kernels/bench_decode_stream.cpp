@@ -103,8 +103,8 @@ int main(int argc, char** argv) {
       const auto w = weights.view<2>(fmt::format("w{}.{}", l, i));
       floats.emplace_back(w);
       bytes_f32 += 4.0 * double(w.size());
-      bf16.emplace_back(la::WeightType::bf16, cq::TensorView<const float, 2>(w));
-      int8.emplace_back(la::WeightType::int8, cq::TensorView<const float, 2>(w));
+      bf16.emplace_back(la::Format::bf16, cq::TensorView<const float, 2>(w));
+      int8.emplace_back(la::Format::int8, cq::TensorView<const float, 2>(w));
     }
   for (std::size_t m = 0; m < bf16.size(); ++m) {
     la::PackedRef b = bf16[m].ref(), q = int8[m].ref();
@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
   cq::PageBuffer<float> w_cls(vocab * hidden);
   for (std::size_t i = 0; i < w_cls.size(); ++i) w_cls[i] = normal(rng);
   const cq::TensorView<const float, 2> w_cls_view(w_cls.data(), {vocab, hidden});
-  const la::PackedMatrix head_f32, head_bf16(la::WeightType::bf16, w_cls_view), head_int8(la::WeightType::int8, w_cls_view);
+  const la::PackedMatrix head_f32, head_bf16(la::Format::bf16, w_cls_view), head_int8(la::Format::int8, w_cls_view);
   std::vector<float> bias_S(vocab, 0.01f), loc_A(hidden), scale_A(hidden), loc_S(vocab), scale_S(vocab);
   for (std::size_t j = 0; j < hidden; ++j) loc_A[j] = normal(rng) * 50.0f, scale_A[j] = 1.0f + std::abs(normal(rng)) * 50.0f;
   const auto head_pass = [&](const la::PackedMatrix& packed) {
@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
       const cq::TensorView<float, 2> out(y.data(), {1, n});
       const cq::TensorView<const float, 2> in(x.data(), {1, k});
       if (!packed) la::few_rows_linear_forward<float>(out, in, floats[m]);
-      else if ((*packed)[m].type == la::WeightType::bf16) la::bf16_linear_forward(out, in, (*packed)[m]);
+      else if ((*packed)[m].type == la::Format::bf16) la::bf16_linear_forward(out, in, (*packed)[m]);
       else la::int8_linear_forward(out, in, (*packed)[m]);
     }
     return cqbench::seconds_now() - t;

@@ -6,12 +6,17 @@
 
 /// which: 0 forward Y[M,N] = X[M,K]·W[N,K]ᵀ; 1 dX[M,K] += dY[M,N]·W[N,K]; 2 dW[N,K] += dY[M,N]ᵀ·X[M,K].
 /// out, in, w are those products' C, first operand and second operand; bf16 != 0 runs them with
-/// Precision::bf16 (mixed-precision training's products).
+/// Format::bf16 (mixed-precision training's products).
 extern "C" void GEMM_AB_NAME(float* out, const float* in, const float* w, std::size_t M, std::size_t N, std::size_t K, int which,
                              int bf16) {
   namespace la = causalqwen::linalg;
   using causalqwen::TensorView;
-  const auto p = bf16 ? la::Precision::bf16 : la::Precision::f32;
+#if __has_include(<causalqwen/linalg/format.hpp>)  // one enum names the storage formats
+  using Format = la::Format;
+#else  // headers with an enum of their own for the products' precision
+  using Format = la::Precision;
+#endif
+  const auto p = bf16 ? Format::bf16 : Format::f32;
 #if __has_include(<causalqwen/linalg/weight.hpp>)  // the products take a Weight, which carries the precision
   const auto W = la::Weight<const float>(TensorView<const float, 2>(w, {N, K})).with_precision(p);
   if (which == 0)

@@ -247,7 +247,7 @@ int main(int argc, char** argv) {
     model->use_weights(type);
     if (!decode_only) measure_prefill(type_name);
     if (prefill_only) continue;
-    const double bytes = type == cq::linalg::WeightType::f32
+    const double bytes = type == cq::linalg::Format::f32
                              ? bytes_per_token
                              : double(model->packed_bytes()) + double(per_token_params - packed_params) * sizeof(float);
     model->begin_inference(state, 1, context + decode_steps + 1);

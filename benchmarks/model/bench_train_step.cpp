@@ -146,7 +146,7 @@ struct ArenaStep : StepData {
 template <cq::optim::MomentStorage Moments, cq::linalg::WeightCopies Copies>
 struct ArenaBf16Step : ArenaStep {
   explicit ArenaBf16Step(const StepShape& s) : ArenaStep(s, Moments) {
-    model.set_precision(cq::linalg::Precision::bf16, Copies);
+    model.set_precision(cq::linalg::Format::bf16, Copies);
     follower = model.update_follower();
   }
 };

@@ -106,11 +106,11 @@ TEST_CASE("bf16 and int8 weights against float on a fixed prompt set: bounded |Î
   for (const auto& p : prompts) expected.push_back(trace(ref, p, steps));
 
   struct Bound {
-    la::WeightType type;
+    la::Format type;
     double loc, scale, agreement;  // max |Î”loc_S| / max |loc_S|, the same for scale_S, min top-1 agreement
   };
-  for (const Bound bound : {Bound{la::WeightType::bf16, 0.01, 0.002, 0.95}, Bound{la::WeightType::int8, 0.05, 0.01, 0.85}}) {
-    CAPTURE(la::weight_type_name(bound.type));
+  for (const Bound bound : {Bound{la::Format::bf16, 0.01, 0.002, 0.95}, Bound{la::Format::int8, 0.05, 0.01, 0.85}}) {
+    CAPTURE(la::format_name(bound.type));
     auto model = copy_of(ref);
     model->use_weights(bound.type);
     CHECK(model->weight_type() == bound.type);
@@ -131,7 +131,7 @@ TEST_CASE("bf16 and int8 weights against float on a fixed prompt set: bounded |Î
       }
     }
     const double agreement = double(agree) / double(decisions);
-    MESSAGE(la::weight_type_name(bound.type), ": max |dloc_S| ", d_loc, " (max |loc_S| ", max_loc, "), max |dscale_S| ",
+    MESSAGE(la::format_name(bound.type), ": max |dloc_S| ", d_loc, " (max |loc_S| ", max_loc, "), max |dscale_S| ",
             d_scale, " (max scale_S ", max_scale, "), top-1 agreement ", agree, "/", decisions);
     CHECK(d_loc > 0);  // the weights did change
     CHECK(d_loc <= bound.loc * max_loc);
@@ -148,7 +148,7 @@ TEST_CASE("a bf16 model: a prompt prefilled at once gives the bits of the prompt
   const std::uint64_t seed = cqtest::test_seed(7, "bf16 prefill vs token at a time");
   cqm::CausalQwen<float> model(small_config());
   model.init_random(seed, 0.05);
-  model.use_weights(la::WeightType::bf16);
+  model.use_weights(la::Format::bf16);
   for (const auto& p : prompt_set(seed)) {
     const auto whole = trace(model, p, 3);
     // the same prompt one token at a time: the decisions after the last prompt token onwards
@@ -173,19 +173,19 @@ TEST_CASE("a bf16 model: a prompt prefilled at once gives the bits of the prompt
 TEST_CASE("parameters changed after use_weights are refused until packed again; f32 drops the copies") {
   cqm::CausalQwen<float> model(small_config());
   model.init_random(3, 0.05);
-  model.use_weights(la::WeightType::int8);
+  model.use_weights(la::Format::int8);
   const auto before = trace(model, {1, 2, 3}, 1);
   model.params().data()[0] += 1.0f;
   model.params().touch();
   CHECK_THROWS_WITH_AS(trace(model, {1, 2, 3}, 1), doctest::Contains("call use_weights again"), cq::DomainError);
-  model.use_weights(la::WeightType::int8);
+  model.use_weights(la::Format::int8);
   CHECK_NOTHROW(trace(model, {1, 2, 3}, 1));
-  model.use_weights(la::WeightType::f32);
+  model.use_weights(la::Format::f32);
   CHECK(model.packed_bytes() == 0);
   CHECK(trace(model, {1, 2, 3}, 1).tokens.size() == before.tokens.size());
   cqm::CausalQwen<double> wide(small_config());
-  CHECK_THROWS_WITH_AS(wide.use_weights(la::WeightType::bf16), doctest::Contains("float models only"), cq::DomainError);
-  CHECK(wide.weight_type() == la::WeightType::f32);  // refused before anything changed
+  CHECK_THROWS_WITH_AS(wide.use_weights(la::Format::bf16), doctest::Contains("float models only"), cq::DomainError);
+  CHECK(wide.weight_type() == la::Format::f32);  // refused before anything changed
 }
 
 TEST_CASE("oneDNN prefill (bf16 and int8 weights): a prompt prefilled at once against fed a token at a time, bounded and the same tokens") {
@@ -212,16 +212,16 @@ TEST_CASE("oneDNN prefill (bf16 and int8 weights): a prompt prefilled at once ag
   // to bf16 (Q widened) or quantises it per row to s8: measured 1.7e-2 and 1.8e-2 (2.9e-2 on
   // other prompts), and a close top-1 may flip.
   struct Way {
-    la::WeightType type;
+    la::Format type;
     la::OnednnInt8 int8;
     double bound;
     std::size_t flips;  // tokens allowed to differ, of the 24
   };
-  for (const Way& way : {Way{la::WeightType::bf16, la::OnednnInt8::bf16, 1e-2, 0}, Way{la::WeightType::int8, la::OnednnInt8::bf16, 6e-2, 2},
-                         Way{la::WeightType::int8, la::OnednnInt8::s8, 6e-2, 2}}) {
+  for (const Way& way : {Way{la::Format::bf16, la::OnednnInt8::bf16, 1e-2, 0}, Way{la::Format::int8, la::OnednnInt8::bf16, 6e-2, 2},
+                         Way{la::Format::int8, la::OnednnInt8::s8, 6e-2, 2}}) {
     la::onednn_int8_prefill() = way.int8;
     model.use_weights(way.type);
-    const std::string name = std::string(la::weight_type_name(way.type)) + (way.type == la::WeightType::int8 && way.int8 == la::OnednnInt8::s8 ? " (X as s8)" : "");
+    const std::string name = std::string(la::format_name(way.type)) + (way.type == la::Format::int8 && way.int8 == la::OnednnInt8::s8 ? " (X as s8)" : "");
     CAPTURE(name);
     double worst = 0;
     std::size_t flips = 0;

@@ -100,7 +100,7 @@ TEST_CASE("bf16 product: AVX512-BF16 and AVX2 give the portable loop's bits, all
     CAPTURE(K);
     CAPTURE(N);
     const auto x = normal_vector(M * K, rng), w = normal_vector(N * K, rng, 0.05), b = normal_vector(N, rng);
-    const la::PackedMatrix p(la::WeightType::bf16, c2(w, N, K));
+    const la::PackedMatrix p(la::Format::bf16, c2(w, N, K));
     const auto portable = product(la::Bf16Isa::portable, x, M, K, p.ref(), b);
     for (const auto isa : cpu_isas()) {
       CAPTURE(isa_name(isa));
@@ -128,7 +128,7 @@ TEST_CASE("bf16 product: a row's bits do not depend on the rows beside it, its p
   std::mt19937_64 rng(seed);
   const std::size_t M = 19, K = 400, N = 44;  // large enough to run on the threads
   const auto x = normal_vector(M * K, rng), w = normal_vector(N * K, rng, 0.05);
-  const la::PackedMatrix p(la::WeightType::bf16, c2(w, N, K));
+  const la::PackedMatrix p(la::Format::bf16, c2(w, N, K));
   check_rows_independent(x, M, K, N, [&](la::Bf16Isa isa, const std::vector<float>& rows, std::size_t count) {
     return product(isa, rows, count, K, p.ref(), {});
   });
@@ -139,7 +139,7 @@ TEST_CASE("bf16 product: rows of a copy from a panel group onwards, as linear_fo
   std::mt19937_64 rng(seed);
   const std::size_t M = 9, K = 70, N = 30;
   const auto x = normal_vector(M * K, rng), w = normal_vector(N * K, rng, 0.05);
-  const la::PackedMatrix p(la::WeightType::bf16, c2(w, N, K));
+  const la::PackedMatrix p(la::Format::bf16, c2(w, N, K));
   const auto whole = product(la::bf16_kernel_isa(), x, M, K, p.ref(), {});
   const auto part = p.ref().rows_from(8, 13);  // rows [8, 21): groups 2..5, the last one partly
   std::vector<float> y(M * 13);
@@ -153,7 +153,7 @@ TEST_CASE("bf16 product: rows of a copy from a panel group onwards, as linear_fo
   std::vector<float> x_short(M * 69);
   CHECK_THROWS_WITH_AS(la::bf16_linear_forward(v2(y2, M, 13), c2(x_short, M, 69), part),
                        doctest::Contains("does not match X"), cq::DomainError);
-  const la::PackedMatrix q(la::WeightType::int8, c2(w, N, K));
+  const la::PackedMatrix q(la::Format::int8, c2(w, N, K));
   std::vector<float> y3(M * N);
   CHECK_THROWS_WITH_AS(la::bf16_linear_forward(v2(y3, M, N), c2(x, M, K), q.ref()), doctest::Contains("W is int8, not a bf16 copy"),
                        cq::DomainError);
@@ -171,7 +171,7 @@ TEST_CASE("int8 weights on the bf16 product (many rows): s·(bf16(X)·q) + b, ev
     for (std::size_t n = 0; n < N; ++n)  // rows of very different scales
       for (std::size_t k = 0; k < K; ++k) w[n * K + k] *= std::ldexp(1.0f, int(n % 7) * 6 - 18);
     const auto x = normal_vector(M * K, rng), b = normal_vector(N, rng);
-    const la::PackedMatrix p(la::WeightType::int8, c2(w, N, K));
+    const la::PackedMatrix p(la::Format::int8, c2(w, N, K));
     const la::PackedRef ref = p.ref();
     const auto portable = int8_product(la::Bf16Isa::portable, x, M, K, ref, b);
     for (const auto isa : cpu_isas()) {
@@ -203,14 +203,14 @@ TEST_CASE("int8 weights on the bf16 product: a row's bits do not depend on the r
   const std::size_t M = 19, K = 400, N = 44;
   const auto x = normal_vector(M * K, rng);
   auto w = normal_vector(N * K, rng, 0.05);
-  const la::PackedMatrix p(la::WeightType::int8, c2(w, N, K));
+  const la::PackedMatrix p(la::Format::int8, c2(w, N, K));
   check_rows_independent(x, M, K, N, [&](la::Bf16Isa isa, const std::vector<float>& rows, std::size_t count) {
     return int8_product(isa, rows, count, K, p.ref(), {});
   });
   // linear_forward over the float W holding q·s, as a model with int8 weights keeps it; our own
   // kernels (oneDNN's int8 prefill: test_onednn_bf16)
   la::set_bf16_kernel(la::Bf16Kernel::own);
-  la::round_weights(la::WeightType::int8, v2(w, N, K));
+  la::round_weights(la::Format::int8, v2(w, N, K));
   const auto through_linear = [&](std::size_t rows) {
     std::vector<float> y(rows * N);
     la::linear_forward<float>(v2(y, rows, N), c2(x, rows, K), la::Weight<const float>(c2(w, N, K)).with_decode(p.ref()));
@@ -244,7 +244,7 @@ TEST_CASE("int8 weights on the bf16 product: a row's bits do not depend on the r
     for (std::size_t n = 0; n < 13; ++n) CHECK(same_bits(part[m * 13 + n], whole[m * N + 8 + n]));
   CHECK_THROWS_WITH_AS(la::int8_rows_linear_forward(v2(part, M, 13), c2(x, M, K), p.ref().rows_from(6, 13)),
                        doctest::Contains("starts at row 6 of its panels, not at a multiple of 4"), cq::DomainError);
-  const la::PackedMatrix b16(la::WeightType::bf16, c2(w, N, K));
+  const la::PackedMatrix b16(la::Format::bf16, c2(w, N, K));
   std::vector<float> y(M * N);
   CHECK_THROWS_WITH_AS(la::int8_rows_linear_forward(v2(y, M, N), c2(x, M, K), b16.ref()),
                        doctest::Contains("W is bf16, not an int8 copy"), cq::DomainError);
@@ -283,7 +283,7 @@ TEST_CASE("bf16 product: X rounds as float_to_bf16 does (ties to even, overflow 
 #endif
   // one weight row of ones: y = Σ bf16(x); a row with an infinity gives ±∞, one with NaN gives NaN
   const std::vector<float> ones(4 * 3, 1.0f);
-  const la::PackedMatrix p(la::WeightType::bf16, c2(ones, 4, 3));
+  const la::PackedMatrix p(la::Format::bf16, c2(ones, 4, 3));
   for (const auto isa : cpu_isas()) {
     CAPTURE(isa_name(isa));
     const std::vector<float> x = {1.0f, inf, 2.0f, 1.0f, nan, 2.0f, max, max, 0.0f, 0.25f, 0.5f, -1.0f};
@@ -358,7 +358,7 @@ TEST_CASE("bf16 pairing of W's rows (dY·W in training): AVX-512 and AVX2 give t
     std::vector<float> dense(K * cols);
     for (std::size_t k = 0; k < K; ++k)
       for (std::size_t c = 0; c < cols; ++c) dense[k * cols + c] = src[k * ld + c];
-    const la::PackedMatrix copy(la::WeightType::bf16, c2(dense, K, cols));
+    const la::PackedMatrix copy(la::Format::bf16, c2(dense, K, cols));
     for (const bool abs : {false, true}) {
       CAPTURE(abs);
       const std::size_t width = 24, j0 = 16;  // a task's columns [16, 40)
@@ -419,7 +419,7 @@ TEST_CASE("bf16_matmul (mixed-precision training): every operand layout gives th
     CAPTURE(N);
     const auto x = normal_vector(M * K, rng), w = normal_vector(N * K, rng, 0.05), c0 = normal_vector(M * N, rng);
     // the reference: Y = bf16(X)·Wᵀ over a bf16 panel copy of W (the tests above)
-    const la::PackedMatrix p(la::WeightType::bf16, c2(w, N, K));
+    const la::PackedMatrix p(la::Format::bf16, c2(w, N, K));
     const auto reference = product(la::Bf16Isa::portable, x, M, K, p.ref(), {});
     for (const auto isa : cpu_isas()) {
       for (const bool ta : {false, true})
@@ -474,9 +474,9 @@ namespace {
 /// for bf16), and of the exact sum within the rounding of both operands (2·2⁻⁸ relative per term)
 /// for bf16.
 template <class Factors>
-void check_sums(la::Precision precision, const std::vector<float>& out, std::size_t rows, std::size_t cols, std::size_t terms,
+void check_sums(la::Format precision, const std::vector<float>& out, std::size_t rows, std::size_t cols, std::size_t terms,
                 Factors factors, const float* bias = nullptr) {
-  const auto r = [&](float value) { return precision == la::Precision::bf16 ? double(bf16_round(value)) : double(value); };
+  const auto r = [&](float value) { return precision == la::Format::bf16 ? double(bf16_round(value)) : double(value); };
   std::size_t failures = 0;
   for (std::size_t i = 0; i < rows; ++i)
     for (std::size_t j = 0; j < cols; ++j) {
@@ -491,7 +491,7 @@ void check_sums(la::Precision precision, const std::vector<float>& out, std::siz
       const double got = out[i * cols + j];
       failures += !(std::abs(got - rounded) <= double(terms + 1) * 0x1p-24 * magnitude + 1e-30);
       failures += !(std::abs(got - exact) <=
-                    (precision == la::Precision::bf16 ? 0x1p-7 : double(terms + 1) * 0x1p-24) * magnitude + 1e-30);
+                    (precision == la::Format::bf16 ? 0x1p-7 : double(terms + 1) * 0x1p-24) * magnitude + 1e-30);
     }
   CHECK(failures == 0);
 }
@@ -526,8 +526,8 @@ TEST_CASE("bf16 products of a linear map: forward and both backward products agr
   const auto x = normal_vector(M * K, rng), w = normal_vector(N * K, rng, 0.1), b = normal_vector(N, rng),
              dy = normal_vector(M * N, rng);
   const TensorView<const float, 1> bias(b.data(), {N});
-  for (const auto precision : {la::Precision::f32, la::Precision::bf16}) {
-    CAPTURE(la::precision_name(precision));
+  for (const auto precision : {la::Format::f32, la::Format::bf16}) {
+    CAPTURE(la::format_name(precision));
     std::vector<float> y(M * N), dx(M * K, 0.0f), dw(N * K, 0.0f);
     const auto W = la::Weight<const float>(c2(w, N, K)).with_precision(precision);
     la::linear_forward<float>(v2(y, M, N), c2(x, M, K), W, bias);
@@ -543,9 +543,9 @@ TEST_CASE("bf16 products of a linear map: forward and both backward products agr
   std::vector<double> xd(4), wd(4), yd(4);
   CHECK_THROWS_WITH_AS(la::linear_forward<double>(TensorView<double, 2>(yd.data(), {2, 2}), TensorView<const double, 2>(xd.data(), {2, 2}),
                                                   la::Weight<const double>(TensorView<const double, 2>(wd.data(), {2, 2}))
-                                                      .with_precision(la::Precision::bf16)),
+                                                      .with_precision(la::Format::bf16)),
                        doctest::Contains("bf16 products serve float models only"), cq::DomainError);
-  CHECK(la::parse_precision("bf16") == la::Precision::bf16);
+  CHECK(la::parse_precision("bf16") == la::Format::bf16);
   CHECK_THROWS_WITH_AS(la::parse_precision("fp16"), doctest::Contains("unknown precision 'fp16': expected f32 or bf16"),
                        cq::DomainError);
 }
@@ -563,8 +563,8 @@ TEST_CASE("bf16 products of the Cauchy linear map (the class head in mixed preci
   for (auto& s : scale_a) s = std::abs(s) + 0.1f;
   for (std::size_t i = 0; i < w.size(); ++i) abs_w[i] = std::abs(w[i]);
   const auto sign = [&](std::size_t i) { return float((w[i] > 0) - (w[i] < 0)); };
-  for (const auto precision : {la::Precision::f32, la::Precision::bf16}) {
-    CAPTURE(la::precision_name(precision));
+  for (const auto precision : {la::Format::f32, la::Format::bf16}) {
+    CAPTURE(la::format_name(precision));
     std::vector<float> loc_s(R * N), scale_s(R * N), da_loc(R * C, 0.0f), da_scale(R * C, 0.0f), dw(N * C, 0.0f);
     const auto a = cq::assume_cauchy_view<cq::Kind::independent>(c2(loc_a, R, C), c2(scale_a, R, C));
     const auto W = la::Weight<const float>(c2(w, N, C)).with_abs(c2(abs_w, N, C)).with_precision(precision);
@@ -609,7 +609,7 @@ TEST_CASE("bf16_matmul reading a bf16 copy of W (mixed-precision training's kept
     // and for odd N the pair of its last row lies beside a row of the store that is not W's,
     // which holds an infinity (0·∞ would make the sums NaN)
     w_rows[(N + 4) * K] = std::numeric_limits<float>::infinity();
-    const la::PackedMatrix store(la::WeightType::bf16, c2(w_rows, N + 8, K));
+    const la::PackedMatrix store(la::Format::bf16, c2(w_rows, N + 8, K));
     const la::PackedRef copy = store.ref().rows_from(4, N);
     const float* w = w_rows.data() + 4 * K;
     for (const auto kernel : {la::Bf16Kernel::portable, la::Bf16Kernel::avx2, la::Bf16Kernel::automatic}) {

@@ -58,7 +58,7 @@ TEST_CASE("oneDNN bf16 prefill: Y = bf16(X)·Wᵀ + b within float rounding of t
     CAPTURE(K);
     CAPTURE(N);
     const auto x = normal_vector(M * K, rng), w = normal_vector(N * K, rng, 0.1), b = normal_vector(N, rng);
-    const la::PackedMatrix p(la::WeightType::bf16, c2(w, N, K));
+    const la::PackedMatrix p(la::Format::bf16, c2(w, N, K));
     std::vector<float> y(M * N), y_f32(M * N);
     REQUIRE(la::packed_rows_on_onednn(M, p.ref()));
     la::linear_forward<float>(v2(y, M, N), c2(x, M, K), la::Weight<const float>(c2(w, N, K)).with_decode(p.ref()), TensorView<const float, 1>(b.data(), {N}));
@@ -97,8 +97,8 @@ TEST_CASE("oneDNN int8 prefill: X quantised per row, |y - y(X, q·s)| within (s_
   const std::size_t M = 48, K = 200, N = 72;
   const auto x = normal_vector(M * K, rng), b = normal_vector(N, rng);
   auto w = normal_vector(N * K, rng, 0.1);
-  const la::PackedMatrix p(la::WeightType::int8, c2(w, N, K));
-  la::round_weights(la::WeightType::int8, v2(w, N, K));  // w = q·s, what the copy holds
+  const la::PackedMatrix p(la::Format::int8, c2(w, N, K));
+  la::round_weights(la::Format::int8, v2(w, N, K));  // w = q·s, what the copy holds
   for (const auto way : {la::OnednnInt8::s8, la::OnednnInt8::bf16}) {
     la::onednn_int8_prefill() = way;
     CAPTURE(int(way));
@@ -225,7 +225,7 @@ TEST_CASE("oneDNN: fewer than onednn_min_rows rows run on our kernels (their bit
   MESSAGE("seed " << seed);
   const std::size_t K = 96, N = 80, few = la::onednn_min_rows - 1, many = 64;
   const auto x = normal_vector(many * K, rng), w = normal_vector(N * K, rng, 0.1);
-  const la::PackedMatrix p(la::WeightType::bf16, c2(w, N, K));
+  const la::PackedMatrix p(la::Format::bf16, c2(w, N, K));
   std::vector<float> y_own(few * N), y_dnnl(few * N);
   {
     const KernelScope scope(la::Bf16Kernel::own);

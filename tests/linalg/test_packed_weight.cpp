@@ -61,12 +61,12 @@ void check_int8_row(float y, double bias, const std::vector<double>& xq, const s
 }  // namespace
 
 TEST_CASE("weight type names parse, and an unknown name is refused with the accepted ones") {
-  CHECK(la::parse_weight_type("bf16") == la::WeightType::bf16);
-  CHECK(la::parse_weight_type("int8") == la::WeightType::int8);
-  CHECK(la::parse_weight_type("f32") == la::WeightType::f32);
+  CHECK(la::parse_weight_type("bf16") == la::Format::bf16);
+  CHECK(la::parse_weight_type("int8") == la::Format::int8);
+  CHECK(la::parse_weight_type("f32") == la::Format::f32);
   CHECK_THROWS_WITH_AS(la::parse_weight_type("fp8"), doctest::Contains("expected f32, bf16 or int8"), cq::DomainError);
-  CHECK(la::bytes_per_weight(la::WeightType::bf16, 896) == 2.0);
-  CHECK(la::bytes_per_weight(la::WeightType::int8, 4) == 2.0);
+  CHECK(la::bytes_per_weight(la::Format::bf16, 896) == 2.0);
+  CHECK(la::bytes_per_weight(la::Format::int8, 4) == 2.0);
 }
 
 TEST_CASE("int8 packing: one scale per row, max |W| maps to ±127, zero rows and extremes stay finite") {
@@ -74,7 +74,7 @@ TEST_CASE("int8 packing: one scale per row, max |W| maps to ±127, zero rows and
                           0, 0, 0, 0,                                                          // row 1: zeros
                           3e38f, -3e38f, 1e-30f, 7.0f,                                         // row 2: huge
                           std::numeric_limits<float>::denorm_min(), 0, 0, -std::numeric_limits<float>::denorm_min()};
-  const la::PackedMatrix p(la::WeightType::int8, c2(w, 4, 4));
+  const la::PackedMatrix p(la::Format::int8, c2(w, 4, 4));
   const auto r = p.ref();
   CHECK(r.cols_padded == 16);
   const auto q = [&](std::size_t i, std::size_t j) { return r.q[la::panel_index(i, j, r.cols_padded)]; };
@@ -89,7 +89,7 @@ TEST_CASE("int8 packing: one scale per row, max |W| maps to ±127, zero rows and
   CHECK(std::isfinite(r.row_scale[3]));
   for (std::size_t j = 4; j < 16; ++j) CHECK(q(3, j) == 0);  // the padding
   auto rounded = w;
-  la::round_weights(la::WeightType::int8, v2(rounded, 4, 4));
+  la::round_weights(la::Format::int8, v2(rounded, 4, 4));
   for (std::size_t i = 0; i < 4; ++i)
     for (std::size_t j = 0; j < 4; ++j) {
       CHECK(rounded[i * 4 + j] == p.at(i, j));
@@ -104,9 +104,9 @@ TEST_CASE("bf16 packing rounds to nearest even, as the float copy is rounded") {
   auto w = normal_vector(7 * 33, rng);
   w[0] = std::numeric_limits<float>::infinity();
   w[1] = -0.0f;
-  const la::PackedMatrix p(la::WeightType::bf16, c2(w, 7, 33));
+  const la::PackedMatrix p(la::Format::bf16, c2(w, 7, 33));
   auto rounded = w;
-  la::round_weights(la::WeightType::bf16, v2(rounded, 7, 33));
+  la::round_weights(la::Format::bf16, v2(rounded, 7, 33));
   for (std::size_t i = 0; i < 7; ++i)
     for (std::size_t j = 0; j < 33; ++j) {
       CHECK(rounded[i * 33 + j] == p.at(i, j));
@@ -121,12 +121,12 @@ TEST_CASE("a packed copy of 4 MiB and more lies on huge pages (2 MiB-aligned), p
   std::mt19937_64 rng(seed);
   const std::size_t N = 1030, K = 2100;  // bf16: 4.1 MiB of panels, int8 2.1 MiB (on the heap)
   const auto w = normal_vector(N * K, rng, 0.05);
-  const la::PackedMatrix bf16(la::WeightType::bf16, c2(w, N, K)), int8(la::WeightType::int8, c2(w, N, K));
+  const la::PackedMatrix bf16(la::Format::bf16, c2(w, N, K)), int8(la::Format::int8, c2(w, N, K));
   CHECK(reinterpret_cast<std::uintptr_t>(bf16.ref().bf16) % cq::huge_page_bytes == 0);
   CHECK(reinterpret_cast<std::uintptr_t>(int8.ref().q) % 64 == 0);
   auto rounded_bf16 = w, rounded_int8 = w;
-  la::round_weights(la::WeightType::bf16, v2(rounded_bf16, N, K));
-  la::round_weights(la::WeightType::int8, v2(rounded_int8, N, K));
+  la::round_weights(la::Format::bf16, v2(rounded_bf16, N, K));
+  la::round_weights(la::Format::int8, v2(rounded_int8, N, K));
   bool same = true;
   for (std::size_t i = 0; i < N; ++i)
     for (std::size_t j = 0; j < K; ++j)
@@ -147,20 +147,20 @@ TEST_CASE("linear_forward reading a packed copy agrees with the float kernel on 
     CAPTURE(N);
     const auto x = normal_vector(M * K, rng), b = normal_vector(N, rng);
     const auto w = normal_vector(N * K, rng, 0.05);
-    for (auto type : {la::WeightType::bf16, la::WeightType::int8}) {
-      CAPTURE(la::weight_type_name(type));
+    for (auto type : {la::Format::bf16, la::Format::int8}) {
+      CAPTURE(la::format_name(type));
       const la::PackedMatrix p(type, c2(w, N, K));
       auto rounded = w;
       la::round_weights(type, v2(rounded, N, K));
       // the bf16 product rounds X to bf16 too (bf16_gemm.hpp); int8 quantises it (below)
       auto x_read = x;
-      if (type == la::WeightType::bf16)
+      if (type == la::Format::bf16)
         for (auto& v : x_read) v = cq::bf16_to_float(cq::float_to_bf16(v));
       std::vector<float> y_packed(M * N), y_float(M * N);
       la::linear_forward<float>(v2(y_packed, M, N), c2(x, M, K), la::Weight<const float>(c2(rounded, N, K)).with_decode(p.ref()),
                                 TensorView<const float, 1>(b.data(), {N}));
       la::linear_forward<float>(v2(y_float, M, N), c2(x_read, M, K), c2(rounded, N, K), TensorView<const float, 1>(b.data(), {N}));
-      if (type == la::WeightType::int8) {  // X quantised per chunk of 16 (int8_dot.hpp)
+      if (type == la::Format::int8) {  // X quantised per chunk of 16 (int8_dot.hpp)
         for (std::size_t m = 0; m < M; ++m) {
           std::vector<double> half_step;
           const auto xq = dequantised(x.data() + m * K, K, &half_step);
@@ -187,8 +187,8 @@ TEST_CASE("fused Cauchy kernel reads the packed W_cls: loc and scale as from the
   const auto loc = normal_vector(R * C, rng), w = normal_vector(N * C, rng), b = normal_vector(N, rng);
   auto scale = normal_vector(R * C, rng);
   for (auto& s : scale) s = std::abs(s) + 0.1f;
-  for (auto type : {la::WeightType::bf16, la::WeightType::int8}) {
-    CAPTURE(la::weight_type_name(type));
+  for (auto type : {la::Format::bf16, la::Format::int8}) {
+    CAPTURE(la::format_name(type));
     const la::PackedMatrix p(type, c2(w, N, C));
     auto rounded = w;
     la::round_weights(type, v2(rounded, N, C));
@@ -198,7 +198,7 @@ TEST_CASE("fused Cauchy kernel reads the packed W_cls: loc and scale as from the
                              la::Weight<const float>(c2(rounded, N, C)).with_decode(p.ref()), TensorView<const float, 1>(b.data(), {N}), a);
     la::cauchy_linear<float>(cq::CauchyOut<float, 2>{v2(lf, R, N), v2(sf, R, N)}, c2(rounded, N, C),
                              TensorView<const float, 1>(b.data(), {N}), a);
-    if (type == la::WeightType::bf16) {  // the same products summed in another order, and a double sum
+    if (type == la::Format::bf16) {  // the same products summed in another order, and a double sum
       for (std::size_t r = 0; r < R; ++r)
         for (std::size_t n = 0; n < N; ++n) {
           const std::size_t i = r * N + n;
@@ -236,9 +236,9 @@ TEST_CASE("fused Cauchy kernel over rows of a packed bf16 W_cls from any row on:
     const auto loc = normal_vector(R * C, rng), w = normal_vector(N * C, rng);
     auto scale = normal_vector(R * C, rng);
     for (auto& s : scale) s = std::abs(s) + 0.1f;
-    const la::PackedMatrix p(la::WeightType::bf16, c2(w, N, C));
+    const la::PackedMatrix p(la::Format::bf16, c2(w, N, C));
     auto rounded = w;
-    la::round_weights(la::WeightType::bf16, v2(rounded, N, C));
+    la::round_weights(la::Format::bf16, v2(rounded, N, C));
     const auto a = cq::assume_cauchy_view<cq::Kind::independent>(c2(loc, R, C), c2(scale, R, C));
     std::vector<float> l_all(R * N), s_all(R * N), lf(R * N), sf(R * N);
     la::cauchy_linear<float>(cq::CauchyOut<float, 2>{v2(l_all, R, N), v2(s_all, R, N)},
@@ -277,7 +277,7 @@ TEST_CASE("int8 products: AVX512-VNNI and AVX2 give the portable loop's bits; ro
   auto x = normal_vector(M * K, rng);
   x[7] = 40.0f;  // an outlier: its chunk's step grows, the others' do not
   const auto w = normal_vector(N * K, rng, 0.05), b = normal_vector(N, rng);
-  const la::PackedMatrix p(la::WeightType::int8, c2(w, N, K));
+  const la::PackedMatrix p(la::Format::int8, c2(w, N, K));
   const TensorView<const float, 1> bias(b.data(), {N});
   const auto product = [&](la::Int8Kernel kernel, const float* xs, std::size_t rows, const la::PackedRef& ref,
                            bool with_bias = true) {
@@ -337,7 +337,7 @@ TEST_CASE("int8 products: AVX512-VNNI and AVX2 give the portable loop's bits; ro
     for (std::size_t k = 0; k < Ks; ++k) xs[k] = (k / 3) % 2 ? -1.0f : 1.0f;
     for (std::size_t n = 0; n < Ns; ++n)
       for (std::size_t k = 0; k < Ks; ++k) ws[n * Ks + k] = n % 2 ? -xs[k] : (n % 4 == 2 ? 1.0f : xs[k]);
-    const la::PackedMatrix ps(la::WeightType::int8, c2(ws, Ns, Ks));
+    const la::PackedMatrix ps(la::Format::int8, c2(ws, Ns, Ks));
     std::vector<float> y_portable(Ns);
     for (const auto kernel : {la::Int8Kernel::portable, la::Int8Kernel::avx2, la::Int8Kernel::automatic}) {
       la::set_int8_kernel(kernel);

@@ -208,9 +208,19 @@ TEST_CASE("an evaluation keeps no attention weights: the training forward's bits
 
 TEST_CASE("a double model refuses bf16 products, with the sentence the linear products use") {
   ModelFixture f(cqtest::test_seed(43, "double model refuses bf16"));
-  CHECK_THROWS_WITH_AS(f.model.set_precision(cq::linalg::Precision::bf16),
+  CHECK_THROWS_WITH_AS(f.model.set_precision(cq::linalg::Format::bf16),
                        "causalqwen::CausalQwen::set_precision: bf16 products serve float models only",
                        cq::DomainError);
-  CHECK(f.model.precision() == cq::linalg::Precision::f32);
-  f.model.set_precision(cq::linalg::Precision::f32);
+  CHECK(f.model.precision() == cq::linalg::Format::f32);
+  f.model.set_precision(cq::linalg::Format::f32);
+}
+
+TEST_CASE("a model refuses int8 as the precision of its products (a storage format of decoding's copies only)") {
+  cq::model::CausalQwen<float, tiny> model(ModelFixture::settings());
+  model.set_precision(cq::linalg::Format::bf16);
+  CHECK_THROWS_WITH_AS(model.set_precision(cq::linalg::Format::int8),
+                       "causalqwen::CausalQwen::set_precision: training products run in f32 or bf16, not int8",
+                       cq::DomainError);
+  CHECK(model.precision() == cq::linalg::Format::bf16);  // refused before anything changed
+  CHECK(model.bf16_copy_bytes() > 0);
 }

@@ -159,7 +159,7 @@ TEST_CASE_TEMPLATE("engine: each request equals Generator on its prompt alone, b
 TEST_CASE("engine: a request joining mid-way does not change another's tokens (bf16 weights, bf16 cache)") {
   const auto seed = cqtest::test_seed(632, "serve engine join, bf16");
   auto model = tiny_model<float>(seed);
-  model->use_weights(cq::linalg::WeightType::bf16);
+  model->use_weights(cq::linalg::Format::bf16);
   const auto first = serve_all<float>(*model, 4, 1, seed, [](std::size_t) { return std::size_t{0}; });
   // request 0 alone; then with requests 1…5 joining at steps 2, 3, … (longer prompts than
   // request 0's one token: its row shifts right)
@@ -354,7 +354,7 @@ TEST_CASE("engine: many prompts joining at one step share prefill forwards (bf16
     ~OwnKernels() { cq::linalg::set_bf16_kernel(cq::linalg::Bf16Kernel::automatic); }
   } own_kernels;
   auto model = tiny_model<float>(seed);
-  model->use_weights(cq::linalg::WeightType::bf16);
+  model->use_weights(cq::linalg::Format::bf16);
   cqs::Engine<float> engine(*model, {11, 0, false});
   std::map<std::size_t, cqg::GenerationResult> out;
   const std::size_t count = 11;

@@ -263,7 +263,7 @@ struct GreedyDecoder {
     head_params = model.head_params();
   }
   /// Packed copies of the weights read by decoding (bf16: the bf16 product; int8: the integer dot products).
-  void use_weights(cq::linalg::WeightType type) {
+  void use_weights(cq::linalg::Format type) {
     model.use_weights(type);
     head_params = model.head_params();
   }
@@ -336,12 +336,12 @@ TEST_CASE("steady state: a training step allocates nothing and faults no page") 
   SUBCASE("AdamW with a gradient arena") { adamw_steps("training step (AdamW)"); }
   SUBCASE("StreamingAdamW (factors kept, bf16 moments)") { check_streaming_steps("training step (StreamingAdamW)", model, batch); }
   SUBCASE("AdamW, mixed precision (the layers' products in bf16, reading the bf16 copies AdamW keeps)") {
-    model.set_precision(cq::linalg::Precision::bf16);
+    model.set_precision(cq::linalg::Format::bf16);
     adamw_steps("training step (AdamW, bf16 products, kept copies)");
     CHECK(model.bf16_copies_current());
   }
   SUBCASE("AdamW, mixed precision (each product rounding W itself)") {
-    model.set_precision(cq::linalg::Precision::bf16, cq::linalg::WeightCopies::none);
+    model.set_precision(cq::linalg::Format::bf16, cq::linalg::WeightCopies::none);
     adamw_steps("training step (AdamW, bf16 products)");
   }
 }
@@ -363,8 +363,8 @@ TEST_CASE("steady state: a prefill and decode steps allocate nothing and fault n
   GreedyDecoder decoder(config(), seed);
   const std::size_t S = 40, decode_steps = 6;
   const auto prompt = GreedyDecoder::prompt(S, seed, 13);
-  for (const auto type : {cq::linalg::WeightType::f32, cq::linalg::WeightType::bf16, cq::linalg::WeightType::int8}) {
-    CAPTURE(cq::linalg::weight_type_name(type));
+  for (const auto type : {cq::linalg::Format::f32, cq::linalg::Format::bf16, cq::linalg::Format::int8}) {
+    CAPTURE(cq::linalg::format_name(type));
     decoder.use_weights(type);
     auto generate = [&] {
       decoder.prefill(prompt, S + decode_steps);

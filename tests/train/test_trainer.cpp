@@ -214,7 +214,7 @@ TEST_CASE("mixed precision: the bf16 weight copies that AdamW keeps give the bit
     auto run = [&](const fs::path& out, cq::linalg::WeightCopies copies) {
       cq::model::CausalQwen<float> model(cfg);
       model.init_random(seed);
-      model.set_precision(cq::linalg::Precision::bf16, copies);
+      model.set_precision(cq::linalg::Format::bf16, copies);
       CHECK((model.bf16_copy_bytes() > 0) == (copies == cq::linalg::WeightCopies::kept));
       CHECK((model.update_follower() != nullptr) == (copies == cq::linalg::WeightCopies::kept));
       train_counting(model, out, 12, 2, 6, 1, seed);
@@ -240,7 +240,7 @@ TEST_CASE("mixed precision: the bf16 weight copies that AdamW keeps give the bit
 TEST_CASE("mixed precision: 200 steps with bf16 products follow the float run's loss curve") {
   const auto seed = cqtest::test_seed(12, "mixed precision");
   const auto cfg = decoder_heavy_config();
-  auto run = [&](const fs::path& out, cq::linalg::Precision precision) {
+  auto run = [&](const fs::path& out, cq::linalg::Format precision) {
     cq::model::CausalQwen<float> model(cfg);
     model.init_random(seed);
     model.set_precision(precision);
@@ -253,8 +253,8 @@ TEST_CASE("mixed precision: 200 steps with bf16 products follow the float run's 
     return std::tuple{train_loss, val_loss, first_grad_norm.at(0)};
   };
   const auto a = fresh_dir("precision_f32"), b = fresh_dir("precision_bf16");
-  const auto [f32_train, f32_val, f32_grad] = run(a, cq::linalg::Precision::f32);
-  const auto [bf16_train, bf16_val, bf16_grad] = run(b, cq::linalg::Precision::bf16);
+  const auto [f32_train, f32_val, f32_grad] = run(a, cq::linalg::Format::f32);
+  const auto [bf16_train, bf16_val, bf16_grad] = run(b, cq::linalg::Format::bf16);
   REQUIRE(f32_train.size() == 200);
   REQUIRE(bf16_train.size() == 200);
   REQUIRE(f32_val.size() == bf16_val.size());

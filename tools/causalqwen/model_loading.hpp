@@ -82,24 +82,24 @@ struct WeightsOption {
   template <class T>
   void apply(causalqwen::model::CausalQwen<T>& model) const {
     const auto type = causalqwen::linalg::parse_weight_type(weights);
-    if (type == causalqwen::linalg::WeightType::f32) return;
+    if (type == causalqwen::linalg::Format::f32) return;
     if constexpr (!std::is_same_v<T, float>)
       throw causalqwen::DomainError(fmt::format("--weights {} needs --dtype f32 (packed weights serve float models)", weights));
     else {
       model.use_weights(type);
       // the packed types pay only with their instructions (AVX-512's, or AVX2's): without them a
       // portable loop runs, slower than the float kernels
-      const bool fast = type == causalqwen::linalg::WeightType::bf16 ? causalqwen::linalg::bf16_kernel_is_hardware()
+      const bool fast = type == causalqwen::linalg::Format::bf16 ? causalqwen::linalg::bf16_kernel_is_hardware()
                                                                       : causalqwen::linalg::int8_kernel_is_hardware();
       if (!fast)
         fmt::print(stderr, "note: this CPU has neither {} nor AVX2, so --weights {} runs a portable loop, slower here than --weights f32\n",
-                   type == causalqwen::linalg::WeightType::bf16 ? "AVX512-BF16" : "AVX512-VNNI", weights);
+                   type == causalqwen::linalg::Format::bf16 ? "AVX512-BF16" : "AVX512-VNNI", weights);
       // prefill's products of many rows on oneDNN (AMX), decoding's few rows on our own kernels
       if (causalqwen::linalg::bf16_products_on_onednn())
         fmt::print(stderr, "kernels: --weights {} prefill on {}, decoding on {}\n", weights,
-                   type == causalqwen::linalg::WeightType::bf16 ? causalqwen::linalg::bf16_kernel_name()
+                   type == causalqwen::linalg::Format::bf16 ? causalqwen::linalg::bf16_kernel_name()
                                                                 : causalqwen::linalg::onednn_int8_prefill_name(),
-                   type == causalqwen::linalg::WeightType::bf16 ? causalqwen::linalg::bf16_own_kernel_name()
+                   type == causalqwen::linalg::Format::bf16 ? causalqwen::linalg::bf16_own_kernel_name()
                                                                 : causalqwen::linalg::int8_kernel_name());
     }
   }

@@ -49,7 +49,7 @@ class AbsWeightCache {
   bool valid_ = false;
 };
 
-/// scale' = scale·|W|ᵀ:  scale [M,K], |W| = W.abs [N,K], scale' [M,N]  (Precision::bf16: both
+/// scale' = scale·|W|ᵀ:  scale [M,K], |W| = W.abs [N,K], scale' [M,N]  (Format::bf16: both
 /// rounded to bf16, |W|'s bf16 values read from W.bf16_copy with the sign bits cleared when W has
 /// one: W.abs is then not read).
 template <class T>
@@ -57,7 +57,7 @@ void abs_linear_forward(TensorView<T, 2> scale_out, TensorView<const T, 2> scale
   linear_forward<T>(scale_out, scale, W.abs_weight());
 }
 
-/// dscale += dscale'·|W|:  dscale' [M,N], |W| = W.abs [N,K], dscale [M,K]  (Precision::bf16 likewise).
+/// dscale += dscale'·|W|:  dscale' [M,N], |W| = W.abs [N,K], dscale [M,K]  (Format::bf16 likewise).
 template <class T>
 void abs_linear_backward_input(TensorView<T, 2> dscale, TensorView<const T, 2> dscale_out, const Weight<const T>& W) {
   linear_backward_input<T>(dscale, dscale_out, W.abs_weight());
@@ -65,19 +65,20 @@ void abs_linear_backward_input(TensorView<T, 2> dscale, TensorView<const T, 2> d
 
 /// dW += sign(W) ⊙ (dscale'ᵀ·scale):  dscale' [M,N], scale [M,K], W and dW [N,K];
 /// sign(0) = 0 (the subgradient of |w| at 0 used here). Offered first to `sink` when given.
-/// Precision::bf16 (W.precision): the product of bf16(dscale')ᵀ·bf16(scale).
+/// Format::bf16 (W.precision): the product of bf16(dscale')ᵀ·bf16(scale).
 template <class T>
 void abs_linear_backward_weight(TensorView<T, 2> dw, TensorView<const T, 2> dscale_out,
                                 TensorView<const T, 2> scale, const Weight<const T>& W,
                                 WeightGradSink<T>* sink = nullptr) {
   const TensorView<const T, 2> w = W.values;
-  const Precision precision = W.precision;
+  const Format precision = W.precision;
   const std::size_t m = dscale_out.shape[0], n = dscale_out.shape[1], k = scale.shape[1];
   detail::require(scale.shape[0] == m, "abs_linear_backward_weight",
                   "scale {} does not match dscale' {}", shape_text(scale.shape),
                   shape_text(dscale_out.shape));
   require_shape(w, {n, k}, "abs_linear_backward_weight", "W");
   require_shape(dw, {n, k}, "abs_linear_backward_weight", "dW");
+  require_product_format(precision, "abs_linear_backward_weight");
   if (offer_to_weight_grad_sink<T>(sink, dw, dscale_out, scale, w)) return;
   require_precision_fits<T>(precision, "abs_linear_backward_weight");
   // Row tiles of dscale'ᵀ·scale, each masked into dW as it is made: a tile buffer of at most
@@ -89,9 +90,9 @@ void abs_linear_backward_weight(TensorView<T, 2> dw, TensorView<const T, 2> dsca
   for (std::size_t r0 = 0; r0 < n; r0 += tile_rows) {
     const std::size_t rows = std::min(tile_rows, n - r0);
     if constexpr (std::is_same_v<T, float>)
-      if (precision == Precision::bf16)
+      if (precision == Format::bf16)
         bf16_matmul(Op::transposed, Op::plain, rows, k, m, dscale_out.data + r0, n, scale.data, k, product.data(), k, false);
-    if (precision == Precision::f32)
+    if (precision == Format::f32)
       matmul<T>(Op::transposed, Op::plain, rows, k, m, dscale_out.data + r0, n, scale.data, k, product.data(), k, false);
     const T* w_rows = w.data + r0 * k;
     T* dw_rows = dw.data + r0 * k;

@@ -54,7 +54,7 @@ class Bf16Copies final : public UpdateFollower<float> {
     std::sort(slots_.begin(), slots_.end(), [](const SlotRows& a, const SlotRows& b) { return a.offset < b.offset; });
     version_ = none;
     const Matrix& added = matrices_.back();
-    return {WeightType::bf16, rows, cols, added.cols_padded, 0, added.panels.data(), nullptr, nullptr, false, nullptr, 0,
+    return {Format::bf16, rows, cols, added.cols_padded, 0, added.panels.data(), nullptr, nullptr, false, nullptr, 0,
             layout_ == detail_bf16::PackLayout::rows};
   }
 

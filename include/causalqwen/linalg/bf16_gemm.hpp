@@ -46,7 +46,7 @@
 #include "causalqwen/linalg/kernels/onednn.hpp"
 #include "causalqwen/linalg/matmul.hpp"
 #include "causalqwen/linalg/packed_weight.hpp"
-#include "causalqwen/linalg/precision.hpp"
+#include "causalqwen/linalg/format.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -218,7 +218,7 @@ inline void int8_rows_linear_forward(TensorView<float, 2> y, TensorView<const fl
 inline void bf16_matmul(Op op_a, Op op_b, std::size_t M, std::size_t N, std::size_t K, const float* a, std::size_t lda,
                         const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
                         const PackedRef& b_copy = {}) {
-  if (b_copy.type == WeightType::bf16 && b_copy.rows_layout) {  // widened to floats, which round back to the same values
+  if (b_copy.type == Format::bf16 && b_copy.rows_layout) {  // widened to floats, which round back to the same values
     thread_local PageBuffer<float> widened;  // [copy rows, cols]
     const std::size_t rows = b_copy.rows, cols = b_copy.cols, ld_copy = b_copy.cols_padded;
     const std::uint16_t* src = b_copy.bf16 + b_copy.row0 * ld_copy;
@@ -230,7 +230,7 @@ inline void bf16_matmul(Op op_a, Op op_b, std::size_t M, std::size_t N, std::siz
     return bf16_matmul(op_a, op_b, M, N, K, a, lda, out, cols, c, ldc, accumulate);
   }
   const std::uint16_t* b_panels = nullptr;
-  if (b_copy.type == WeightType::bf16 && op_a == Op::plain) {
+  if (b_copy.type == Format::bf16 && op_a == Op::plain) {
     const bool transposed = op_b == Op::transposed;
     const std::size_t padded = (b_copy.cols + panel_cols - 1) / panel_cols * panel_cols;
     detail::require(b_copy.rows == (transposed ? N : K) && b_copy.cols == (transposed ? K : N) && b_copy.row0 % panel_rows == 0 &&

@@ -11,7 +11,7 @@
 /// (gemv.hpp's dot_rows), reading W once instead of W and |W|: decoding is bound by the memory
 /// traffic of the class weights; W is then read from its bf16 decoding copy (W.decode) when it
 /// has one, or, from an int8 copy, by the integer dot products of int8_dot.hpp. More rows use two
-/// GEMMs over W.values and W.abs, in float or (Precision::bf16, mixed-precision training) on bf16
+/// GEMMs over W.values and W.abs, in float or (Format::bf16, mixed-precision training) on bf16
 /// operands with float sums, both read from W.bf16_copy when W has one.
 #pragma once
 #include "causalqwen/cauchy/cauchy_view.hpp"
@@ -44,7 +44,7 @@ void require_abs(const Weight<const T>& W) {
 
 /// S = linear(W, b, A) (see the file comment), written into `out` and returned as the marginal
 /// view over it. W [N,C] (W.abs needed only beyond fused_rows_max rows, and then not with the
-/// bf16 copy of Precision::bf16), b [N] (may be empty), A [R,C], out [R,N].
+/// bf16 copy of Format::bf16), b [N] (may be empty), A [R,C], out [R,N].
 template <class T, Kind K>
 CauchyView<T, 2, Kind::marginal> cauchy_linear(CauchyOut<T, 2> out, const Weight<const T>& W, TensorView<const T, 1> b,
                                                CauchyView<const T, 2, K> a) {
@@ -68,7 +68,7 @@ CauchyView<T, 2, Kind::marginal> cauchy_linear(CauchyOut<T, 2> out, const Weight
     return S;
   }
   if constexpr (std::is_same_v<T, float>)
-    if (packed.type == WeightType::int8) {
+    if (packed.type == Format::int8) {
       int8_cauchy_rows(packed, a.loc.data, a.scale.data, R, C, b.empty() ? nullptr : b.data, out.loc.data, out.scale.data);
       return S;
     }
@@ -121,7 +121,7 @@ CauchyParams<T> cauchy_linear(const Weight<const T>& W, std::size_t row, T b, Ca
 ///   dA.d_loc += dS.d_loc·W,  dA.d_scale += dS.d_scale·|W|,
 ///   dW += dS.d_locᵀ·loc_A + sign(W) ⊙ (dS.d_scaleᵀ·scale_A)   (offered first to `sink`)
 /// (the bias gradient, colsum(dS.d_loc), is left to the caller, which may share it). W.abs is
-/// read for |W|; Precision::bf16: the four products on bf16 operands with float sums, dS·W and
+/// read for |W|; Format::bf16: the four products on bf16 operands with float sums, dS·W and
 /// dS·|W| reading W.bf16_copy when W has one (|W| with the sign bits cleared; W.abs is then not
 /// read).
 template <class T>

@@ -100,11 +100,11 @@ template <class T, class F>
 void with_weight_rows(TensorView<const T, 2> w, const PackedRef& packed, F&& f) {
   if constexpr (std::is_same_v<T, float>) {
     detail::require(!packed.abs, "with_weight_rows", "a copy read as |W| serves the bf16 products only (bf16_gemm.hpp)");
-    if (packed.type == WeightType::bf16) return f(detail_gemv::Bf16Rows{packed.bf16, packed.cols_padded, packed.row0});
-    detail::require(packed.type != WeightType::int8, "with_weight_rows", "int8 copies are read by int8_dot.hpp's kernels");
+    if (packed.type == Format::bf16) return f(detail_gemv::Bf16Rows{packed.bf16, packed.cols_padded, packed.row0});
+    detail::require(packed.type != Format::int8, "with_weight_rows", "int8 copies are read by int8_dot.hpp's kernels");
   } else {
     detail::require(!packed.packed(), "with_weight_rows", "packed {} weights serve float models only",
-                    weight_type_name(packed.type));
+                    format_name(packed.type));
   }
   f(detail_gemv::FloatRows<T>{w.data, w.shape[1]});
 }
@@ -242,7 +242,7 @@ template <class T>
 void few_rows_linear_forward(TensorView<T, 2> y, TensorView<const T, 2> x, TensorView<const T, 2> w,
                              TensorView<const T, 1> b = {}, const PackedRef& packed = {}) {
   if constexpr (std::is_same_v<T, float>)
-    if (packed.type == WeightType::int8) return int8_linear_forward(y, x, packed, b);
+    if (packed.type == Format::int8) return int8_linear_forward(y, x, packed, b);
   const std::size_t M = x.shape[0], K = x.shape[1], N = packed.packed() ? packed.rows : w.shape[0];
   const std::size_t WK = packed.packed() ? packed.cols : w.shape[1];
   detail::require(WK == K, "few_rows_linear_forward", "W [{},{}] does not match X {}", N, WK, shape_text(x.shape));

@@ -377,7 +377,7 @@ inline const char* int8_kernel_name() {
 inline void int8_linear_forward(TensorView<float, 2> y, TensorView<const float, 2> x, const PackedRef& w,
                                 TensorView<const float, 1> b = {}) {
   const std::size_t M = x.shape[0], K = x.shape[1], N = w.rows;
-  detail::require(w.type == WeightType::int8, "int8_linear_forward", "W is {}, not an int8 copy", weight_type_name(w.type));
+  detail::require(w.type == Format::int8, "int8_linear_forward", "W is {}, not an int8 copy", format_name(w.type));
   detail::require(w.cols == K, "int8_linear_forward", "W [{},{}] does not match X {}", N, w.cols, shape_text(x.shape));
   require_shape(y, {M, N}, "int8_linear_forward", "Y");
   if (!b.empty()) require_shape(b, {N}, "int8_linear_forward", "b");
@@ -405,7 +405,7 @@ inline void int8_linear_forward(TensorView<float, 2> y, TensorView<const float, 
 /// quantised per chunk (the file comment); W is read once for all R rows and both sums.
 inline void int8_cauchy_rows(const PackedRef& w, const float* loc_a, const float* scale_a, std::size_t R, std::size_t C,
                              const float* bias, float* loc, float* scale) {
-  detail::require(w.type == WeightType::int8 && w.cols == C, "int8_cauchy_rows", "W is not an int8 copy with {} columns", C);
+  detail::require(w.type == Format::int8 && w.cols == C, "int8_cauchy_rows", "W is not an int8 copy with {} columns", C);
   const std::size_t N = w.rows;
   thread_local detail_int8::Quantised quantised_loc, quantised_scale;
   const detail_int8::Quantised &aq = quantised_loc, &sq = quantised_scale;  // the caller's, for the workers

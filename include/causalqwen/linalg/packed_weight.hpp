@@ -17,6 +17,7 @@
 #include "causalqwen/core/page_buffer.hpp"
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/core/threading.hpp"
+#include "causalqwen/linalg/format.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -25,38 +26,16 @@
 #include <limits>
 #include <memory>
 #include <mutex>
-#include <string>
-#include <string_view>
 #include <vector>
 
 namespace causalqwen::linalg {
 
-/// How the weight matrices that decoding reads once per token are stored.
-enum class WeightType { f32, bf16, int8 };
-
-inline std::string_view weight_type_name(WeightType t) {
-  switch (t) {
-    case WeightType::bf16: return "bf16";
-    case WeightType::int8: return "int8";
-    case WeightType::f32: break;
-  }
-  return "f32";
-}
-
-/// "f32", "bf16" or "int8" → the type; anything else is refused with the accepted names.
-inline WeightType parse_weight_type(std::string_view s) {
-  for (auto t : {WeightType::f32, WeightType::bf16, WeightType::int8})
-    if (s == weight_type_name(t)) return t;
-  throw DomainError("causalqwen::parse_weight_type: unknown weight type '" + std::string(s) +
-                    "': expected f32, bf16 or int8");
-}
-
 /// Bytes one weight takes in a matrix of `cols` columns (int8 counts its row scale).
-inline double bytes_per_weight(WeightType t, std::size_t cols) {
+inline double bytes_per_weight(Format t, std::size_t cols) {
   switch (t) {
-    case WeightType::bf16: return 2.0;
-    case WeightType::int8: return 1.0 + 4.0 / static_cast<double>(std::max<std::size_t>(cols, 1));
-    case WeightType::f32: break;
+    case Format::bf16: return 2.0;
+    case Format::int8: return 1.0 + 4.0 / static_cast<double>(std::max<std::size_t>(cols, 1));
+    case Format::f32: break;
   }
   return 4.0;
 }
@@ -92,7 +71,7 @@ struct LazyCopy {
 /// A packed matrix W [rows, cols] seen by the kernels (no ownership): rows [row0, row0 + rows)
 /// of the panel store. type f32 = not packed: the kernels read the float matrix.
 struct PackedRef {
-  WeightType type = WeightType::f32;
+  Format type = Format::f32;
   std::size_t rows = 0, cols = 0;
   std::size_t cols_padded = 0;          // cols rounded up to a multiple of 16
   std::size_t row0 = 0;                 // the first row, in the store
@@ -104,11 +83,11 @@ struct PackedRef {
   std::size_t store_rows = 0;           // rows of the whole matrix that `lazy` copies
   bool rows_layout = false;             // bf16: rows stored one after another, cols_padded apart, not in panels
 
-  bool packed() const { return type != WeightType::f32; }
+  bool packed() const { return type != Format::f32; }
   /// The same copy read as |W| (bf16(|w|) = |bf16(w)|: the sign bit cleared); none stays none.
   PackedRef abs_values() const {
     PackedRef r = *this;
-    r.abs = type == WeightType::bf16;
+    r.abs = type == Format::bf16;
     return r;
   }
   /// Rows [r0, r0 + n) of the matrix.
@@ -143,16 +122,16 @@ class PackedMatrix {
   PackedMatrix() = default;
   /// Packs the float matrix w [rows, cols] (see the file comment for the rules), into a buffer on
   /// huge pages when it is large (core/page_buffer.hpp: decoding streams it once per token).
-  PackedMatrix(WeightType type, TensorView<const float, 2> w)
+  PackedMatrix(Format type, TensorView<const float, 2> w)
       : type_(type), rows_(w.shape[0]), cols_(w.shape[1]), cols_padded_(panel_padded_cols(cols_)),
-        lazy_(type == WeightType::f32 ? nullptr : std::make_unique<LazyCopy>()) {
+        lazy_(type == Format::f32 ? nullptr : std::make_unique<LazyCopy>()) {
     const std::size_t n = panel_store_size(rows_, cols_padded_);
-    if (type == WeightType::bf16) {
+    if (type == Format::bf16) {
       bf16_ = PageBuffer<std::uint16_t>(n);
       parallel_for(rows_, rows_ * cols_, [&](std::size_t r) {
         for (std::size_t c = 0; c < cols_; ++c) bf16_[panel_index(r, c, cols_padded_)] = float_to_bf16(w.data[r * cols_ + c]);
       });
-    } else if (type == WeightType::int8) {
+    } else if (type == Format::int8) {
       q_ = PageBuffer<std::int8_t>(n);
       scale_ = PageBuffer<float>(rows_);
       parallel_for(rows_, rows_ * cols_, [&](std::size_t r) {
@@ -165,18 +144,18 @@ class PackedMatrix {
   PackedRef ref() const {
     return {type_, rows_, cols_, cols_padded_, 0, bf16_.data(), q_.data(), scale_.data(), false, lazy_.get(), rows_, false};
   }
-  WeightType type() const { return type_; }
+  Format type() const { return type_; }
   /// Bytes of storage (the panels' padding included).
   std::size_t bytes() const { return bf16_.size() * 2 + q_.size() + scale_.size() * 4; }
   /// The float value of w_ij as the kernels read it (q_ij·s_i for int8).
   float at(std::size_t i, std::size_t j) const {
     const std::size_t k = panel_index(i, j, cols_padded_);
-    if (type_ == WeightType::bf16) return bf16_to_float(bf16_[k]);
+    if (type_ == Format::bf16) return bf16_to_float(bf16_[k]);
     return static_cast<float>(q_[k]) * scale_[i];
   }
 
  private:
-  WeightType type_ = WeightType::f32;
+  Format type_ = Format::f32;
   std::size_t rows_ = 0, cols_ = 0, cols_padded_ = 0;
   PageBuffer<std::uint16_t> bf16_;
   PageBuffer<std::int8_t> q_;
@@ -186,11 +165,11 @@ class PackedMatrix {
 
 /// W ← the values a `type` copy of W holds (bf16(W), or q·s per row for int8), in place; f32
 /// leaves W as it is.
-inline void round_weights(WeightType type, TensorView<float, 2> w) {
+inline void round_weights(Format type, TensorView<float, 2> w) {
   const std::size_t rows = w.shape[0], cols = w.shape[1];
-  if (type == WeightType::bf16) {
+  if (type == Format::bf16) {
     for (std::size_t i = 0; i < rows * cols; ++i) w.data[i] = bf16_to_float(float_to_bf16(w.data[i]));
-  } else if (type == WeightType::int8) {
+  } else if (type == Format::int8) {
     for (std::size_t r = 0; r < rows; ++r) {
       float* row = w.data + r * cols;
       const float s = detail_packed::int8_row_scale(row, cols);

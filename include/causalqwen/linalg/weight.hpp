@@ -6,7 +6,7 @@
 ///              by every row count (bf16_gemm.hpp); many rows with an int8 copy run on the bf16
 ///              kernels or on the float GEMM over `values`, which then hold q·s
 ///   bf16_copy  bf16(W) kept current between the steps of mixed-precision training
-///              (bf16_copies.hpp), read only by Precision::bf16 products (for W, and for |W|
+///              (bf16_copies.hpp), read only by Format::bf16 products (for W, and for |W|
 ///              with the sign bits cleared) instead of rounding `values` at every use
 ///   abs        |W| (abs_weight.hpp: AbsWeightCache), read by the scale products of the Cauchy
 ///              linear map beyond its fused rows, unless the bf16 copy stands in for it
@@ -17,7 +17,7 @@
 #pragma once
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/linalg/packed_weight.hpp"
-#include "causalqwen/linalg/precision.hpp"
+#include "causalqwen/linalg/format.hpp"
 
 #include <cstddef>
 #include <type_traits>
@@ -29,7 +29,7 @@ namespace causalqwen::linalg {
 struct WeightForms {
   PackedRef decode{};     // bf16 / int8 copy for decoding (type f32: none)
   PackedRef bf16_copy{};  // current bf16(W) of mixed-precision training (type f32: none)
-  Precision precision = Precision::f32;
+  Format precision = Format::f32;
 };
 
 /// W [N,C] with its forms (file comment). T is the element type, const-qualified for a
@@ -77,17 +77,18 @@ struct Weight : WeightForms {
     w.bf16_copy = copy;
     return w;
   }
-  /// The same handle with products in `p`.
-  Weight with_precision(Precision p) const {
+  /// The same handle with products in `p` (f32 or bf16; int8 is refused: a storage format only).
+  Weight with_precision(Format p) const {
+    require_product_format(p, "Weight::with_precision");
     Weight w = *this;
     w.precision = p;
     return w;
   }
 
-  /// The copy a product of X·Wᵀ reads for W:  Precision::bf16 → bf16_copy, f32 → decode.
-  const PackedRef& product_copy() const { return precision == Precision::bf16 ? bf16_copy : decode; }
-  /// The copy a product of dY·W reads for W: bf16_copy under Precision::bf16, none in f32.
-  PackedRef backward_copy() const { return precision == Precision::bf16 ? bf16_copy : PackedRef{}; }
+  /// The copy a product of X·Wᵀ reads for W:  Format::bf16 → bf16_copy, f32 → decode.
+  const PackedRef& product_copy() const { return precision == Format::bf16 ? bf16_copy : decode; }
+  /// The copy a product of dY·W reads for W: bf16_copy under Format::bf16, none in f32.
+  PackedRef backward_copy() const { return precision == Format::bf16 ? bf16_copy : PackedRef{}; }
 
   /// |W| as a Weight for the scale products: values |W| (`abs`'s data, W's shape: not read
   /// when the bf16 copy stands in), the bf16 copy read as |W|, no decoding copy.
@@ -98,8 +99,8 @@ struct Weight : WeightForms {
     a.precision = precision;
     return a;
   }
-  /// Whether the scale products of Precision::bf16 read |W| from the bf16 copy (abs not needed).
-  bool abs_from_copy() const { return precision == Precision::bf16 && bf16_copy.packed(); }
+  /// Whether the scale products of Format::bf16 read |W| from the bf16 copy (abs not needed).
+  bool abs_from_copy() const { return precision == Format::bf16 && bf16_copy.packed(); }
 
   /// Rows [r0, r0 + n) of W: its values and |W| (when at hand), the decoding copy's same rows,
   /// and the bf16 copy's only from a multiple of panel_rows on (where its products can start

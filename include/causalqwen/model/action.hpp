@@ -47,7 +47,7 @@ struct Action {
   template <class V>
   struct ParamsOf {
     // [K,C], with its forms (linalg/weight.hpp): a packed copy for decoding; mixed precision's
-    // Precision::bf16 for the class products of > 16 rows and a current bf16 copy, which the
+    // Format::bf16 for the class products of > 16 rows and a current bf16 copy, which the
     // |cls_weight| products read with the sign bits cleared
     linalg::Weight<V> cls_weight;
     TensorView<V, 1> cls_bias;    // [K]

@@ -151,12 +151,12 @@ class CausalQwen<T, RuntimeConfig{}> {
   /// class head's over W_cls (loc_S and scale_S of more than 16 positions): f32 (the default),
   /// or bf16 (mixed precision: each product rounds its two operands to bf16 and sums in float;
   /// the weights, gradients and optimiser, attention, the norms, the embeddings, the abduction
-  /// and regression heads and the losses stay float). Float models only.
+  /// and regression heads and the losses stay float). Float models only; int8 is refused.
   /// With bf16 and WeightCopies::kept (the default), the model also keeps a bf16 copy of the
   /// layers' matrices and of W_cls (2 bytes per weight), which an optimiser given update_follower() rewrites
   /// as it updates them; the products then read the copy instead of rounding the float weights
   /// at every use, with the same results (linalg/bf16_copies.hpp).
-  void set_precision(linalg::Precision precision, linalg::WeightCopies copies = linalg::WeightCopies::kept) {
+  void set_precision(linalg::Format precision, linalg::WeightCopies copies = linalg::WeightCopies::kept) {
     linalg::require_precision_fits<T>(precision, "CausalQwen::set_precision");
     precision_ = precision;
     bf16_copies_.reset();
@@ -165,9 +165,9 @@ class CausalQwen<T, RuntimeConfig{}> {
     cls_rounding_ = {};
     cls_copy_ = {};
     if constexpr (std::is_same_v<T, float>) {
-      if (precision == linalg::Precision::bf16) {
+      if (precision == linalg::Format::bf16) {
         rounding_forms_ = backbone_.bf16_forms(params_, nullptr);
-        cls_rounding_.precision = linalg::Precision::bf16;
+        cls_rounding_.precision = linalg::Format::bf16;
         if (copies == linalg::WeightCopies::kept) {
           // in rows where oneDNN runs the products (they read that layout), else in our kernels' panels
           bf16_copies_ = std::make_unique<linalg::Bf16Copies>(linalg::bf16_products_on_onednn() ? linalg::detail_bf16::PackLayout::rows
@@ -179,7 +179,7 @@ class CausalQwen<T, RuntimeConfig{}> {
       }
     }
   }
-  linalg::Precision precision() const { return precision_; }
+  linalg::Format precision() const { return precision_; }
   /// What an optimiser step keeps current as it updates the parameters (AdamW::step's
   /// `follower`): the bf16 copies of set_precision, or null when there are none.
   UpdateFollower<T>* update_follower() {
@@ -190,7 +190,7 @@ class CausalQwen<T, RuntimeConfig{}> {
   std::size_t bf16_copy_bytes() const { return bf16_copies_ ? bf16_copies_->bytes() : 0; }
   /// Whether the next forward's products read the bf16 copies (they hold the current weights).
   bool bf16_copies_current() const {
-    return bf16_copies_ && precision_ == linalg::Precision::bf16 && bf16_copies_->current(params_.version());
+    return bf16_copies_ && precision_ == linalg::Format::bf16 && bf16_copies_->current(params_.version());
   }
 
   /// Stores the matrices that decoding reads once per token (every layer's q|k|v, o, gate, up
@@ -201,14 +201,14 @@ class CausalQwen<T, RuntimeConfig{}> {
   /// compute with the numbers decoding reads (the float copy is kept). f32 drops the packed
   /// copies; the rounding stays. Float models only. When the parameters change afterwards,
   /// decoding refuses to run until this is called again.
-  void use_weights(linalg::WeightType type) {
-    detail::require(type == linalg::WeightType::f32 || std::is_same_v<T, float>, "CausalQwen::use_weights",
-                    "{} weights serve float models only", linalg::weight_type_name(type));
+  void use_weights(linalg::Format type) {
+    detail::require(type == linalg::Format::f32 || std::is_same_v<T, float>, "CausalQwen::use_weights",
+                    "{} weights serve float models only", linalg::format_name(type));
     packed_store_.clear();
     decode_forms_.clear();
     cls_decode_ = {};
     weight_type_ = type;
-    if (type != linalg::WeightType::f32) {
+    if (type != linalg::Format::f32) {
       packed_store_.reserve(5 * cfg_.backbone.num_layers + 1);
       decode_forms_ = backbone_.pack_weights(params_, type, packed_store_);
       if constexpr (std::is_same_v<T, float>) {
@@ -221,7 +221,7 @@ class CausalQwen<T, RuntimeConfig{}> {
     packed_version_ = params_.version();
   }
   /// The type the decoding matrices are read in (use_weights).
-  linalg::WeightType weight_type() const { return weight_type_; }
+  linalg::Format weight_type() const { return weight_type_; }
   /// Bytes of the packed copies (0 for f32).
   std::size_t packed_bytes() const {
     std::size_t n = 0;
@@ -251,9 +251,9 @@ class CausalQwen<T, RuntimeConfig{}> {
 
  private:
   void check_packed(const char* fn) const {
-    detail::require(weight_type_ == linalg::WeightType::f32 || packed_version_ == params_.version(), fn,
+    detail::require(weight_type_ == linalg::Format::f32 || packed_version_ == params_.version(), fn,
                     "the parameters changed after use_weights({}) packed them: call use_weights again",
-                    linalg::weight_type_name(weight_type_));
+                    linalg::format_name(weight_type_));
   }
 
   static CausalConfig validated(CausalConfig c) {
@@ -339,15 +339,15 @@ class CausalQwen<T, RuntimeConfig{}> {
   CausalHead<T> head_;
   std::size_t backbone_end_ = 0;  // arena offset where the stack's slots end and the heads' begin
   Arena<T> params_;
-  linalg::Precision precision_ = linalg::Precision::f32;  // the layers' and W_cls's products (set_precision)
+  linalg::Format precision_ = linalg::Format::f32;  // the layers' and W_cls's products (set_precision)
   // bf16 copies of the layers' matrices and W_cls for mixed precision (set_precision), kept by the optimiser
   std::unique_ptr<linalg::Bf16Copies> bf16_copies_;
-  // the forms of the layers' weights and W_cls in training (set_precision): Precision::bf16 with
+  // the forms of the layers' weights and W_cls in training (set_precision): Format::bf16 with
   // the copies (while they are current), or without them; empty and f32 for float products
   std::vector<typename nn::DecoderBlock<T>::Forms> copy_forms_, rounding_forms_;
   linalg::WeightForms cls_copy_, cls_rounding_;  // |W_cls| is read from the copy with the sign bits cleared
   // packed copies for decoding (use_weights)
-  linalg::WeightType weight_type_ = linalg::WeightType::f32;
+  linalg::Format weight_type_ = linalg::Format::f32;
   std::uint64_t packed_version_ = 0;
   std::vector<linalg::PackedMatrix> packed_store_;
   std::vector<typename nn::DecoderBlock<T>::Forms> decode_forms_;  // the layers' weights' packed copies

@@ -310,9 +310,8 @@ struct CausalSelfAttention {
       T* O_block = w.o.data() + r0 * Ds;         // [nr, D]
       if constexpr (std::is_same_v<T, float>) {
         if (products_in_bf16()) {
-          using linalg::WeightType;
-          const linalg::PackedRef kt{.type = WeightType::bf16, .rows = Ds, .cols = nc, .cols_padded = keys.kt_cols, .bf16 = keys.kt};
-          const linalg::PackedRef v{.type = WeightType::bf16, .rows = nc, .cols = Ds, .cols_padded = keys.v_cols, .bf16 = keys.v};
+          const linalg::PackedRef kt{.type = linalg::Format::bf16, .rows = Ds, .cols = nc, .cols_padded = keys.kt_cols, .bf16 = keys.kt};
+          const linalg::PackedRef v{.type = linalg::Format::bf16, .rows = nc, .cols = Ds, .cols_padded = keys.v_cols, .bf16 = keys.v};
           linalg::bf16_matmul(Op::plain, Op::plain, nr, nc, Ds, Q_block, Ds, nullptr, 0, P_block, total, false, kt);
           softmax_rows(P_block, total, r0, nr, L, keep, scale, whole_p ? total : nc);
           linalg::bf16_matmul(Op::plain, Op::plain, nr, Ds, nc, P_block, total, nullptr, 0, O_block, Ds, false, v);

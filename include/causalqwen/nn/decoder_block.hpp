@@ -109,7 +109,7 @@ struct DecoderBlock {
   /// weights in bf16 or int8 (mixed-precision training, whose copies are bf16 too, keeps
   /// attention float). A KV cache then stores bf16 (KvStorage::bf16).
   static bool attention_in_bf16(const Params& p) {
-    return std::is_same_v<T, float> && p.qkv.weight.decode.packed() && p.qkv.weight.precision == linalg::Precision::f32;
+    return std::is_same_v<T, float> && p.qkv.weight.decode.packed() && p.qkv.weight.precision == linalg::Format::f32;
   }
   /// Adds the activations kept for backward (for B×S tokens) to `layout`; without
   /// `with_probs` (decoding with a KvCache), the attention weights are not kept.

@@ -245,10 +245,10 @@ class Transformer {
   /// copies are appended to `store` (which owns them) and returned as the layers' forms, and the
   /// float weights in `params` are rounded to the same values (linalg::round_weights). f32:
   /// nothing packed, an empty result.
-  std::vector<typename DecoderBlock<T>::Forms> pack_weights(Arena<T>& params, linalg::WeightType type,
+  std::vector<typename DecoderBlock<T>::Forms> pack_weights(Arena<T>& params, linalg::Format type,
                                                             std::vector<linalg::PackedMatrix>& store) const {
     std::vector<typename DecoderBlock<T>::Forms> forms;
-    if (type == linalg::WeightType::f32) return forms;
+    if (type == linalg::Format::f32) return forms;
     if constexpr (std::is_same_v<T, float>) {
       forms.resize(config_.num_layers);
       for (std::size_t i = 0; i < config_.num_layers; ++i) {
@@ -261,12 +261,12 @@ class Transformer {
       }
       params.touch();
     } else {
-      detail::require(false, "Transformer::pack_weights", "{} weights serve float models only", linalg::weight_type_name(type));
+      detail::require(false, "Transformer::pack_weights", "{} weights serve float models only", linalg::format_name(type));
     }
     return forms;
   }
 
-  /// The layers' forms for mixed-precision training (float stacks only): Precision::bf16, and
+  /// The layers' forms for mixed-precision training (float stacks only): Format::bf16, and
   /// with `copies` a bf16 copy of every layer's matrices added to it (it owns them, and the
   /// optimiser's steps keep them current: linalg/bf16_copies.hpp).
   std::vector<typename DecoderBlock<T>::Forms> bf16_forms(Arena<T>& params, linalg::Bf16Copies* copies) const {
@@ -276,7 +276,7 @@ class Transformer {
         auto layer = block_.bind_params(params, layer_prefix(i));
         const auto weights = DecoderBlock<T>::weights(layer);
         for (std::size_t k = 0; k < weights.size(); ++k) {
-          forms[i][k].precision = linalg::Precision::bf16;
+          forms[i][k].precision = linalg::Format::bf16;
           if (copies) forms[i][k].bf16_copy = copies->add(params, TensorView<const float, 2>(weights[k]->values));
         }
       }

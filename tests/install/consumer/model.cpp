@@ -39,9 +39,9 @@ int main() {
   const auto compare = [&] {
     for (std::size_t i = 0; i < y.size(); ++i) worst = std::max(worst, std::abs(double(y[i]) - y_f32[i]));
   };
-  la::linear_forward<float>(TensorView<float, 2>(y.data(), {M, N}), X, la::Weight<const float>(W).with_precision(la::Precision::bf16));
+  la::linear_forward<float>(TensorView<float, 2>(y.data(), {M, N}), X, la::Weight<const float>(W).with_precision(la::Format::bf16));
   compare();
-  for (const auto type : {la::WeightType::bf16, la::WeightType::int8}) {
+  for (const auto type : {la::Format::bf16, la::Format::int8}) {
     const la::PackedMatrix packed(type, W);
     la::linear_forward<float>(TensorView<float, 2>(y.data(), {M, N}), X, la::Weight<const float>(W).with_decode(packed.ref()));
     compare();

@@ -128,11 +128,11 @@ inline void multiply_x(Bf16Isa isa, const float* x, std::size_t ld, bool transpo
 
 /// Refuses, naming `fn`, a copy W that is not of type `type`, does not match X [M,K], starts
 /// inside a panel group, or a Y that is not [M,N] or a b (when given) that is not [N].
-inline void require_copy_fits(WeightType type, const char* fn, TensorView<float, 2> y, TensorView<const float, 2> x,
+inline void require_copy_fits(Format type, const char* fn, TensorView<float, 2> y, TensorView<const float, 2> x,
                               const PackedRef& w, TensorView<const float, 1> b) {
   const std::size_t M = x.shape[0], K = x.shape[1], N = w.rows;
-  detail::require(w.type == type, fn, "W is {}, not {} {} copy", weight_type_name(w.type), type == WeightType::int8 ? "an" : "a",
-                  weight_type_name(type));
+  detail::require(w.type == type, fn, "W is {}, not {} {} copy", format_name(w.type), type == Format::int8 ? "an" : "a",
+                  format_name(type));
   detail::require(w.cols == K, fn, "W [{},{}] does not match X {}", N, w.cols, shape_text(x.shape));
   detail::require(w.row0 % panel_rows == 0, fn, "W starts at row {} of its panels, not at a multiple of 4", w.row0);
   require_shape(y, {M, N}, fn, "Y");
@@ -143,7 +143,7 @@ inline void require_copy_fits(WeightType type, const char* fn, TensorView<float,
 inline void forward(Bf16Isa isa, TensorView<float, 2> y, TensorView<const float, 2> x, const PackedRef& w,
                     TensorView<const float, 1> b) {
   const std::size_t M = x.shape[0], K = x.shape[1], N = w.rows, Kp = w.cols_padded;
-  require_copy_fits(WeightType::bf16, "bf16_linear_forward", y, x, w, b);
+  require_copy_fits(Format::bf16, "bf16_linear_forward", y, x, w, b);
   if (M == 0 || N == 0) return;
   const std::uint16_t* first_group = w.bf16 + (w.row0 / panel_rows) * panel_rows * Kp;
   const PanelSource panels{first_group, nullptr, 0, 0, false, w.abs};
@@ -156,7 +156,7 @@ inline void forward(Bf16Isa isa, TensorView<float, 2> y, TensorView<const float,
 inline void forward_int8(Bf16Isa isa, TensorView<float, 2> y, TensorView<const float, 2> x, const PackedRef& w,
                          TensorView<const float, 1> b) {
   const std::size_t M = x.shape[0], K = x.shape[1], N = w.rows, Kp = w.cols_padded;
-  require_copy_fits(WeightType::int8, "int8_rows_linear_forward", y, x, w, b);
+  require_copy_fits(Format::int8, "int8_rows_linear_forward", y, x, w, b);
   if (M == 0 || N == 0) return;
   PanelSource panels;
   panels.int8_panels = w.q + (w.row0 / panel_rows) * panel_rows * Kp;

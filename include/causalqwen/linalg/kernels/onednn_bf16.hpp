@@ -72,7 +72,7 @@ inline bool bf16_rows_on_onednn(std::size_t rows) { return rows >= onednn_min_ro
 /// int8 choice automatic for an int8 copy.
 inline bool packed_rows_on_onednn(std::size_t rows, const PackedRef& w) {
   if (!w.packed() || w.lazy == nullptr || w.abs || w.row0 != 0 || w.rows != w.store_rows) return false;
-  if (w.type == WeightType::int8 && kernel_choice<Int8Kernel>() != Int8Kernel::automatic) return false;
+  if (w.type == Format::int8 && kernel_choice<Int8Kernel>() != Int8Kernel::automatic) return false;
   return bf16_rows_on_onednn(rows);
 }
 
@@ -123,7 +123,7 @@ inline std::shared_ptr<BlockedWeights> make_blocked(const PackedRef& w, dt type)
         reinterpret_cast<std::int8_t*>(plain.data())[r * K + c] = w.q[i];
       else
         reinterpret_cast<std::uint16_t*>(plain.data())[r * K + c] =
-            w.type == WeightType::bf16 ? w.bf16[i] : float_to_bf16(static_cast<float>(w.q[i]));
+            w.type == Format::bf16 ? w.bf16[i] : float_to_bf16(static_cast<float>(w.q[i]));
     }
   });
   auto made = std::make_shared<BlockedWeights>();
@@ -251,7 +251,7 @@ inline void matmul_bf16(Op op_a, Op op_b, std::size_t M, std::size_t N, std::siz
   const std::uint16_t* ab = rounded_rows(0, a, lda, ta ? K : M, ta ? M : K, lda_b);
   const std::uint16_t* bb = nullptr;
   const std::size_t b_rows = tb ? N : K, b_cols = tb ? K : N;  // B as stored
-  if (b_copy.type == WeightType::bf16) {
+  if (b_copy.type == Format::bf16) {
     detail::require(b_copy.rows == b_rows && b_copy.cols == b_cols, "onednn::matmul_bf16", "the bf16 copy [{},{}] is not B [{},{}]",
                     b_copy.rows, b_copy.cols, b_rows, b_cols);
     if (b_copy.rows_layout && !b_copy.abs) {
@@ -289,7 +289,7 @@ inline void matmul_bf16(Op op_a, Op op_b, std::size_t M, std::size_t N, std::siz
 inline void onednn_packed_linear_forward([[maybe_unused]] TensorView<float, 2> y, [[maybe_unused]] TensorView<const float, 2> x,
                                          [[maybe_unused]] const PackedRef& w, [[maybe_unused]] TensorView<const float, 1> b) {
 #ifdef CAUSALQWEN_HAVE_ONEDNN
-  if (w.type == WeightType::int8) return onednn::forward_int8(y, x, w, b);
+  if (w.type == Format::int8) return onednn::forward_int8(y, x, w, b);
   return onednn::forward_bf16(y, x, w, b);
 #else
   detail::require(false, "onednn_packed_linear_forward", "the library is built without oneDNN");
@@ -302,7 +302,7 @@ inline void bf16_matmul_rows(Op op_a, Op op_b, std::size_t M, std::size_t N, std
                              const float* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
                              const PackedRef& b_copy = {}) {
 #ifdef CAUSALQWEN_HAVE_ONEDNN
-  if (bf16_rows_on_onednn(std::min(M, K)) && K > 0 && (b != nullptr || b_copy.type == WeightType::bf16))
+  if (bf16_rows_on_onednn(std::min(M, K)) && K > 0 && (b != nullptr || b_copy.type == Format::bf16))
     return onednn::matmul_bf16(op_a, op_b, M, N, K, a, lda, b, ldb, c, ldc, accumulate, b_copy);
 #endif
   bf16_matmul(op_a, op_b, M, N, K, a, lda, b, ldb, c, ldc, accumulate, b_copy);
