@@ -67,12 +67,23 @@ struct Abduction {
     const TensorView<T, 2> loc(c.loc_U.data(), {M, C}), pre(c.pre_scale.data(), {M, C}), scale(c.scale_U.data(), {M, C});
     linalg::linear_forward<T>(loc, z, p.loc_weight, p.loc_bias);
     linalg::linear_forward<T>(pre, z, p.scale_weight, p.scale_bias);
-    const auto softplus_pre = autodiff::softplus(autodiff::constant(TensorView<const T, 2>(pre)));
+    activate(pre, scale, scale_floor);
+    return individuals(c, C);
+  }
+
+  /// The scale's elementwise step, one expression pass: scale = floor + softplus(pre)
+  /// = floor + max(pre, 0) + log1p(e^{−|pre|})  [M,C] (the floor's add only when it is not 0).
+  static void activate(TensorView<const T, 2> pre, TensorView<T, 2> scale, T scale_floor = T(0)) {
+    const auto softplus_pre = autodiff::softplus(autodiff::constant(pre));
     if (scale_floor != T(0))
       autodiff::eval(scale, softplus_pre + scale_floor);
     else
       autodiff::eval(scale, softplus_pre);
-    return individuals(c, C);
+  }
+  /// Its backward: d_pre = d_scale·softplus'(pre) = d_scale·σ(pre), σ from e^{−|pre|}  [M,C]
+  /// (d_pre may be d_scale's own storage).
+  static void activate_backward(TensorView<const T, 2> pre, TensorView<const T, 2> d_scale, TensorView<T, 2> d_pre) {
+    autodiff::eval(d_pre, autodiff::constant(d_scale) * autodiff::sigmoid(autodiff::constant(pre)));
   }
 
   /// U from the cache of the last forward (C components per position): the abduction network is
@@ -88,9 +99,8 @@ struct Abduction {
   static void backward(const Params& p, const Grads& g, TensorView<const T, 2> z, const Cache& c,
                        CauchyViewGrad<T, 2> dU, TensorView<T, 2> dz, linalg::WeightGradSink<T>* sink = nullptr) {
     const std::size_t M = z.shape[0], C = p.loc_weight.shape[0];
-    const TensorView<T, 2> d_pre = dU.d_scale;  // in place: d_pre = d_scale_U·σ(pre), σ = softplus'
-    autodiff::eval(d_pre, autodiff::constant(TensorView<const T, 2>(dU.d_scale)) *
-                              autodiff::sigmoid(autodiff::constant(TensorView<const T, 2>(c.pre_scale.data(), {M, C}))));
+    const TensorView<T, 2> d_pre = dU.d_scale;  // in place: d_pre = d_scale_U·σ(pre)
+    activate_backward(TensorView<const T, 2>(c.pre_scale.data(), {M, C}), dU.d_scale, d_pre);
     const TensorView<const T, 2> dl(dU.d_loc), dp(d_pre);
     linalg::linear_backward_input<T>(dz, dl, p.loc_weight);
     linalg::linear_backward_input<T>(dz, dp, p.scale_weight);
