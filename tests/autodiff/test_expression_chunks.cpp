@@ -247,3 +247,25 @@ TEST_CASE("chunked softplus in float: the bits of the abduction's former hand-wr
   for (std::size_t i = 0; i < n; ++i) y_raw[i] = cq::raw::softplus(in.g[i]);
   CHECK(differing("softplus against raw::softplus", in.g, y, y_raw) == 0);
 }
+
+// The abduction's elementwise scale step (model/abduction.hpp: eval of softplus, and d·σ in place)
+// on the special values and a dense run over [−40, 40]: raw::softplus and d·raw::sigmoid bit for bit.
+TEST_CASE("chunked softplus and d·sigmoid in float give raw::softplus and d·raw::sigmoid bit for bit") {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), 1e-30f, -1e-30f, 88.0f, -88.0f,
+                          104.0f, -104.0f, std::numeric_limits<float>::max(), -std::numeric_limits<float>::max()};
+  for (std::uint32_t i = 0; i < 400000; ++i) x.push_back(-40.0f + 80.0f * float(i) / 400000.0f);
+  std::vector<float> y(x.size()), d(x.size());
+  for (std::size_t i = 0; i < d.size(); ++i) d[i] = float(int(i % 1001) - 500) / 250.0f;
+  std::vector<float> dy = d;
+  ad::eval(v1(y), ad::softplus(ad::constant(v1(x))));
+  ad::eval(v1(dy), ad::constant(v1(dy)) * ad::sigmoid(ad::constant(v1(x))));
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (!same_bits(y[i], cq::raw::softplus(x[i])) || !same_bits(dy[i], d[i] * cq::raw::sigmoid(x[i]))) {
+      if (bad++ == 0)
+        std::printf("at x = %a: softplus %a, d·σ %a; the scalar forms give %a, %a\n", double(x[i]), double(y[i]), double(dy[i]),
+                    double(cq::raw::softplus(x[i])), double(d[i] * cq::raw::sigmoid(x[i])));
+    }
+  CHECK(bad == 0);
+}
