@@ -21,7 +21,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <random>
 #include <string>
 #include <utility>
@@ -170,41 +169,11 @@ void both(Data<T>& d) {
   Bwd(d);
 }
 
-/// The ratio reporter that also prints each pair's ratio of the main thread's CPU time per
-/// iteration: on a shared machine the wall time of a run counts the time other processes held
-/// the core, while the CPU time counts only this thread's own work (at 2 threads, the main
-/// thread's half and not its wait for the other).
-class CpuRatioReporter : public cqbench::RatioReporter {
- public:
-  void add_both(const std::string& candidate, const std::string& baseline) {
-    add_pair(candidate, baseline);
-    cpu_pairs_.emplace_back(candidate, baseline);
-  }
-  void ReportRuns(const std::vector<Run>& runs) override {
-    cqbench::RatioReporter::ReportRuns(runs);
-    for (const auto& run : runs)
-      if (run.run_type == Run::RT_Iteration && !run.error_occurred)
-        cpu_[run.benchmark_name()] = run.GetAdjustedCPUTime() / benchmark::GetTimeUnitMultiplier(run.time_unit);
-  }
-  void print_cpu_ratios() const {
-    fmt::print("\nratios of the main thread's CPU time (baseline / candidate, same run; > 1 means faster):\n");
-    for (const auto& [cand, base] : cpu_pairs_) {
-      const auto c = cpu_.find(cand), b = cpu_.find(base);
-      if (c == cpu_.end() || b == cpu_.end() || !(c->second > 0)) continue;
-      fmt::print("  {:<52} {:8.2f}x  {}\n", cand, b->second / c->second, base);
-    }
-  }
-
- private:
-  std::map<std::string, double> cpu_;
-  std::vector<std::pair<std::string, std::string>> cpu_pairs_;
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
   cqbench::use_library_thread_settings(argv);
-  CpuRatioReporter reporter;
+  cqbench::CpuRatioReporter reporter;
   const auto add = [&](const std::string& name, auto fn, bool baseline_pair, const std::string& baseline) {
     for (const int threads : {1, 2}) {
       const std::string t = "/threads:" + std::to_string(threads);

@@ -2,11 +2,14 @@
 // loops of each function's documented formula: equal bits, in float (the exponentials from the
 // vector exp) and double, at extreme inputs (±88, ±104, ±1e-30, ±0, ±inf, NaN, ±FLT_MAX, the exp
 // branch thresholds) and at random ones (seed printed), over lengths that end inside a chunk and
-// sizes split over the threads.
+// sizes split over the threads. Softplus (a log1p of an exponential) also against the hand-written
+// float loops the abduction ran before its scale went through the expressions.
 #include "../support/test_support.hpp"
 
 #include <causalqwen/autodiff/expression.hpp>
 #include <causalqwen/cauchy/special.hpp>
+#include <causalqwen/simd/exp_float.hpp>
+#include <causalqwen/simd/log1p_float.hpp>
 #include <doctest/doctest.h>
 
 #include <bit>
@@ -127,6 +130,23 @@ void check_exp_entry(const char* name, Value value, Derivative derivative) {
   CHECK(differing("backprop", in.g, dx, dx_ref) == 0);
 }
 
+/// The abduction's float loops before its scale went through the expressions: y = softplus(x) from
+/// e^{−|x|} (exp_float) and its log1p (log1p_unit_float), and d ← d·σ(x) from e^{−|x|}.
+void softplus_loop(const float* x, float* y, std::size_t n) {
+  cq::for_each_exp_chunk(x, n, [](float v) { return -std::fabs(v); }, [&](std::size_t i0, std::size_t m, float* w) {
+    cq::log1p_unit_float(w, w, m);
+    for (std::size_t i = 0; i < m; ++i) y[i0 + i] = std::fmax(x[i0 + i], 0.0f) + w[i];
+  });
+}
+void times_sigmoid_loop(const float* x, float* d, std::size_t n) {
+  cq::for_each_exp_chunk(x, n, [](float v) { return -std::fabs(v); }, [&](std::size_t i0, std::size_t m, const float* w) {
+    for (std::size_t i = 0; i < m; ++i) {
+      const float e = w[i];
+      d[i0 + i] = d[i0 + i] * (x[i0 + i] >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e));
+    }
+  });
+}
+
 }  // namespace
 
 TEST_CASE("chunked SwiGLU middle in float: the formula's bits, forward and backward") {
@@ -190,5 +210,62 @@ TEST_CASE("chunked passes: a gradient reached twice per element, and an output i
   ad::eval(v1(y), ad::silu(ad::constant(v1(y))) * ad::constant(v1(y)));
   bad = 0;
   for (std::size_t i = 0; i < n; ++i) bad += !same_bits(y[i], x[i] / (1.0f + std::exp(-x[i])) * x[i]);
+  CHECK(bad == 0);
+}
+
+TEST_CASE("chunked softplus: the scalar formulas' bits in float and double") {
+  std::printf("log1p_unit_float runs %s\n", cq::log1p_unit_float_is_vectorised() ? "16 at a time" : "the scalar loop");
+  check_exp_entry<ad::Softplus, float>("softplus float", [](float x) { return cq::raw::softplus(x); },
+                                       [](float x) { return cq::raw::sigmoid(x); });
+  check_exp_entry<ad::Softplus, double>("softplus double", [](double x) { return cq::raw::softplus(x); },
+                                        [](double x) { return cq::raw::sigmoid(x); });
+}
+
+// ±1e30, ±88, ±1e-30, ±0, subnormals, the exp and log1p branch edges, then random values and raw
+// bit patterns (Inputs), over a length that ends inside a chunk and is split over the threads.
+TEST_CASE("chunked softplus in float: the bits of the abduction's former hand-written loops") {
+  Inputs<float> in(cqtest::test_seed(67, "softplus against the former loops"), 400001);
+  for (const float v : {1e30f, -1e30f, 88.0f, -88.0f, 1e-30f, -1e-30f, 0.0f, -0.0f, 1e-40f, -1e-40f, 1.17e-38f,
+                        -1.17e-38f, 0x1p-29f, -0x1p-29f, 0.41422f, -0.41422f, 0.3465736f, -0.3465736f, 16.0f, -16.0f,
+                        89.0f, -89.0f, 103.9f, -103.9f, 1e10f, -1e10f})
+    for (int i = 0; i < 8; ++i) {  // v and the 7 floats below it in magnitude
+      const float x = i == 0 ? v : std::nextafter(in.g.back(), 0.0f);
+      in.g.push_back(x);
+      in.u.push_back(0.75f - 0.125f * float(i));
+      in.da.push_back(-1.5f + 0.5f * float(i));
+    }
+  const std::size_t n = in.g.size();
+  std::vector<float> y(n), y_loop(n), d(in.u), d_loop(in.u);
+  ad::eval(v1(y), ad::softplus(ad::constant(v1(in.g))));
+  softplus_loop(in.g.data(), y_loop.data(), n);
+  // the abduction's backward: d ← d·σ(x) in place (an eval; a backprop would add d·σ(x) to a gradient)
+  ad::eval(v1(d), ad::constant(v1(d)) * ad::sigmoid(ad::constant(v1(in.g))));
+  times_sigmoid_loop(in.g.data(), d_loop.data(), n);
+  CHECK(differing("softplus", in.g, y, y_loop) == 0);
+  CHECK(differing("d·sigmoid", in.g, d, d_loop) == 0);
+  std::vector<float> y_raw(n);
+  for (std::size_t i = 0; i < n; ++i) y_raw[i] = cq::raw::softplus(in.g[i]);
+  CHECK(differing("softplus against raw::softplus", in.g, y, y_raw) == 0);
+}
+
+// The abduction's elementwise scale step (model/abduction.hpp: eval of softplus, and d·σ in place)
+// on the special values and a dense run over [−40, 40]: raw::softplus and d·raw::sigmoid bit for bit.
+TEST_CASE("chunked softplus and d·sigmoid in float give raw::softplus and d·raw::sigmoid bit for bit") {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), 1e-30f, -1e-30f, 88.0f, -88.0f,
+                          104.0f, -104.0f, std::numeric_limits<float>::max(), -std::numeric_limits<float>::max()};
+  for (std::uint32_t i = 0; i < 400000; ++i) x.push_back(-40.0f + 80.0f * float(i) / 400000.0f);
+  std::vector<float> y(x.size()), d(x.size());
+  for (std::size_t i = 0; i < d.size(); ++i) d[i] = float(int(i % 1001) - 500) / 250.0f;
+  std::vector<float> dy = d;
+  ad::eval(v1(y), ad::softplus(ad::constant(v1(x))));
+  ad::eval(v1(dy), ad::constant(v1(dy)) * ad::sigmoid(ad::constant(v1(x))));
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (!same_bits(y[i], cq::raw::softplus(x[i])) || !same_bits(dy[i], d[i] * cq::raw::sigmoid(x[i]))) {
+      if (bad++ == 0)
+        std::printf("at x = %a: softplus %a, d·σ %a; the scalar forms give %a, %a\n", double(x[i]), double(y[i]), double(dy[i]),
+                    double(cq::raw::softplus(x[i])), double(d[i] * cq::raw::sigmoid(x[i])));
+    }
   CHECK(bad == 0);
 }

@@ -5,12 +5,11 @@
 // branch thresholds with their neighbours); log1p_unit_float gives std::log1p's bits for every
 // float of [0, 1] (1,065,353,217 of them, about 2 s on 2 threads here) and for blocks holding
 // values outside [0, 1]; both for tails of any length and aliased input and output. Their users
-// keep their results: attention's softmax, the abduction's softplus and its backward
-// (`raw::softplus_float`, `raw::times_sigmoid_float`); the expression templates' chunked
-// passes (SwiGLU's middle) are checked in tests/autodiff/test_expression_chunks.cpp. The sweep over
+// keep their results: attention's softmax; the expression templates' chunked passes (SwiGLU's
+// middle, the abduction's softplus and its backward) are checked in
+// tests/autodiff/test_expression_chunks.cpp. The sweep over
 // all 2^32 floats for exp_float (13 s on 2 threads here) is skipped by default:
 // `build/bin/test_exp_float --no-skip`.
-#include <causalqwen/cauchy/special.hpp>
 #include <causalqwen/simd/exp_float.hpp>
 #include <causalqwen/simd/log1p_float.hpp>
 #include <doctest/doctest.h>
@@ -153,15 +152,6 @@ void check_every_tail(ArrayFn array_fn, ScalarFn scalar_fn, const std::vector<fl
   }
 }
 
-/// The special values and a dense run over [−40, 40] that the elementwise users are compared on.
-std::vector<float> elementwise_inputs() {
-  const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> x = {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), 1e-30f, -1e-30f, 88.0f, -88.0f,
-                          104.0f, -104.0f, std::numeric_limits<float>::max(), -std::numeric_limits<float>::max()};
-  for (std::uint32_t i = 0; i < 400000; ++i) x.push_back(-40.0f + 80.0f * float(i) / 400000.0f);
-  return x;
-}
-
 TEST_CASE("exp_float: every tail length, and the output may be the input") {
   std::vector<float> x(40);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = -0.37f * float(i) + 1.5f;
@@ -183,23 +173,6 @@ TEST_CASE("log1p_unit_float: values outside [0, 1], every tail length, the outpu
   x[21] = 3.5f;
   x.insert(x.end(), {-0.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(), -1.0f, 1e30f});
   check_every_tail(cq::log1p_unit_float, [](float v) { return std::log1p(v); }, x);
-}
-
-TEST_CASE("softplus_float and times_sigmoid_float give raw::softplus and d·raw::sigmoid bit for bit") {
-  const std::vector<float> x = elementwise_inputs();
-  std::vector<float> y(x.size()), d(x.size());
-  for (std::size_t i = 0; i < d.size(); ++i) d[i] = float(int(i % 1001) - 500) / 250.0f;
-  std::vector<float> dy = d;
-  cq::raw::softplus_float(x.data(), y.data(), x.size());
-  cq::raw::times_sigmoid_float(x.data(), dy.data(), x.size());
-  std::size_t bad = 0;
-  for (std::size_t i = 0; i < x.size(); ++i)
-    if (!same_bits(y[i], cq::raw::softplus(x[i])) || !same_bits(dy[i], d[i] * cq::raw::sigmoid(x[i]))) {
-      if (bad++ == 0)
-        std::printf("at x = %a: softplus %a, d·σ %a; the scalar forms give %a, %a\n", double(x[i]), double(y[i]), double(dy[i]),
-                    double(cq::raw::softplus(x[i])), double(d[i] * cq::raw::sigmoid(x[i])));
-    }
-  CHECK(bad == 0);
 }
 
 TEST_CASE("exp_float equals std::exp for all 2^32 floats" * doctest::skip()) {

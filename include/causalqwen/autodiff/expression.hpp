@@ -6,9 +6,11 @@
 /// e.g. SwiGLU: `auto a = silu(var(g, dg)) * var(u, du); eval(act, a); backprop(a, dact);`
 /// The three walk the index range in chunks of `chunk_size`: in float each node of a table entry
 /// built on an exponential (`ExpEntry`: silu, exp, sigmoid) first forms the chunk's exponentials
-/// at once (`exp_float`, 16 or 8 at a time), then one loop applies every node's per-element
-/// formula, which the compiler vectorises. Each element sees the same operations in the same
-/// order as the scalar `e.at(i)` / `e.backprop_at(i, g)`, so the same bits.
+/// at once (`exp_float`, 16 or 8 at a time), and an entry whose value is log1p of that
+/// exponential (`Log1pExpEntry`: softplus) also its logarithms (`log1p_unit_float`, only where
+/// the pass reads the node's values), then one loop applies every node's per-element formula,
+/// which the compiler vectorises. Each element sees the same operations in the same order as the
+/// scalar `e.at(i)` / `e.backprop_at(i, g)`, so the same bits.
 /// The per-element loops are declared free of dependences between elements (`omp simd` under
 /// GCC, so no run-time aliasing checks): an output or gradient may be an operand's own storage,
 /// element i read before it is written, but must not overlap an operand at another offset.
@@ -20,6 +22,7 @@
 #include "causalqwen/autodiff/functions.hpp"
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/simd/exp_float.hpp"
+#include "causalqwen/simd/log1p_float.hpp"
 #include "causalqwen/core/tensor.hpp"
 #include "causalqwen/core/threading.hpp"
 
@@ -78,7 +81,7 @@ struct Leaf : ExpressionTag {
   std::size_t size() const { return n; }
   // the chunked forms: element i, the k-th of its chunk
   using State = NoState;
-  void prepare(State&, std::size_t, std::size_t) const {}
+  void prepare(State&, std::size_t, std::size_t, bool = true) const {}
   T at(const State&, std::size_t i, std::size_t) const { return value[i]; }
   void backprop_at(const State&, std::size_t i, std::size_t, T g) const {
     if (grad) grad[i] += g;
@@ -114,7 +117,7 @@ struct Scalar : ExpressionTag {
   void backprop_at(std::size_t, T) const {}
   std::size_t size() const { return 0; }  // 0: broadcasts
   using State = NoState;
-  void prepare(State&, std::size_t, std::size_t) const {}
+  void prepare(State&, std::size_t, std::size_t, bool = true) const {}
   T at(const State&, std::size_t, std::size_t) const { return v; }
   void backprop_at(const State&, std::size_t, std::size_t, T) const {}
 };
@@ -122,8 +125,9 @@ struct Scalar : ExpressionTag {
 template <class T>
 struct is_view_node<Scalar<T>> : std::true_type {};
 
-/// The exponentials of one chunk for an exp-built node (none for the others), on a cache-line
-/// boundary so that the vector exp's and the formula loop's 64-byte accesses never split a line.
+/// The exponentials (or their logarithms) of one chunk for an exp-built node (none for the
+/// others), on a cache-line boundary so that the vector functions' and the formula loop's 64-byte
+/// accesses never split a line.
 template <class T, bool needed>
 struct ChunkExps {
   alignas(64) T v[chunk_size];
@@ -140,6 +144,8 @@ struct Unary : ExpressionTag {
   /// vector exp exists); in double the per-element formula calls std::exp inline, which runs
   /// faster than a separate pass of scalar calls.
   static constexpr bool from_exp = ExpEntry<F, T> && std::is_same_v<T, float>;
+  /// Whether the value is then taken from the chunk's l = log1p(e), formed at once (vector log1p).
+  static constexpr bool from_log1p = from_exp && Log1pExpEntry<F, T>;
   hold_t<E> e;
   T at(std::size_t i) const { return F::value(e.at(i)); }
   void backprop_at(std::size_t i, T g) const {
@@ -151,19 +157,27 @@ struct Unary : ExpressionTag {
   struct State {
     [[no_unique_address]] state_of<E> e;
     [[no_unique_address]] ChunkExps<T, from_exp> exps;
+    [[no_unique_address]] ChunkExps<T, from_log1p> logs;
   };
-  /// Prepares the operand, then exps[k] = e^{a(x[i0 + k])} for the chunk [i0, i0 + m).
-  void prepare(State& s, std::size_t i0, std::size_t m) const {
+  /// Prepares the operand (its values: this node's formulas read them), then
+  /// exps[k] = e^{a(x[i0 + k])} for the chunk [i0, i0 + m), and logs[k] = log1p(exps[k]) when
+  /// the pass reads this node's `values` (not at the root of backprop, which reads only its
+  /// derivative).
+  void prepare(State& s, std::size_t i0, std::size_t m, bool values = true) const {
     e.prepare(s.e, i0, m);
     if constexpr (from_exp) {
 CAUSALQWEN_ELEMENTWISE_LOOP
       for (std::size_t k = 0; k < m; ++k) s.exps.v[k] = F::exp_argument(e.at(s.e, i0 + k, k));
       exp_float(s.exps.v, s.exps.v, m);
+      if constexpr (from_log1p)
+        if (values) log1p_unit_float(s.exps.v, s.logs.v, m);
     }
   }
   T at(const State& s, std::size_t i, std::size_t k) const {
     const T x = e.at(s.e, i, k);
-    if constexpr (from_exp)
+    if constexpr (from_log1p)
+      return F::value_from_log1p_exp(x, s.logs.v[k]);
+    else if constexpr (from_exp)
       return F::value_from_exp(x, s.exps.v[k]);
     else
       return F::value(x);
@@ -217,7 +231,8 @@ struct Binary : ExpressionTag {
     [[no_unique_address]] state_of<L> l;
     [[no_unique_address]] state_of<R> r;
   };
-  void prepare(State& s, std::size_t i0, std::size_t m) const {
+  /// The operands' values are read (by Op and its derivatives) in every pass.
+  void prepare(State& s, std::size_t i0, std::size_t m, bool = true) const {
     l.prepare(s.l, i0, m);
     r.prepare(s.r, i0, m);
   }
@@ -289,14 +304,15 @@ CAUSALQWEN_AD_BINARY(/, DivOp)
 #undef CAUSALQWEN_AD_BINARY
 
 namespace detail_expr {
-/// Calls f(s, i0, m) for the chunks [i0, i0 + m) of [0, n), after e.prepare(s, i0, m); the
-/// chunks are split over the threads (parallel_chunks), each thread with its own scratch s.
+/// Calls f(s, i0, m) for the chunks [i0, i0 + m) of [0, n), after e.prepare(s, i0, m, values)
+/// (values: whether f reads e's values, or only its derivatives); the chunks are split over the
+/// threads (parallel_chunks), each thread with its own scratch s.
 template <class E, class F>
-void for_each_chunk(const E& e, std::size_t n, F&& f) {
+void for_each_chunk(const E& e, std::size_t n, bool values, F&& f) {
   parallel_chunks(n, [&](std::size_t b, std::size_t end) {
     state_of<E> s;
     const auto chunk = [&](std::size_t i0, std::size_t m) {
-      e.prepare(s, i0, m);
+      e.prepare(s, i0, m, values);
       f(s, i0, m);
     };
     std::size_t i0 = b;
@@ -312,7 +328,7 @@ void eval(TensorView<T, N> out, const E& e) {
   detail::require(e.size() == out.size(), "autodiff::eval", "expression has {} elements, out {}",
                   e.size(), out.size());
   T* o = out.data;
-  detail_expr::for_each_chunk(e, out.size(), [&](const state_of<E>& s, std::size_t i0, std::size_t m) {
+  detail_expr::for_each_chunk(e, out.size(), true, [&](const state_of<E>& s, std::size_t i0, std::size_t m) {
 CAUSALQWEN_ELEMENTWISE_LOOP
     for (std::size_t k = 0; k < m; ++k) o[i0 + k] = e.at(s, i0 + k, k);
   });
@@ -323,7 +339,7 @@ void eval_add(TensorView<T, N> out, const E& e) {
   detail::require(e.size() == out.size(), "autodiff::eval_add",
                   "expression has {} elements, out {}", e.size(), out.size());
   T* o = out.data;
-  detail_expr::for_each_chunk(e, out.size(), [&](const state_of<E>& s, std::size_t i0, std::size_t m) {
+  detail_expr::for_each_chunk(e, out.size(), true, [&](const state_of<E>& s, std::size_t i0, std::size_t m) {
 CAUSALQWEN_ELEMENTWISE_LOOP
     for (std::size_t k = 0; k < m; ++k) o[i0 + k] += e.at(s, i0 + k, k);
   });
@@ -334,7 +350,7 @@ void backprop(const E& e, TensorView<T, N> dout) {
   detail::require(e.size() == dout.size(), "autodiff::backprop",
                   "expression has {} elements, dout {}", e.size(), dout.size());
   const T* d = dout.data;
-  detail_expr::for_each_chunk(e, dout.size(), [&](const state_of<E>& s, std::size_t i0, std::size_t m) {
+  detail_expr::for_each_chunk(e, dout.size(), false, [&](const state_of<E>& s, std::size_t i0, std::size_t m) {
 CAUSALQWEN_ELEMENTWISE_LOOP
     for (std::size_t k = 0; k < m; ++k) e.backprop_at(s, i0 + k, k, d[i0 + k]);
   });

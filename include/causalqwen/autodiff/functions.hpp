@@ -6,7 +6,10 @@
 /// An entry built on one exponential e = e^{a(x)} may also give `exp_argument(x)` = a(x),
 /// `value_from_exp(x, e)` and `derivative_from_exp(x, e)` (the `ExpEntry` concept): chunked
 /// evaluation then forms a chunk's exponentials with the vector exp (`exp_float`) and applies
-/// those to each element.
+/// those to each element. An exp-built entry whose value is a function of l = log1p(e), with
+/// e ∈ [0, 1], may also give `value_from_log1p_exp(x, l)` (the `Log1pExpEntry` concept, softplus):
+/// chunked evaluation then forms the chunk's l from its exponentials with the vector log1p
+/// (`log1p_unit_float`), the derivative still from e alone.
 #pragma once
 #include "causalqwen/cauchy/special.hpp"
 
@@ -23,6 +26,12 @@ concept ExpEntry = requires(T x) {
   { F::exp_argument(x) } -> std::same_as<T>;
   { F::value_from_exp(x, x) } -> std::same_as<T>;
   { F::derivative_from_exp(x, x) } -> std::same_as<T>;
+};
+
+/// An exp-built entry whose value comes from l = log1p(e), e = e^{exp_argument(x)} ∈ [0, 1].
+template <class F, class T>
+concept Log1pExpEntry = ExpEntry<F, T> && requires(T x) {
+  { F::value_from_log1p_exp(x, x) } -> std::same_as<T>;
 };
 
 /// -x ; d/dx = -1
@@ -104,9 +113,16 @@ struct Abs {
   template <class T> static T value(T x) { return std::abs(x); }
   template <class T> static T derivative(T x, T) { return T((x > T(0)) - (x < T(0))); }
 };
-/// softplus(x) = max(x,0) + log1p(e^{−|x|}) (the abduction scale) ; d/dx = σ(x), stable forms
+/// softplus(x) = max(x, 0) + log1p(e) (the abduction scale) ; d/dx = σ(x) = 1/(1 + e) for x ≥ 0,
+/// e/(1 + e) below; both from e = e^{−|x|} ∈ [0, 1], so neither overflows. The value from
+/// l = log1p(e) (`Log1pExpEntry`): chunked evaluation in float takes e from the vector exp and l
+/// from the vector log1p, the operations of `raw::softplus` and `raw::sigmoid`, so the same bits.
 struct Softplus {
   static constexpr const char* name = "softplus";
+  template <class T> static T exp_argument(T x) { return -std::fabs(x); }
+  template <class T> static T value_from_log1p_exp(T x, T l) { return std::fmax(x, T(0)) + l; }
+  template <class T> static T value_from_exp(T x, T e) { return value_from_log1p_exp(x, T(std::log1p(e))); }
+  template <class T> static T derivative_from_exp(T x, T e) { return x >= T(0) ? T(1) / (T(1) + e) : e / (T(1) + e); }
   template <class T> static T value(T x) { return raw::softplus(x); }
   template <class T> static T derivative(T x, T) { return raw::sigmoid(x); }
 };

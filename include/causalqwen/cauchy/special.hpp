@@ -4,18 +4,15 @@
 /// Every scalar function here comes in two forms:
 ///   causalqwen::raw::f(...)  unchecked, noexcept, for hot loops (garbage in, garbage out);
 ///   causalqwen::f(...)       checked: throws DomainError naming the function and argument.
-/// `*_grad` companions return the value together with its analytic partial derivatives. The
-/// float array forms `raw::softplus_float` and `raw::times_sigmoid_float` give the scalar
-/// forms' bits with the exponentials and logarithms 16 at a time (simd/exp_float.hpp,
-/// simd/log1p_float.hpp).
+/// `*_grad` companions return the value together with its analytic partial derivatives. Arrays
+/// of softplus and σ run through the expression templates (autodiff/functions.hpp's `Softplus`
+/// and `Sigmoid`), which give these scalar forms' bits with the exponentials and logarithms
+/// 16 at a time in float.
 #pragma once
 #include <causalqwen/core/error.hpp>
-#include <causalqwen/simd/exp_float.hpp>
-#include <causalqwen/simd/log1p_float.hpp>
 
 #include <cmath>
 #include <concepts>
-#include <cstddef>
 #include <limits>
 #include <numbers>
 
@@ -97,32 +94,11 @@ inline T softplus(T x) noexcept {
   return std::fmax(x, T(0)) + std::log1p(std::exp(-std::fabs(x)));
 }
 
-/// y[i] = softplus(x[i]) for float arrays, each equal to `softplus(x[i])` bit for bit: e^{−|x|}
-/// from `exp_float` and log1p of it (in [0, 1]) from `log1p_unit_float`, 16 at a time where the
-/// CPU and the C library allow (x and y may alias).
-inline void softplus_float(const float* x, float* y, std::size_t n) noexcept {
-  for_each_exp_chunk(x, n, [](float v) { return -std::fabs(v); }, [&](std::size_t i0, std::size_t m, float* w) {
-    log1p_unit_float(w, w, m);
-    for (std::size_t i = 0; i < m; ++i) y[i0 + i] = std::fmax(x[i0 + i], 0.0f) + w[i];
-  });
-}
-
 /// σ(x) = 1/(1 + e^{−x}) = d softplus/dx, computed from e^{−|x|} so it never overflows.
 template <Real T>
 inline T sigmoid(T x) noexcept {
   const T e = std::exp(-std::fabs(x));
   return x >= T(0) ? T(1) / (T(1) + e) : e / (T(1) + e);
-}
-
-/// d[i] = d[i]·σ(x[i]) for float arrays, each equal to `d[i] * sigmoid(x[i])` bit for bit, with
-/// e^{−|x|} from `exp_float`.
-inline void times_sigmoid_float(const float* x, float* d, std::size_t n) noexcept {
-  for_each_exp_chunk(x, n, [](float v) { return -std::fabs(v); }, [&](std::size_t i0, std::size_t m, const float* w) {
-    for (std::size_t i = 0; i < m; ++i) {
-      const float e = w[i];
-      d[i0 + i] = d[i0 + i] * (x[i0 + i] >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e));
-    }
-  });
 }
 
 /// softplus(x) and d/dx = σ(x).

@@ -11,12 +11,10 @@
 #include "causalqwen/cauchy/cauchy_view.hpp"
 #include "causalqwen/cauchy/special.hpp"
 #include "causalqwen/core/arena.hpp"
-#include "causalqwen/core/threading.hpp"
 #include "causalqwen/linalg/gemm.hpp"
 #include "causalqwen/model/slot_names.hpp"
 
 #include <string>
-#include <type_traits>
 #include <vector>
 
 namespace causalqwen::model {
@@ -69,13 +67,23 @@ struct Abduction {
     const TensorView<T, 2> loc(c.loc_U.data(), {M, C}), pre(c.pre_scale.data(), {M, C}), scale(c.scale_U.data(), {M, C});
     linalg::linear_forward<T>(loc, z, p.loc_weight, p.loc_bias);
     linalg::linear_forward<T>(pre, z, p.scale_weight, p.scale_bias);
-    if constexpr (std::is_same_v<T, float>)  // the same values, e^{−|x|} and its log1p on vectors
-      parallel_chunks(pre.size(), [&](std::size_t b, std::size_t e) { raw::softplus_float(pre.data + b, scale.data + b, e - b); });
-    else
-      autodiff::eval(scale, autodiff::softplus(autodiff::constant(TensorView<const T, 2>(pre))));
-    if (scale_floor != T(0))
-      for (auto& s : c.scale_U) s += scale_floor;
+    activate(pre, scale, scale_floor);
     return individuals(c, C);
+  }
+
+  /// The scale's elementwise step, one expression pass: scale = floor + softplus(pre)
+  /// = floor + max(pre, 0) + log1p(e^{−|pre|})  [M,C] (the floor's add only when it is not 0).
+  static void activate(TensorView<const T, 2> pre, TensorView<T, 2> scale, T scale_floor = T(0)) {
+    const auto softplus_pre = autodiff::softplus(autodiff::constant(pre));
+    if (scale_floor != T(0))
+      autodiff::eval(scale, softplus_pre + scale_floor);
+    else
+      autodiff::eval(scale, softplus_pre);
+  }
+  /// Its backward: d_pre = d_scale·softplus'(pre) = d_scale·σ(pre), σ from e^{−|pre|}  [M,C]
+  /// (d_pre may be d_scale's own storage).
+  static void activate_backward(TensorView<const T, 2> pre, TensorView<const T, 2> d_scale, TensorView<T, 2> d_pre) {
+    autodiff::eval(d_pre, autodiff::constant(d_scale) * autodiff::sigmoid(autodiff::constant(pre)));
   }
 
   /// U from the cache of the last forward (C components per position): the abduction network is
@@ -92,13 +100,7 @@ struct Abduction {
                        CauchyViewGrad<T, 2> dU, TensorView<T, 2> dz, linalg::WeightGradSink<T>* sink = nullptr) {
     const std::size_t M = z.shape[0], C = p.loc_weight.shape[0];
     const TensorView<T, 2> d_pre = dU.d_scale;  // in place: d_pre = d_scale_U·σ(pre)
-    if constexpr (std::is_same_v<T, float>)  // the same values, e^{−|x|} on vectors
-      parallel_chunks(M * C, [&](std::size_t b, std::size_t e) {
-        raw::times_sigmoid_float(c.pre_scale.data() + b, d_pre.data + b, e - b);
-      });
-    else
-      autodiff::eval(d_pre, autodiff::constant(TensorView<const T, 2>(dU.d_scale)) *
-                                autodiff::sigmoid(autodiff::constant(TensorView<const T, 2>(c.pre_scale.data(), {M, C}))));
+    activate_backward(TensorView<const T, 2>(c.pre_scale.data(), {M, C}), dU.d_scale, d_pre);
     const TensorView<const T, 2> dl(dU.d_loc), dp(d_pre);
     linalg::linear_backward_input<T>(dz, dl, p.loc_weight);
     linalg::linear_backward_input<T>(dz, dp, p.scale_weight);
