@@ -146,7 +146,7 @@ class CausalQwen<T, RuntimeConfig{}> {
   /// offered to the target's sink first); returns the metrics. Its stages, as llm.c's loop:
   ///   e = embed(input_ids, numeric_values)             [B,S,H]
   ///   z = backbone.forward(e)                          [B,S,H]  (attention weights kept)
-  ///   metrics, ∂L/∂A = heads.loss_and_gradient(z)      U, A [M,C]; Y [M]; S [M,K] chunk by chunk
+  ///   metrics, ∂L/∂A = heads.loss_and_gradient(z)      U, A [M,C]; Y [M]; S by chunks of classes
   ///   ∂L/∂z = heads.backward(∂L/∂A)                    [M,H]
   ///   ∂L/∂e = backbone.backward(∂L/∂z)                 [B,S,H]
   ///   embeddings.backward(∂L/∂e)

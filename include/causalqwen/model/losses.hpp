@@ -84,14 +84,18 @@ struct RegressionLoss {
     const T* w = p.reg_weight.values.data;
     const T* w_num = p.cls_weight.values.data + k_num * C;
     for (std::size_t m = 0; m < M; ++m) {
-      const Position q = position(p, A, m, num[m], targets, cfg);
-      store(r, m, q);
-      if (!num[m]) continue;
       const T* la = A.loc.data + m * C;
       const T* sa = A.scale.data + m * C;
-      const T d_loc_y = per_num * q.gate * q.nll.d_loc, d_scale_y = per_num * q.gate * q.nll.d_scale;
-      const T d_P = per_num * (T(1) - alpha) * q.nll.value;  // ∂L/∂P_<NUM>
-      const T d_loc_s = d_P * q.P.d_loc, d_scale_s = d_P * q.P.d_scale;
+      const auto a = row_of(A, m);
+      const CauchyParams<T> Y = value_with_floor(Action<T>::value(p, a), cfg), S_num = Action<T>::class_score(p, k_num, a);
+      const T y = targets.empty() ? T(0) : targets[m];
+      const auto nll = regression_loss_grad(cfg.reg_head, y, Y.loc, Y.scale);  // the head's loss (nll for cauchy)
+      const auto P = raw::ovr_prob_grad(S_num.loc, S_num.scale, p.threshold[k_num]);
+      store(r, m, {Y, nll, P, num[m] ? alpha + (T(1) - alpha) * P.value : T(0), num[m] != 0});
+      if (!num[m]) continue;
+      const T d_loc_y = per_num * r.gate[m] * nll.d_loc, d_scale_y = per_num * r.gate[m] * nll.d_scale;
+      const T d_P = per_num * (T(1) - alpha) * nll.value;  // ∂L/∂P_<NUM>
+      const T d_loc_s = d_P * P.d_loc, d_scale_s = d_P * P.d_scale;
       T* dla = dA.d_loc.data + m * C;
       T* dsa = dA.d_scale.data + m * C;
       T* dw = g.reg_weight.values.data;
@@ -104,7 +108,7 @@ struct RegressionLoss {
       }
       g.reg_bias[0] += d_loc_y;
       g.cls_bias[k_num] += d_loc_s;
-      g.threshold[k_num] += d_P * q.P.d_threshold;
+      g.threshold[k_num] += d_P * P.d_threshold;
     }
   }
 
