@@ -19,8 +19,10 @@ int main() {
   fmt::print("  nll(2.3)       = {:.6f}\n\n", cq::nll(2.3, loc, scale));
 
   // 2. Linear stability: U independent, Y = W·U + b is Cauchy(W·loc + b, |W|·scale) exactly
-  const cq::CauchyTensor<double> U(xt::xtensor<double, 1>{1.0, -2.0, 0.5},
-                                   xt::xtensor<double, 1>{0.5, 2.0, 1.0});
+  // (assume_cauchy_tensor: the example asserts the components' independence itself; in the
+  // model the abduction network is what yields independent individuals)
+  const auto U = cq::assume_cauchy_tensor<cq::Kind::independent>(xt::xtensor<double, 1>{1.0, -2.0, 0.5},
+                                                                 xt::xtensor<double, 1>{0.5, 2.0, 1.0});
   const xt::xtensor<double, 2> W = {{1.0, -0.5, 2.0}, {0.0, 3.0, -1.0}};
   const xt::xtensor<double, 1> b = {0.1, -0.2};
   const auto Y = cq::linear(W, b, U);  // a marginal Cauchy tensor

@@ -1,4 +1,4 @@
-// What the types allow: CauchyTensor's kind decides which operations keep it Cauchy. The
+// What the types allow: a CauchyTensor's kind decides which operations keep it Cauchy. The
 // refused lines are shown as comments; each is a failtest in tests/failtests/ that must fail to
 // compile with exactly the sentence quoted.
 #include <causalqwen/cauchy.hpp>
@@ -7,8 +7,12 @@
 
 int main() {
   using cq::Kind;
-  const cq::CauchyTensor<double, 1, Kind::independent> U(xt::xtensor<double, 1>{0.0, 1.0},
-                                                        xt::xtensor<double, 1>{1.0, 2.0});
+  // the kind comes from the algebra, or from the named escape (the caller's claim):
+  const auto U = cq::assume_cauchy_tensor<Kind::independent>(xt::xtensor<double, 1>{0.0, 1.0},
+                                                             xt::xtensor<double, 1>{1.0, 2.0});
+  // cq::CauchyTensor<double, 1, Kind::independent> V(loc, scale);
+  //   error: "a CauchyTensor's kind comes from the algebra (a copy of a typed CauchyView, or the
+  //           result of an operation); write causalqwen::assume_cauchy_tensor<Kind::...>(loc, scale) ..."
   const xt::xtensor<double, 2> W1 = {{1.0, 1.0}, {1.0, -1.0}}, W2 = {{1.0, 1.0}};
   const xt::xtensor<double, 1> b1 = {0.0, 0.0}, b2 = {0.0};
 

@@ -1,7 +1,7 @@
 // A compile-time-checked experiment: a tiny CausalQwen whose shapes are compile-time constants,
 // built, run forward and backward on a toy batch. The compiler checks the shapes (C = H, heads divide
 // hidden, KV heads divide heads, <NUM> is a class) and the Cauchy algebra of the heads
-// (CauchyTensor: linear maps only of independent tensors). The refused variants below are
+// (a CauchyTensor copied from the abduction network's view: linear maps only of independent tensors). The refused variants below are
 // failtests in tests/failtests/ that must fail with exactly the quoted sentence.
 #include <causalqwen/model.hpp>
 
@@ -48,8 +48,8 @@ int main() {
   // The heads' algebra as types: U is independent, the action's linear map makes it marginal.
   const auto& h = cache.head;
   const std::size_t C = tiny.causal_size;
-  causalqwen::CauchyTensor<double, 2> U(xt::adapt(std::vector<double>(h.abduction.loc_U.begin(), h.abduction.loc_U.begin() + 2 * C), {2ul, C}),
-                                        xt::adapt(std::vector<double>(h.abduction.scale_U.begin(), h.abduction.scale_U.begin() + 2 * C), {2ul, C}));
+  // U copied from the abduction network's typed view: independent because the algebra says so
+  const causalqwen::CauchyTensor U(cqm::Abduction<double>::individuals(h.abduction, C));
   const xt::xtensor<double, 1> b_noise = xt::adapt(std::vector<double>(model.params().slot_span("causal.action.b_noise").begin(),
                                                                        model.params().slot_span("causal.action.b_noise").end()),
                                                    {C});

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace cq = causalqwen;
@@ -42,7 +43,7 @@ TEST_CASE_TEMPLATE("linear(W, b, U) = (loc·Wᵀ + b, scale·|W|ᵀ), batched ov
   xt::xtensor<T, 1> b = xt::empty<T>({M});
   for (auto& v : W) v = static_cast<T>(normal(rng));
   for (auto& v : b) v = static_cast<T>(normal(rng));
-  const cq::CauchyTensor<T, 3> U(loc, scale);
+  const auto U = cq::assume_cauchy_tensor<cq::Kind::independent>(loc, scale);
   const auto Y = cq::linear(W, b, U);
   static_assert(decltype(Y)::kind == cq::Kind::marginal);
   REQUIRE(Y.shape()[2] == M);
@@ -66,7 +67,7 @@ TEST_CASE("linear stability, empirically: W·U + b of sampled independent U is C
   const auto seed = cqtest::test_seed(424242, "linear stability KS");
   std::mt19937_64 rng(seed);
   const xt::xtensor<double, 1> loc = {1.0, -2.0, 0.5, 3.0}, scale = {0.5, 2.0, 1.0, 0.1};
-  const cq::CauchyTensor<double> U(loc, scale);
+  const auto U = cq::assume_cauchy_tensor<cq::Kind::independent>(loc, scale);
   const xt::xtensor<double, 2> W = {{1.0, -0.5, 2.0, 0.0}, {-3.0, 0.25, 1.0, 4.0}, {0.1, 0.1, -0.1, 0.1}};
   const xt::xtensor<double, 1> b = {0.0, 1.0, -5.0};
   const auto Y = cq::linear(W, b, U);
@@ -94,7 +95,7 @@ TEST_CASE("linear stability, empirically: W·U + b of sampled independent U is C
 TEST_CASE("two linear maps: fuse_linear is exact, the |W2|·|W1| rule only bounds the scale") {
   const auto seed = cqtest::test_seed(99, "fused linear KS");
   std::mt19937_64 rng(seed);
-  const cq::CauchyTensor<double> U(xt::xtensor<double, 1>{0.0, 1.0}, xt::xtensor<double, 1>{1.0, 1.0});
+  const auto U = cq::assume_cauchy_tensor<cq::Kind::independent>(xt::xtensor<double, 1>{0.0, 1.0}, xt::xtensor<double, 1>{1.0, 1.0});
   const xt::xtensor<double, 2> W1 = {{1.0, 1.0}, {1.0, -1.0}};
   const xt::xtensor<double, 2> W2 = {{1.0, 1.0}};  // W2·W1 = [2, 0]: the second component cancels
   const xt::xtensor<double, 1> b1 = {0.5, 0.0}, b2 = {1.0};
@@ -118,11 +119,11 @@ TEST_CASE("two linear maps: fuse_linear is exact, the |W2|·|W1| rule only bound
 TEST_CASE("adding independent Cauchy noise: scale + |b|, checked empirically") {
   const auto seed = cqtest::test_seed(5150, "noise addition KS");
   std::mt19937_64 rng(seed);
-  const cq::CauchyTensor<double> X(xt::xtensor<double, 1>{2.0, -1.0}, xt::xtensor<double, 1>{0.5, 3.0});
+  const auto X = cq::assume_cauchy_tensor<cq::Kind::independent>(xt::xtensor<double, 1>{2.0, -1.0}, xt::xtensor<double, 1>{0.5, 3.0});
   const xt::xtensor<double, 1> b = {-1.5, 0.2};
   const auto Z = cq::add_noise(X, b);
   static_assert(decltype(Z)::kind == cq::Kind::independent);
-  const cq::CauchyTensor<double> eps(xt::xtensor<double, 1>{0.0, 0.0}, xt::xtensor<double, 1>{1.0, 1.0});
+  const auto eps = cq::assume_cauchy_tensor<cq::Kind::independent>(xt::xtensor<double, 1>{0.0, 0.0}, xt::xtensor<double, 1>{1.0, 1.0});
   const std::size_t n = 20000;
   std::vector<std::vector<double>> draws(2);
   for (std::size_t i = 0; i < n; ++i) {
@@ -142,7 +143,7 @@ TEST_CASE("adding independent Cauchy noise: scale + |b|, checked empirically") {
 }
 
 TEST_CASE_TEMPLATE("affine maps, negation, scalar operations and queries", T, float, double) {
-  const cq::CauchyTensor<T> X(xt::xtensor<T, 1>{T(1), T(-2)}, xt::xtensor<T, 1>{T(0.5), T(2)});
+  const auto X = cq::assume_cauchy_tensor<cq::Kind::independent>(xt::xtensor<T, 1>{T(1), T(-2)}, xt::xtensor<T, 1>{T(0.5), T(2)});
   const auto A = cq::affine(X, xt::xtensor<T, 1>{T(-2), T(3)}, xt::xtensor<T, 1>{T(1), T(0)});
   CHECK(A.loc()(0) == T(-1));
   CHECK(A.scale()(0) == T(1));
@@ -186,12 +187,14 @@ TEST_CASE("shift_to_draw: loc' = quantile(u; loc, scale) per component, scale an
 
 TEST_CASE("CauchyTensor rejects bad input with clear messages") {
   auto message = [](auto f) { return cqtest::error_message<cq::DomainError>(f); };
-  using CT = cq::CauchyTensor<double>;
-  CHECK(message([] { CT(xt::xtensor<double, 1>{1.0, 2.0}, xt::xtensor<double, 1>{1.0, 0.0}); }) ==
+  const auto assume = [](xt::xtensor<double, 1> loc, xt::xtensor<double, 1> scale) {
+    return cq::assume_cauchy_tensor<cq::Kind::independent>(std::move(loc), std::move(scale));
+  };
+  CHECK(message([&] { assume(xt::xtensor<double, 1>{1.0, 2.0}, xt::xtensor<double, 1>{1.0, 0.0}); }) ==
         "causalqwen::CauchyTensor: scale must be > 0 everywhere, got 0 at flat index 1");
-  CHECK(message([] { CT(xt::xtensor<double, 1>{1.0}, xt::xtensor<double, 1>{1.0, 1.0}); }) ==
+  CHECK(message([&] { assume(xt::xtensor<double, 1>{1.0}, xt::xtensor<double, 1>{1.0, 1.0}); }) ==
         "causalqwen::CauchyTensor: loc and scale must have the same shape");
-  const CT U(xt::xtensor<double, 1>{1.0, 2.0}, xt::xtensor<double, 1>{1.0, 1.0});
+  const auto U = assume(xt::xtensor<double, 1>{1.0, 2.0}, xt::xtensor<double, 1>{1.0, 1.0});
   CHECK(message([&] { cq::linear(xt::xtensor<double, 2>{{1.0, 2.0, 3.0}}, xt::xtensor<double, 1>{}, U); }) ==
         "causalqwen::linear: W has 3 columns but the tensor's last dimension is 2");
   CHECK(message([&] { (void)U.quantile(1.0); }) == "causalqwen::CauchyTensor::quantile: p must lie in (0, 1), got 1");

@@ -1,4 +1,5 @@
-// Static tests: the kinds and return types of CauchyTensor operations and of the views, and closed_under_v.
+// Static tests: the kinds and return types of CauchyTensor operations and of the views (the
+// operations over views of operations.hpp), how a tensor gets its kind, and closed_under_v.
 // Compiling this file is the test (static_assert only).
 #include <causalqwen/cauchy.hpp>
 
@@ -17,6 +18,18 @@ using V1 = xt::xtensor<float, 1>;
 static_assert(std::is_same_v<cq::CauchyTensor<double>, cq::CauchyTensor<double, 1, Kind::independent>>);
 static_assert(Ind::rank == 3 && Ind::kind == Kind::independent);
 static_assert(cq::is_cauchy_tensor_v<const Mar&> && !cq::is_cauchy_tensor_v<W2>);
+
+// a tensor's kind comes from a typed view or the escape: no default constructor, no copy of a
+// view of another kind; its view has its kind
+using IndView3 = cq::CauchyView<const float, 3, Kind::independent>;
+static_assert(!std::is_default_constructible_v<Ind> && !std::is_default_constructible_v<Mar>);
+static_assert(std::is_constructible_v<Ind, IndView3> && !std::is_convertible_v<IndView3, Ind>);  // explicit: a copy
+static_assert(!std::is_constructible_v<Mar, IndView3>);
+static_assert(std::is_same_v<decltype(std::declval<const Mar&>().view()), cq::CauchyView<const float, 3, Kind::marginal>>);
+static_assert(std::is_same_v<decltype(cq::CauchyTensor(std::declval<IndView3>())), Ind>);
+static_assert(std::is_same_v<decltype(cq::assume_cauchy_tensor<Kind::marginal>(std::declval<xt::xtensor<float, 3>>(),
+                                                                              std::declval<xt::xtensor<float, 3>>())),
+                             Mar>);
 
 // linear: independent → marginal; never from marginal
 static_assert(std::is_same_v<decltype(cq::linear(std::declval<W2>(), std::declval<V1>(), std::declval<Ind>())), Mar>);
@@ -81,6 +94,34 @@ static_assert(std::is_same_v<decltype(cq::shift_to_draw(std::declval<MarView>(),
                                                         std::declval<cq::TensorView<float, 2>>())),
                              MarView>);
 static_assert(cq::closed_under_v<cq::ops::select, IndView> && cq::closed_under_v<cq::ops::select, MarView>);
+// the operations over views: linear makes marginal, the per-component ones keep the kind, a sum
+// is independent only of two independent views
+using W2View = cq::TensorView<const float, 2>;
+using V1View = cq::TensorView<const float, 1>;
+static_assert(std::is_same_v<decltype(cq::linear(std::declval<W2View>(), std::declval<V1View>(), std::declval<IndView>(),
+                                                 std::declval<Out>())),
+                             cq::CauchyView<float, 2, Kind::marginal>>);
+static_assert(std::is_same_v<decltype(cq::linear(std::declval<cq::LinearMap<float>>(), std::declval<IndView>(), std::declval<Out>())),
+                             cq::CauchyView<float, 2, Kind::marginal>>);
+static_assert(std::is_same_v<decltype(cq::affine(std::declval<MarView>(), std::declval<V1View>(), std::declval<V1View>(),
+                                                 std::declval<Out>())),
+                             cq::CauchyView<float, 2, Kind::marginal>>);
+static_assert(std::is_same_v<decltype(cq::times(2.0f, std::declval<IndView>(), std::declval<Out>())),
+                             cq::CauchyView<float, 2, Kind::independent>>);
+static_assert(std::is_same_v<decltype(cq::divide(std::declval<MarView>(), 2.0f, std::declval<Out>())),
+                             cq::CauchyView<float, 2, Kind::marginal>>);
+static_assert(std::is_same_v<decltype(cq::shift(std::declval<IndView>(), 2.0f, std::declval<Out>())),
+                             cq::CauchyView<float, 2, Kind::independent>>);
+static_assert(std::is_same_v<decltype(cq::negate(std::declval<MarView>(), std::declval<Out>())),
+                             cq::CauchyView<float, 2, Kind::marginal>>);
+static_assert(std::is_same_v<decltype(cq::add_noise(std::declval<IndView>(), std::declval<V1View>(), std::declval<Out>())),
+                             cq::CauchyView<float, 2, Kind::independent>>);
+static_assert(std::is_same_v<decltype(cq::sum_independent(std::declval<IndView>(), cq::assume_independent(std::declval<const IndView&>()),
+                                                          std::declval<Out>())),
+                             cq::CauchyView<float, 2, Kind::independent>>);
+static_assert(std::is_same_v<decltype(cq::sum_independent(std::declval<IndView>(), cq::assume_independent(std::declval<const MarView&>()),
+                                                          std::declval<Out>())),
+                             cq::CauchyView<float, 2, Kind::marginal>>);
 static_assert(cq::result_kind<cq::ops::linear>(Kind::independent) == Kind::marginal &&
               cq::result_kind<cq::ops::add_noise>(Kind::independent) == Kind::independent);
 // a read-only view of the same kind from a mutable one, never of another kind

@@ -1,20 +1,33 @@
-/// CauchyTensor<T, Rank, Kind>: a tensor of Cauchy variables held as loc and scale (SoA),
-/// whose type says which operations keep it Cauchy (linear stability as a compile-time
-/// property; the kinds and the refused operations are in kind_rules.hpp, shared with CauchyView).
-/// It owns its storage (xtensor containers), for the Cauchy math on its own.
+/// CauchyTensor<T, Rank, Kind>: the owning form of a tensor of Cauchy variables, the same type
+/// as CauchyView (cauchy_view.hpp) with the same rules (kind_rules.hpp): it owns loc and scale
+/// (xtensor containers, SoA), shows them as `view()`, a CauchyView of its kind, and every
+/// operation on it forwards to the one set of operations over views (operations.hpp).
 ///
-/// Closed, for both kinds: per-component affine maps a⊙X + c (loc·a + c, scale·|a|), negation,
-/// adding independent Cauchy noise X + |b|·ε (scale + |b|), and the sum of two tensors the
-/// caller declares independent of each other (`X + assume_independent(Y)`).
-/// Closed for independent tensors only: linear(W, b, X) (loc' = W·loc + b, scale' = |W|·scale).
-/// A second linear map of a marginal tensor does not compile: fuse the weights with
-/// fuse_linear() and apply one map.
+/// A tensor gets its kind as a view does, from the algebra: copied from a typed view
+/// (`CauchyTensor(U)` for U from the abduction network, a linear map, …), as the result of an
+/// operation, or through the named escape `assume_cauchy_tensor<Kind::...>(loc, scale)` (scale > 0
+/// checked). Writing `CauchyTensor<T, R, Kind::independent>(loc, scale)` does not compile.
+///
+///   auto U = assume_cauchy_tensor<Kind::independent>(loc, scale);   // the caller's claim
+///   auto Y = linear(W, b, U);                                       // marginal
+///   auto Z = add_noise(-Y * 2.0 + 1.0, b_noise);                    // affine maps and noise: marginal
+///   auto S = U + assume_independent(U * 3.0);                       // independent
+///
+/// Closed, for both kinds: per-component affine maps a⊙X + c, X·s, X/s, X ± c, −X, adding
+/// independent Cauchy noise (scale + |b|), the sum of two tensors the caller declares independent
+/// of each other. Closed for independent tensors only: linear(W, b, X). A second linear map of a
+/// marginal tensor does not compile: fuse the weights with fuse_linear() (linear_map.hpp).
 #pragma once
+#include <causalqwen/cauchy/cauchy_view.hpp>
+#include <causalqwen/cauchy/distribution.hpp>
 #include <causalqwen/cauchy/kind_rules.hpp>
+#include <causalqwen/cauchy/linear_map.hpp>
+#include <causalqwen/cauchy/operations.hpp>
 #include <causalqwen/cauchy/ovr.hpp>
-#include <causalqwen/core/eigen_map.hpp>
+#include <causalqwen/core/tensor.hpp>
 #include <causalqwen/core/xt.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <random>
@@ -38,12 +51,12 @@ struct is_cauchy_tensor<CauchyTensor<T, R, K>> : std::true_type {};
 template <class X>
 inline constexpr bool is_cauchy_tensor_v = is_cauchy_tensor<std::remove_cvref_t<X>>::value;
 
-/// A weight matrix W [M, N] and bias b [M] standing for x ↦ W·x + b.
-template <Real T>
-struct LinearMap {
-  xt::xtensor<T, 2> weight;  // [M, N]
-  xt::xtensor<T, 1> bias;    // [M]
-};
+template <Kind K, Real T, std::size_t R>
+CauchyTensor<T, R, K> assume_cauchy_tensor(xt::xtensor<T, R> loc, xt::xtensor<T, R> scale);
+namespace detail_tensor {
+template <Real T, std::size_t R>
+class Result;
+}
 
 template <Real T, std::size_t Rank, Kind K>
 class CauchyTensor {
@@ -56,24 +69,20 @@ class CauchyTensor {
   static constexpr std::size_t rank = Rank;
   static constexpr Kind kind = K;
 
-  CauchyTensor() = default;
-
-  /// Checked: loc and scale must have the same shape and every scale must be > 0 (NaN fails).
-  CauchyTensor(storage loc, storage scale) : loc_(std::move(loc)), scale_(std::move(scale)) {
-    detail::require(loc_.shape() == scale_.shape(), "CauchyTensor",
-                    "loc and scale must have the same shape");
-    for (std::size_t i = 0; i < scale_.size(); ++i)
-      detail::require(scale_.data()[i] > T(0), "CauchyTensor",
-                      "scale must be > 0 everywhere, got {} at flat index {}", scale_.data()[i], i);
+  /// A copy of a typed view (its kind is the view's): the owning form of what the algebra made.
+  template <class U>
+    requires std::is_same_v<std::remove_const_t<U>, T>
+  explicit CauchyTensor(const CauchyView<U, Rank, K>& v) : loc_(copy_of(v.loc)), scale_(copy_of(v.scale)) {}
+  /// A kind declared by ordinary code: refused with the sentence
+  /// CAUSALQWEN_TENSOR_KIND_OUTSIDE_ALGEBRA (the escape is assume_cauchy_tensor).
+  template <class D = void>
+  CauchyTensor(storage, storage) {
+    static_assert(detail::always_false_v<D>, CAUSALQWEN_TENSOR_KIND_OUTSIDE_ALGEBRA);
   }
 
-  /// Unchecked construction for hot paths whose scales are positive by construction
-  /// (softplus outputs, |W|·scale with scale > 0).
-  static CauchyTensor unchecked(storage loc, storage scale) noexcept {
-    CauchyTensor x;
-    x.loc_ = std::move(loc);
-    x.scale_ = std::move(scale);
-    return x;
+  /// The tensor as a view of its kind over its own storage (valid while the tensor lives).
+  CauchyView<const T, Rank, K> view() const {
+    return {KindKey{}, TensorView<const T, Rank>(loc_), TensorView<const T, Rank>(scale_)};
   }
 
   const storage& loc() const noexcept { return loc_; }
@@ -137,6 +146,18 @@ class CauchyTensor {
   }
 
  private:
+  struct Adopt {};  // the storage of a view the algebra typed, or of the escape
+  CauchyTensor(Adopt, storage loc, storage scale) noexcept : loc_(std::move(loc)), scale_(std::move(scale)) {}
+  template <Kind K2, Real U, std::size_t R>
+  friend CauchyTensor<U, R, K2> assume_cauchy_tensor(xt::xtensor<U, R>, xt::xtensor<U, R>);
+  template <Real U, std::size_t R>
+  friend class detail_tensor::Result;
+
+  static storage copy_of(TensorView<const T, Rank> v) {
+    storage out = xt::empty<T>(v.shape);
+    std::copy_n(v.data, v.size(), out.data());
+    return out;
+  }
   template <class F>
   storage map_x(const storage& x, F f) const {
     detail::require(x.shape() == loc_.shape(), "CauchyTensor", "argument must have the tensor's shape");
@@ -149,36 +170,56 @@ class CauchyTensor {
   storage scale_;
 };
 
+template <class U, std::size_t R, Kind K>
+CauchyTensor(const CauchyView<U, R, K>&) -> CauchyTensor<std::remove_const_t<U>, R, K>;
+
+/// The escape for tests, experiments and examples: the caller asserts that loc and scale are the
+/// parameters of Cauchy variables of kind K (for independent, mutually independent components).
+/// Checked: the same shape, and every scale > 0 (NaN fails). The rules then apply as to any
+/// other tensor (a tensor assumed marginal still cannot go through a linear map).
+template <Kind K, Real T, std::size_t R>
+CauchyTensor<T, R, K> assume_cauchy_tensor(xt::xtensor<T, R> loc, xt::xtensor<T, R> scale) {
+  detail::require(loc.shape() == scale.shape(), "CauchyTensor", "loc and scale must have the same shape");
+  for (std::size_t i = 0; i < scale.size(); ++i)
+    detail::require(scale.data()[i] > T(0), "CauchyTensor", "scale must be > 0 everywhere, got {} at flat index {}",
+                    scale.data()[i], i);
+  return {typename CauchyTensor<T, R, K>::Adopt{}, std::move(loc), std::move(scale)};
+}
+
+namespace detail_tensor {
+/// The storage an operation on tensors writes: loc and scale of one shape, handed to the
+/// operation over views as a CauchyOut, then owned by a tensor of the kind the view it returned
+/// has.
+template <Real T, std::size_t R>
+class Result {
+ public:
+  explicit Result(const std::array<std::size_t, R>& shape) : loc_(xt::empty<T>(shape)), scale_(xt::empty<T>(shape)) {}
+  CauchyOut<T, R> out() { return {TensorView<T, R>(loc_), TensorView<T, R>(scale_)}; }
+  /// The tensor owning this storage, of the kind of `written`, the view the operation returned
+  /// over it.
+  template <Kind K>
+  CauchyTensor<T, R, K> own(const CauchyView<T, R, K>& written) && {
+    detail::require(written.loc.data == loc_.data() && written.scale.data == scale_.data(), "CauchyTensor",
+                    "an operation's result must be the view over the storage it was given");
+    return {typename CauchyTensor<T, R, K>::Adopt{}, std::move(loc_), std::move(scale_)};
+  }
+
+ private:
+  xt::xtensor<T, R> loc_, scale_;
+};
+}  // namespace detail_tensor
+
 // ------------------------------------------------------------------ closed operations
+// Each allocates the result and forwards to the operation over views of operations.hpp.
 
 /// linear(W, b, X) for independent X: loc' = loc·Wᵀ + b, scale' = scale·|W|ᵀ over the last
-/// dimension (batched over the leading ones), by Eigen GEMM. W [M, N], b [M] (or empty), X [..., N].
-/// Exact: each output component is Cauchy(W_m·loc + b_m, |W_m|·scale); the result is marginal.
+/// dimension (batched over the leading ones). W [M, N], b [M] (or empty), X [..., N]. The result
+/// is marginal; a marginal X does not compile (CAUSALQWEN_LINEAR_OF_MARGINAL).
 template <Real T, std::size_t R, Kind K>
 CauchyTensor<T, R, Kind::marginal> linear(const xt::xtensor<T, 2>& W, const xt::xtensor<T, 1>& b,
                                           const CauchyTensor<T, R, K>& X) {
-  if constexpr (K == Kind::marginal) {
-    static_assert(K != Kind::marginal, CAUSALQWEN_LINEAR_OF_MARGINAL);
-    return {};
-  } else {
-    const std::size_t M = W.shape(0), N = W.shape(1);
-    detail::require(X.shape()[R - 1] == N, "linear",
-                    "W has {} columns but the tensor's last dimension is {}", N, X.shape()[R - 1]);
-    detail::require(b.size() == 0 || b.size() == M, "linear", "b must have {} entries (W's rows) or none, got {}", M, b.size());
-    const auto rows = static_cast<std::ptrdiff_t>(X.size() / N);
-    std::array<std::size_t, R> out_shape;
-    std::copy(X.shape().begin(), X.shape().end(), out_shape.begin());
-    out_shape = detail::with_last<R>(out_shape, M);
-    xt::xtensor<T, R> loc = xt::empty<T>(out_shape), scale = xt::empty<T>(out_shape);
-    const auto Wm = mat(W.data(), static_cast<std::ptrdiff_t>(M), static_cast<std::ptrdiff_t>(N));
-    auto loc_out = mat(loc.data(), rows, static_cast<std::ptrdiff_t>(M));
-    auto scale_out = mat(scale.data(), rows, static_cast<std::ptrdiff_t>(M));
-    loc_out.noalias() = mat(X.loc().data(), rows, static_cast<std::ptrdiff_t>(N)) * Wm.transpose();
-    if (b.size() == M)
-      loc_out.rowwise() += Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(b.data(), static_cast<std::ptrdiff_t>(M));
-    scale_out.noalias() = mat(X.scale().data(), rows, static_cast<std::ptrdiff_t>(N)) * Wm.cwiseAbs().transpose();
-    return CauchyTensor<T, R, Kind::marginal>::unchecked(std::move(loc), std::move(scale));
-  }
+  detail_tensor::Result<T, R> r(detail::with_last<R>(X.shape(), W.shape(0)));
+  return std::move(r).own(linear(TensorView<const T, 2>(W), TensorView<const T, 1>(b), X.view(), r.out()));
 }
 
 /// linear(map, X) = linear(map.weight, map.bias, X).
@@ -187,48 +228,19 @@ CauchyTensor<T, R, Kind::marginal> linear(const LinearMap<T>& map, const CauchyT
   return linear(map.weight, map.bias, X);
 }
 
-/// fuse_linear(W2, b2, W1, b1) = {W2·W1, W2·b1 + b2}: the one linear map equal to applying
-/// (W1, b1) then (W2, b2), so that linear(fused, U) gives the exact scale |W2·W1|·γ.
-template <Real T>
-LinearMap<T> fuse_linear(const xt::xtensor<T, 2>& W2, const xt::xtensor<T, 1>& b2,
-                         const xt::xtensor<T, 2>& W1, const xt::xtensor<T, 1>& b1) {
-  const auto M = static_cast<std::ptrdiff_t>(W2.shape(0)), K = static_cast<std::ptrdiff_t>(W2.shape(1));
-  const auto N = static_cast<std::ptrdiff_t>(W1.shape(1));
-  detail::require(W1.shape(0) == W2.shape(1), "fuse_linear", "W2 has {} columns but W1 has {} rows", W2.shape(1), W1.shape(0));
-  detail::require(b1.size() == 0 || b1.size() == W1.shape(0), "fuse_linear", "b1 must have {} entries or none", W1.shape(0));
-  detail::require(b2.size() == 0 || b2.size() == W2.shape(0), "fuse_linear", "b2 must have {} entries or none", W2.shape(0));
-  LinearMap<T> fused{xt::empty<T>({std::size_t(M), std::size_t(N)}), xt::zeros<T>({std::size_t(M)})};
-  mat(fused.weight.data(), M, N).noalias() = mat(W2.data(), M, K) * mat(W1.data(), K, N);
-  auto bias = mat(fused.bias.data(), M, 1);
-  if (b1.size()) bias.noalias() = mat(W2.data(), M, K) * mat(b1.data(), K, 1);
-  if (b2.size()) bias += mat(b2.data(), M, 1);
-  return fused;
-}
-
-/// Per-component affine map a ⊙ X + c over the last dimension: loc·a + c, scale·|a|.
-/// a and c have the last dimension's length; an a with a zero entry would make that component
-/// a constant (scale 0), which is not a Cauchy variable, and is refused.
+/// Per-component affine map a ⊙ X + c over the last dimension: loc·a + c, scale·|a| (a ≠ 0).
 template <Real T, std::size_t R, Kind K>
-CauchyTensor<T, R, K> affine(const CauchyTensor<T, R, K>& X, const xt::xtensor<T, 1>& a,
-                             const xt::xtensor<T, 1>& c) {
-  const std::size_t N = X.shape()[R - 1];
-  detail::require(a.size() == N && c.size() == N, "affine", "a and c must have {} entries (the last dimension)", N);
-  for (std::size_t j = 0; j < N; ++j) detail::require(a(j) != T(0), "affine", "a must be non-zero, a[{}] = 0", j);
-  auto loc = X.loc();
-  auto scale = X.scale();
-  for (std::size_t i = 0; i < loc.size(); ++i) {
-    const std::size_t j = i % N;
-    loc.data()[i] = loc.data()[i] * a(j) + c(j);
-    scale.data()[i] = scale.data()[i] * std::fabs(a(j));
-  }
-  return CauchyTensor<T, R, K>::unchecked(std::move(loc), std::move(scale));
+CauchyTensor<T, R, K> affine(const CauchyTensor<T, R, K>& X, const xt::xtensor<T, 1>& a, const xt::xtensor<T, 1>& c) {
+  detail_tensor::Result<T, R> r(X.shape());
+  return std::move(r).own(affine(X.view(), TensorView<const T, 1>(a), TensorView<const T, 1>(c), r.out()));
 }
 
 /// s·X: loc·s, scale·|s| (s ≠ 0).
 template <Real T, std::size_t R, Kind K>
 CauchyTensor<T, R, K> operator*(T s, const CauchyTensor<T, R, K>& X) {
   detail::require(s != T(0), "operator*", "a Cauchy tensor times 0 is a constant, not a Cauchy tensor");
-  return CauchyTensor<T, R, K>::unchecked(X.loc() * s, X.scale() * std::fabs(s));
+  detail_tensor::Result<T, R> r(X.shape());
+  return std::move(r).own(times(s, X.view(), r.out()));
 }
 template <Real T, std::size_t R, Kind K>
 CauchyTensor<T, R, K> operator*(const CauchyTensor<T, R, K>& X, T s) {
@@ -238,13 +250,16 @@ CauchyTensor<T, R, K> operator*(const CauchyTensor<T, R, K>& X, T s) {
 template <Real T, std::size_t R, Kind K>
 CauchyTensor<T, R, K> operator/(const CauchyTensor<T, R, K>& X, T s) {
   detail::require(s != T(0), "operator/", "division of a Cauchy tensor by 0");
-  return CauchyTensor<T, R, K>::unchecked(X.loc() / s, X.scale() / std::fabs(s));
+  detail_tensor::Result<T, R> r(X.shape());
+  return std::move(r).own(divide(X.view(), s, r.out()));
 }
 /// X + c: loc + c.
 template <Real T, std::size_t R, Kind K>
 CauchyTensor<T, R, K> operator+(const CauchyTensor<T, R, K>& X, T c) {
-  return CauchyTensor<T, R, K>::unchecked(X.loc() + c, X.scale());
+  detail_tensor::Result<T, R> r(X.shape());
+  return std::move(r).own(shift(X.view(), c, r.out()));
 }
+/// X − c: loc − c.
 template <Real T, std::size_t R, Kind K>
 CauchyTensor<T, R, K> operator-(const CauchyTensor<T, R, K>& X, T c) {
   return X + (-c);
@@ -252,37 +267,26 @@ CauchyTensor<T, R, K> operator-(const CauchyTensor<T, R, K>& X, T c) {
 /// −X: −loc, same scale.
 template <Real T, std::size_t R, Kind K>
 CauchyTensor<T, R, K> operator-(const CauchyTensor<T, R, K>& X) {
-  return CauchyTensor<T, R, K>::unchecked(-X.loc(), X.scale());
+  detail_tensor::Result<T, R> r(X.shape());
+  return std::move(r).own(negate(X.view(), r.out()));
 }
 
 /// X + |b|·ε with ε independent standard Cauchy noise per component: scale + |b| (b over the
-/// last dimension). The kind is kept: noise independent of everything adds no dependence.
+/// last dimension). The kind is kept.
 template <Real T, std::size_t R, Kind K>
 CauchyTensor<T, R, K> add_noise(const CauchyTensor<T, R, K>& X, const xt::xtensor<T, 1>& b) {
-  const std::size_t N = X.shape()[R - 1];
-  detail::require(b.size() == N, "add_noise", "b must have {} entries (the last dimension), got {}", N, b.size());
-  auto scale = X.scale();
-  for (std::size_t i = 0; i < scale.size(); ++i) scale.data()[i] += std::fabs(b(i % N));
-  return CauchyTensor<T, R, K>::unchecked(X.loc(), std::move(scale));
+  detail_tensor::Result<T, R> r(X.shape());
+  return std::move(r).own(add_noise(X.view(), TensorView<const T, 1>(b), r.out()));
 }
 
-/// A Cauchy tensor the caller declares independent of the tensor it is added to.
-template <class X>
-struct AssumedIndependent {
-  const X& tensor;
-};
-/// Declares Y independent of the other operand of +: X + assume_independent(Y).
-template <Real T, std::size_t R, Kind K>
-AssumedIndependent<CauchyTensor<T, R, K>> assume_independent(const CauchyTensor<T, R, K>& Y) {
-  return {Y};
-}
-/// X + Y for X, Y independent of each other: loc + loc, scale + scale. Independent only when
-/// both are; otherwise marginal.
+/// X + Y for X, Y declared independent of each other (X + assume_independent(Y)): loc + loc,
+/// scale + scale. Independent only when both are; otherwise marginal.
 template <Real T, std::size_t R, Kind K1, Kind K2>
-auto operator+(const CauchyTensor<T, R, K1>& X, AssumedIndependent<CauchyTensor<T, R, K2>> Y) {
-  constexpr Kind K = sum_kind(K1, K2);
+CauchyTensor<T, R, sum_kind(K1, K2)> operator+(const CauchyTensor<T, R, K1>& X, AssumedIndependent<CauchyTensor<T, R, K2>> Y) {
   detail::require(X.shape() == Y.tensor.shape(), "operator+", "the two Cauchy tensors must have the same shape");
-  return CauchyTensor<T, R, K>::unchecked(X.loc() + Y.tensor.loc(), X.scale() + Y.tensor.scale());
+  const auto y = Y.tensor.view();
+  detail_tensor::Result<T, R> r(X.shape());
+  return std::move(r).own(sum_independent(X.view(), assume_independent(y), r.out()));
 }
 
 // The refused operations (exp, log, …, mean, variance) are declared once for every Cauchy type

@@ -18,8 +18,11 @@
 ///
 /// `T` may be const (a read-only view); a mutable view converts to a read-only one of the same
 /// kind. The kind never changes by conversion: only an operation of the algebra makes a new one.
+/// The operations themselves (linear, affine, add_noise, …) are in operations.hpp; an owning
+/// CauchyTensor (cauchy_tensor.hpp) shows its storage as a view of its own kind.
 #pragma once
 #include <causalqwen/cauchy/kind_rules.hpp>
+#include <causalqwen/cauchy/special.hpp>
 #include <causalqwen/core/tensor.hpp>
 
 #include <cstddef>
@@ -43,21 +46,33 @@ template <class T>
 struct Abduction;  // the source of independent individuals (model/abduction.hpp)
 }
 
+template <Real T, std::size_t Rank, Kind K>
+class CauchyTensor;  // the owning form (cauchy_tensor.hpp)
+
 template <Kind K, class T, std::size_t Rank>
 CauchyView<T, Rank, K> assume_cauchy_view(TensorView<T, Rank> loc, TensorView<T, Rank> scale);
 template <class Op, class U, std::size_t RIn, Kind K, class T, std::size_t Rank>
 CauchyView<T, Rank, result_kind<Op>(K)> result_view(Op, const CauchyView<U, RIn, K>& input, CauchyOut<T, Rank> out);
+template <class U1, class U2, std::size_t R, Kind K1, Kind K2, class T>
+CauchyView<T, R, sum_kind(K1, K2)> result_view(ops::sum_independent, const CauchyView<U1, R, K1>& x,
+                                               const CauchyView<U2, R, K2>& y, CauchyOut<T, R> out);
 
 /// The right to declare the kind of a new view: held by the abduction network, by result_view
-/// (which takes the kind from the rules) and by the named escape assume_cauchy_view.
+/// (which takes the kind from the rules), by a CauchyTensor (a view of its own storage, of its
+/// own kind) and by the named escape assume_cauchy_view.
 class KindKey {
   KindKey() = default;
   template <class>
   friend struct model::Abduction;
+  template <Real T, std::size_t Rank, Kind K>
+  friend class CauchyTensor;
   template <Kind K, class T, std::size_t Rank>
   friend CauchyView<T, Rank, K> assume_cauchy_view(TensorView<T, Rank>, TensorView<T, Rank>);
   template <class Op, class U, std::size_t RIn, Kind K, class T, std::size_t Rank>
   friend CauchyView<T, Rank, result_kind<Op>(K)> result_view(Op, const CauchyView<U, RIn, K>&, CauchyOut<T, Rank>);
+  template <class U1, class U2, std::size_t R, Kind K1, Kind K2, class T>
+  friend CauchyView<T, R, sum_kind(K1, K2)> result_view(ops::sum_independent, const CauchyView<U1, R, K1>&,
+                                                        const CauchyView<U2, R, K2>&, CauchyOut<T, R>);
 };
 
 template <class T, std::size_t Rank, Kind K>
@@ -108,11 +123,20 @@ struct cauchy_traits<CauchyView<T, R, K>> {
 
 /// `out` seen as what the operation Op of the algebra wrote into it from `input`: kind
 /// result_kind<Op>(K) (linear → marginal, any other closed operation keeps K). Op must be closed
-/// for the input's kind: a linear map of a marginal input, or exp, relu, … do not compile.
+/// for the input's kind: a linear map of a marginal input, or exp, relu, … do not compile (one
+/// sentence each).
 template <class Op, class U, std::size_t RIn, Kind K, class T, std::size_t Rank>
 CauchyView<T, Rank, result_kind<Op>(K)> result_view(Op, const CauchyView<U, RIn, K>&, CauchyOut<T, Rank> out) {
   static_assert(!std::is_same_v<Op, ops::linear> || K == Kind::independent, CAUSALQWEN_LINEAR_OF_MARGINAL);
-  static_assert(closed_under_v<Op, CauchyView<U, RIn, K>>, CAUSALQWEN_NOT_CLOSED);
+  static_assert(std::is_same_v<Op, ops::linear> || closed_under_v<Op, CauchyView<U, RIn, K>>, CAUSALQWEN_NOT_CLOSED);
+  return {KindKey{}, out.loc, out.scale};
+}
+
+/// `out` seen as the sum x + y of two views declared independent of each other (loc + loc,
+/// scale + scale): independent only when both are, otherwise marginal (sum_kind).
+template <class U1, class U2, std::size_t R, Kind K1, Kind K2, class T>
+CauchyView<T, R, sum_kind(K1, K2)> result_view(ops::sum_independent, const CauchyView<U1, R, K1>&,
+                                               const CauchyView<U2, R, K2>&, CauchyOut<T, R> out) {
   return {KindKey{}, out.loc, out.scale};
 }
 

@@ -104,6 +104,9 @@ std::array<std::size_t, R> with_last(std::array<std::size_t, R> shape, std::size
   "causalqwen: a CauchyView's kind comes from the algebra (the abduction network yields independent, a linear map " \
   "marginal, added noise keeps the kind); write causalqwen::assume_cauchy_view<Kind::...>(loc, scale) to assert " \
   "a kind yourself."
+#define CAUSALQWEN_TENSOR_KIND_OUTSIDE_ALGEBRA                                                                 \
+  "causalqwen: a CauchyTensor's kind comes from the algebra (a copy of a typed CauchyView, or the result of an " \
+  "operation); write causalqwen::assume_cauchy_tensor<Kind::...>(loc, scale) to assert a kind yourself."
 #define CAUSALQWEN_NO_MEAN "causalqwen: a Cauchy distribution has no mean; use median() (= loc) or quantile()."
 #define CAUSALQWEN_NO_VARIANCE \
   "causalqwen: a Cauchy distribution has no variance; use scale() or an interquartile range from quantile()."

@@ -35,7 +35,8 @@ int main() {
   expect_near("ovr_prob(12, 1, 10)", cq::ovr_prob(12.0, 1.0, 10.0), 0.5 + std::atan(2.0) / std::numbers::pi, 1e-15);
 
   // Y = W·U + b for independent U: Cauchy(W·loc + b, |W|·scale)
-  const cq::CauchyTensor<double> U(xt::xtensor<double, 1>{1.0, -2.0, 0.5}, xt::xtensor<double, 1>{0.5, 2.0, 1.0});
+  const auto U = cq::assume_cauchy_tensor<cq::Kind::independent>(xt::xtensor<double, 1>{1.0, -2.0, 0.5},
+                                                                 xt::xtensor<double, 1>{0.5, 2.0, 1.0});
   const xt::xtensor<double, 2> W = {{1.0, -0.5, 2.0}, {0.0, 3.0, -1.0}};
   const auto Y = cq::linear(W, xt::xtensor<double, 1>{0.1, -0.2}, U);
   expect_near("loc'[0]", Y.loc()(0), 3.1, 1e-15);

@@ -4,7 +4,7 @@
 #include <cstdio>
 
 int main() {
-  const cq::CauchyTensor<double> U(xt::xtensor<double, 1>{1.0, 2.0}, xt::xtensor<double, 1>{0.5, 0.5});
+  const auto U = cq::assume_cauchy_tensor<cq::Kind::independent>(xt::xtensor<double, 1>{1.0, 2.0}, xt::xtensor<double, 1>{0.5, 0.5});
   const auto Y = cq::linear(xt::xtensor<double, 2>{{1.0, -1.0}}, xt::xtensor<double, 1>{0.0}, U);
   std::printf("consumer: median %.3f, 90%% interval [%.3f, %.3f]\n", Y.median()(0),
               Y.quantile(0.05)(0), Y.quantile(0.95)(0));
