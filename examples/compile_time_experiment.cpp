@@ -38,7 +38,7 @@ int main() {
 
   typename decltype(model)::Cache cache;
   auto grads = model.make_gradients();
-  const auto m = model.forward_backward(batch, cache, grads);
+  const auto m = model.train_step(batch, cache, grads);
   fmt::print("L_total = {:.4f} (L_cls_mean {:.4f} + L_reg_eff {:.4f}), P(<NUM>) at targets {:.4f}\n", m.L_total,
              m.L_cls_mean, m.L_reg_eff, m.mean_P_num);
   double norm = 0;

@@ -133,7 +133,7 @@ struct Run {
     grads.zero();
     const auto batch = source->next();
     StepReport report;
-    report.metrics = model.forward_backward(batch.view(), cache, grads);
+    report.metrics = model.train_step(batch.view(), cache, grads);
     double reg_grad_sq = 0;
     for (const auto* slot : {"causal.action.reg.weight", "causal.action.reg.bias"})
       for (const float g : grads.slot_span(slot)) reg_grad_sq += double(g) * double(g);

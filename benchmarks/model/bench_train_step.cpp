@@ -134,7 +134,7 @@ struct ArenaStep : StepData {
         adam(model.params().shared_layout(), {}, cqm::parameter_rules(model.layout()), moments) {}
   double step() {
     grads.zero();
-    const auto m = model.forward_backward(batch(), cache, grads);
+    const auto m = model.train_step(batch(), cache, grads);
     const double norm = cq::optim::global_grad_norm(grads, adam.rules());
     adam.step(model.params(), grads, 1e-4, cq::optim::clip_factor(norm, 1.0), follower);
     return m.L_total;
@@ -168,7 +168,7 @@ struct StreamingStep : StepData {
   double step() {
     using Clock = std::chrono::steady_clock;
     const auto t0 = Clock::now();
-    const cqm::HeadMetrics m = model.forward_backward(batch(), cache, adam.target());
+    const cqm::HeadMetrics m = model.train_step(batch(), cache, adam.target());
     const auto t1 = Clock::now();
     const double norm = adam.grad_norm(model.params());
     const auto t2 = Clock::now();

@@ -271,7 +271,7 @@ TEST_CASE("a backward pass reports final gradients from the heads down to the em
   auto grads = model.make_gradients();
   ProgressRecorder recorder;
   recorder.grads = &grads;
-  model.forward_backward(batch.view(), cache, cq::linalg::GradientTarget<double>(grads, nullptr, &recorder));
+  model.train_step(batch.view(), cache, cq::linalg::GradientTarget<double>(grads, nullptr, &recorder));
   // heads, final norm, layers 2, 1, 0, embeddings: 6 reports, decreasing, the last at 0
   REQUIRE(recorder.offsets.size() == 6);
   CHECK(recorder.offsets.back() == 0);

@@ -7,6 +7,7 @@
 #include <causalqwen/model/causal_head.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -61,8 +62,8 @@ struct HeadFixture {
     cq::model::CausalHead<double> head(cfg, chunk);
     typename cq::model::CausalHead<double>::Cache cache;
     const cq::Arena<double>& cp = params;
-    return head.run(cq::model::HeadParams<const double>::bind(cp), params.version() + 1000 + counter++,
-                    {z.data(), {M, 4}}, head_targets(), mode, noise(mode), cache)
+    return head.forward(cq::model::HeadParams<const double>::bind(cp), params.version() + 1000 + counter++,
+                        {z.data(), {M, 4}}, head_targets(), mode, noise(mode), cache)
         .L_total;
   }
   std::uint64_t counter = 0;  // a new version per call: |W| is recomputed after perturbations
@@ -75,8 +76,9 @@ void check_all_gradients(HeadFixture& f, ActionMode mode) {
   std::vector<double> dz(f.M * 4, 0.0);
   auto g = cq::model::HeadParams<double>::bind(grads);
   const cq::Arena<double>& cp = f.params;
-  head.run(cq::model::HeadParams<const double>::bind(cp), 1, {f.z.data(), {f.M, 4}}, f.head_targets(), mode,
-           f.noise(mode), cache, &g, {dz.data(), {f.M, 4}});
+  const auto p = cq::model::HeadParams<const double>::bind(cp);
+  head.loss_and_gradient(p, {f.z.data(), {f.M, 4}}, f.head_targets(), mode, f.noise(mode), cache, g);
+  head.backward(p, g, {f.z.data(), {f.M, 4}}, cache, {dz.data(), {f.M, 4}});
   cq::autodiff::GradCheckOptions opt;
   opt.rtol = 2e-5;
   for (const auto& slot : f.layout->slots()) {
@@ -127,7 +129,7 @@ TEST_CASE("CausalHead: gradients with the Gaussian and the mse regression heads 
     cq::model::CausalHead<double> h(f.cfg, 3);
     typename cq::model::CausalHead<double>::Cache c;
     const cq::Arena<double>& cp = f.params;
-    h.run(cq::model::HeadParams<const double>::bind(cp), 1, {f.z.data(), {f.M, 4}}, f.head_targets(), ActionMode::deterministic, {}, c);
+    h.forward(cq::model::HeadParams<const double>::bind(cp), 1, {f.z.data(), {f.M, 4}}, f.head_targets(), ActionMode::deterministic, {}, c);
     for (std::size_t m : {std::size_t(1), std::size_t(3)}) {
       const auto expected = cq::model::regression_loss_grad(head, f.targets[m], c.regression.loc_Y[m], c.regression.scale_Y[m]);
       CHECK(c.regression.nll[m] == expected.value);
@@ -153,8 +155,8 @@ TEST_CASE("CausalHead: the scale floors hold and leave every gradient exact") {
     cq::model::CausalHead<double> head(f.cfg, 3);
     typename cq::model::CausalHead<double>::Cache cache;
     const cq::Arena<double>& cp = f.params;
-    head.run(cq::model::HeadParams<const double>::bind(cp), 1, {f.z.data(), {f.M, 4}}, f.head_targets(),
-             ActionMode::deterministic, {}, cache);
+    head.forward(cq::model::HeadParams<const double>::bind(cp), 1, {f.z.data(), {f.M, 4}}, f.head_targets(),
+                 ActionMode::deterministic, {}, cache);
     return cache;
   };
   const auto floored = run(0.3, 0.2), bare = run(0.0, 0.0);
@@ -192,7 +194,7 @@ TEST_CASE("CausalHead: pred and max_prob are the argmax and the maximum of the f
     typename cq::model::CausalHead<double>::Cache cache;
     const cq::Arena<double>& cp = f.params;
     const auto p = cq::model::HeadParams<const double>::bind(cp);
-    head.run(p, 1, {f.z.data(), {f.M, 4}}, f.head_targets(), ActionMode::deterministic, {}, cache);
+    head.forward(p, 1, {f.z.data(), {f.M, 4}}, f.head_targets(), ActionMode::deterministic, {}, cache);
     const auto full = head.full_vocabulary(p, cache);
     const std::size_t K = f.cfg.num_classes;
     REQUIRE(cache.ovr.max_prob.size() == f.M);
@@ -232,8 +234,8 @@ TEST_CASE("CausalHead: values by hand on one position") {
   cq::model::CausalHead<double> head(cfg);
   typename cq::model::CausalHead<double>::Cache cache;
   const cq::Arena<double>& cp = params;
-  const auto m = head.run(cq::model::HeadParams<const double>::bind(cp), 0, {z, {1, 2}}, {{&label, {1}}, {&y, {1}}, {}},
-                          ActionMode::deterministic, {}, cache);
+  const auto m = head.forward(cq::model::HeadParams<const double>::bind(cp), 0, {z, {1, 2}}, {{&label, {1}}, {&y, {1}}, {}},
+                              ActionMode::deterministic, {}, cache);
   // loc_U = 3.5, scale_U = 3, scale_A = 3.25; loc_S = (3.5, −6), scale_S = (3.25, 6.5)
   const double P0 = 0.5 + std::atan((3.5 - 1) / 3.25) / M_PI, P1 = 0.5 + std::atan((-6.0 - 1) / 6.5) / M_PI;
   const double L_cls = -std::log(1 - P0) - std::log(P1);
@@ -264,4 +266,40 @@ TEST_CASE("CausalHead rejects labels outside the classes and bad sampling input"
   f.uniform[2] = 1.0;
   CHECK(cqtest::error_message<cq::DomainError>([&] { f.loss(ActionMode::sampling); }) ==
         "causalqwen::CausalHead: sampling uniforms must lie in (0, 1), got 1");
+}
+
+TEST_CASE("CausalHead: loss_and_gradient's values are forward's, bit for bit; backward needs it first") {
+  for (auto mode : {ActionMode::deterministic, ActionMode::sampling}) {
+    HeadFixture f(cqtest::test_seed(40, "head forward is the training forward"), cq::model::BceForm::stable, 0.3);
+    cq::model::CausalHead<double> head(f.cfg, 3);
+    typename cq::model::CausalHead<double>::Cache evaluated, trained;
+    cq::Arena<double> grads(f.layout);
+    const auto g = cq::model::HeadParams<double>::bind(grads);
+    const cq::Arena<double>& cp = f.params;
+    const auto p = cq::model::HeadParams<const double>::bind(cp);
+    const cq::TensorView<const double, 2> z(f.z.data(), {f.M, 4});
+    std::vector<double> dz(f.M * 4, 0.0);
+    head.forward(p, 1, z, f.head_targets(), mode, f.noise(mode), evaluated);
+    CHECK(cqtest::error_message<cq::DomainError>([&] { head.backward(p, g, z, evaluated, {dz.data(), {f.M, 4}}); }) ==
+          "causalqwen::CausalHead::backward: the cache holds no dL/dA: call loss_and_gradient before each backward");
+    head.loss_and_gradient(p, z, f.head_targets(), mode, f.noise(mode), trained, g);
+    const auto bits = [](const std::vector<double>& a, const std::vector<double>& b) {
+      return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+    };
+    CHECK(std::memcmp(&evaluated.metrics.L_total, &trained.metrics.L_total, sizeof(double)) == 0);
+    CHECK(bits(evaluated.ovr.L_cls, trained.ovr.L_cls));
+    CHECK(bits(evaluated.ovr.prob_sum, trained.ovr.prob_sum));
+    CHECK(bits(evaluated.ovr.max_prob, trained.ovr.max_prob));
+    CHECK(evaluated.ovr.pred == trained.ovr.pred);
+    for (auto v : {&cq::model::RegressionLoss<double>::Rows::loc_Y, &cq::model::RegressionLoss<double>::Rows::scale_Y,
+                   &cq::model::RegressionLoss<double>::Rows::nll, &cq::model::RegressionLoss<double>::Rows::P_num,
+                   &cq::model::RegressionLoss<double>::Rows::gate, &cq::model::RegressionLoss<double>::Rows::L_reg_gated})
+      CHECK(bits(evaluated.regression.*v, trained.regression.*v));
+    head.backward(p, g, z, trained, {dz.data(), {f.M, 4}});
+    double dz_norm = 0;
+    for (auto v : dz) dz_norm += v * v;
+    CHECK(dz_norm > 0);
+    // dA became dU in place: a second backward would count it twice, and is refused
+    CHECK_THROWS_AS(head.backward(p, g, z, trained, {dz.data(), {f.M, 4}}), cq::DomainError);
+  }
 }

@@ -67,7 +67,7 @@ void check_model_gradients(ActionMode mode, std::uint64_t seed) {
   ModelFixture f(seed);
   typename decltype(f.model)::Cache cache;
   auto grads = f.model.make_gradients();
-  f.model.forward_backward(f.batch(), cache, grads, mode, f.noise(mode));
+  f.model.train_step(f.batch(), cache, grads, mode, f.noise(mode));
   cq::autodiff::GradCheckOptions opt;
   opt.rtol = 1e-4;
   opt.max_coordinates = 24;
@@ -159,7 +159,7 @@ TEST_CASE("the loss and every gradient are the same bits on 1 and 2 threads") {
     omp_set_num_threads(threads);
     typename cq::model::CausalQwen<float>::Cache cache;
     auto grads = model.make_gradients();
-    const auto metrics = model.forward_backward(batch, cache, grads);
+    const auto metrics = model.train_step(batch, cache, grads);
     return std::pair{std::vector<float>(grads.data(), grads.data() + grads.size()), metrics.L_total};
   };
   const auto [grads_one, loss_one] = run(1);
@@ -191,7 +191,7 @@ TEST_CASE("an evaluation keeps no attention weights: the training forward's bits
   typename decltype(model)::Cache eval_cache, train_cache;
   const auto evaluated = model.evaluate(batch, eval_cache);
   auto grads = model.make_gradients();
-  const auto trained = model.forward_backward(batch, train_cache, grads);
+  const auto trained = model.train_step(batch, train_cache, grads);
   const std::size_t train_elements = train_cache.backbone.acts.size();
   // the training cache holds P of every layer, [B, nkv, S, G, S]; the evaluation's none
   CHECK(train_elements - eval_cache.backbone.acts.size() == tiny.num_layers * B * tiny.num_kv_heads * S * 2 * S);
@@ -223,4 +223,67 @@ TEST_CASE("a model refuses int8 as the precision of its products (a storage form
                        cq::DomainError);
   CHECK(model.precision() == cq::linalg::Format::bf16);  // refused before anything changed
   CHECK(model.bf16_copy_bytes() > 0);
+}
+
+namespace {
+
+/// Every field of two metrics, compared bit for bit (NaN included).
+void check_same_bits(const cq::model::HeadMetrics& a, const cq::model::HeadMetrics& b) {
+  const auto same = [](double x, double y) { return std::memcmp(&x, &y, sizeof(double)) == 0; };
+  CHECK(same(a.L_cls_mean, b.L_cls_mean));
+  CHECK(same(a.L_reg_eff, b.L_reg_eff));
+  CHECK(same(a.L_total, b.L_total));
+  CHECK(same(a.reg_mae, b.reg_mae));
+  CHECK(same(a.units_mean_loc, b.units_mean_loc));
+  CHECK(same(a.units_mean_scale, b.units_mean_scale));
+  CHECK(same(a.ovr_prob_sum, b.ovr_prob_sum));
+  CHECK(same(a.accuracy, b.accuracy));
+  CHECK(same(a.num_accuracy, b.num_accuracy));
+  CHECK(same(a.mean_P_num, b.mean_P_num));
+  CHECK(a.valid_count == b.valid_count);
+  CHECK(a.num_count == b.num_count);
+}
+
+/// evaluate(batch) and train_step(batch) on fresh caches, then evaluate on train_step's cache.
+template <class Model, class Batch, class Noise>
+void check_evaluate_is_train_steps_forward(Model& model, const Batch& batch, ActionMode mode, Noise noise) {
+  typename Model::Cache eval_cache, train_cache;
+  const auto evaluated = model.evaluate(batch, eval_cache, mode, noise);
+  auto grads = model.make_gradients();
+  const auto trained = model.train_step(batch, train_cache, grads, mode, noise);
+  const auto again = model.evaluate(batch, train_cache, mode, noise);
+  CHECK(std::isfinite(trained.L_total));
+  CHECK(trained.valid_count > 0);
+  CHECK(trained.num_count > 0);
+  check_same_bits(trained, evaluated);
+  check_same_bits(again, evaluated);
+}
+
+}  // namespace
+
+TEST_CASE("evaluate is train_step's forward: the same metrics, bit for bit, in double and float") {
+  for (auto mode : {ActionMode::deterministic, ActionMode::sampling}) {
+    INFO("sampling: ", mode == ActionMode::sampling);
+    ModelFixture f(cqtest::test_seed(65, "evaluate is the training forward"));
+    check_evaluate_is_train_steps_forward(f.model, f.batch(), mode, f.noise(mode));
+
+    cq::model::CausalQwen<float, tiny> model(ModelFixture::settings());
+    model.init_random(cqtest::test_seed(66, "evaluate is the training forward, float"), 0.3);
+    const std::vector<float> numeric(f.numeric.begin(), f.numeric.end()), targets(f.targets.begin(), f.targets.end()),
+        uniform(f.uniform.begin(), f.uniform.end());
+    const cq::model::Batch<float> batch{{f.ids.data(), {f.B, f.S}}, {numeric.data(), {f.B, f.S}}, {f.mask.data(), {f.B, f.S}},
+                                        {f.labels.data(), {f.B, f.S}}, {targets.data(), {f.B, f.S}}, {}};
+    const cq::model::SamplingNoise<float> noise =
+        mode == ActionMode::deterministic ? cq::model::SamplingNoise<float>{}
+                                          : cq::model::SamplingNoise<float>{0.7f, {uniform.data(), {f.B * f.S, tiny.causal_size}}};
+    check_evaluate_is_train_steps_forward(model, batch, mode, noise);
+  }
+}
+
+TEST_CASE("train_step refuses a gradient arena of another layout, naming itself") {
+  ModelFixture f(cqtest::test_seed(67, "train_step layout"));
+  typename decltype(f.model)::Cache cache;
+  cq::Arena<double> wrong(std::make_shared<cq::Layout>());
+  CHECK(cqtest::error_message<cq::DomainError>([&] { f.model.train_step(f.batch(), cache, wrong); }) ==
+        "causalqwen::CausalQwen::train_step: the gradient arena does not have the model's layout");
 }

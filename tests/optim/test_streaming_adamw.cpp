@@ -77,9 +77,9 @@ void compare_with_adamw(std::uint64_t seed, int steps, int accumulation, double 
     grads.zero();
     for (int k = 0; k < accumulation; ++k) {
       const auto batch_a = data.batch(seed, s * accumulation + k);
-      a.forward_backward(batch_a, cache_a, grads);
+      a.train_step(batch_a, cache_a, grads);
       const auto batch_b = data.batch(seed, s * accumulation + k);
-      b.forward_backward(batch_b, cache_b, streaming.target());
+      b.train_step(batch_b, cache_b, streaming.target());
     }
     const double norm_a = co::global_grad_norm(grads, rules), norm_b = streaming.grad_norm(b.params());
     CAPTURE(s);
@@ -250,11 +250,11 @@ TEST_CASE("StreamingAdamW with kept tiles: a whole model's steps unchanged, and 
     opt.set_tile_cache_bytes(cache_bytes);
     typename cqm::CausalQwen<float>::Cache cache;
     for (int s = 0; s < 3; ++s) {
-      model.forward_backward(data.batch(seed, 2 * s), cache, opt.target());
+      model.train_step(data.batch(seed, 2 * s), cache, opt.target());
       const double norm = opt.grad_norm(model.params());
       if (cache_bytes) CHECK(opt.kept_tile_elements() > 0);  // W_cls: a |W| product and the <NUM> row
       // a second micro-batch after the norm (its gradient joins the step): the kept tiles are forgotten
-      model.forward_backward(data.batch(seed, 2 * s + 1), cache, opt.target());
+      model.train_step(data.batch(seed, 2 * s + 1), cache, opt.target());
       CHECK(opt.kept_tile_elements() == 0);
       opt.step(model.params(), 1e-2, co::clip_factor(norm, 1.0));
     }
@@ -272,7 +272,7 @@ TEST_CASE("StreamingAdamW keeps the weight gradients as factors, not in the aren
   co::StreamingAdamW<float> opt(model.params().shared_layout());
   typename cqm::CausalQwen<float>::Cache cache;
   {
-    model.forward_backward(data.batch(seed, 0), cache, opt.target());
+    model.train_step(data.batch(seed, 0), cache, opt.target());
   }
   const auto& up = model.layout().slot("model.layers.1.mlp.up_proj.weight");
   const auto& cls = model.layout().slot("causal.action.cls.weight");
@@ -308,7 +308,7 @@ TEST_CASE("bfloat16 moments: reproducible bit for bit and close to the float upd
     std::vector<float> before(model.params().span().begin(), model.params().span().end());
     for (int s = 0; s < 4; ++s) {
       {
-        model.forward_backward(data.batch(seed, s), cache, opt.target());
+        model.train_step(data.batch(seed, s), cache, opt.target());
       }
       opt.step(model.params(), 1e-2, co::clip_factor(opt.grad_norm(model.params()), 1.0));
     }

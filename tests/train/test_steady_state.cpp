@@ -242,7 +242,7 @@ void check_streaming_steps(const char* what, cqm::CausalQwen<float>& model, cons
                                        cq::optim::MomentStorage::bf16);
   opt.set_tile_cache_bytes(keep_tiles_bytes);
   check_steady(what, [&] {
-    model.forward_backward(batch, cache, opt.target());
+    model.train_step(batch, cache, opt.target());
     const double norm = opt.grad_norm(model.params());
     opt.step(model.params(), 1e-3, cq::optim::clip_factor(norm, 1.0));
   });
@@ -328,7 +328,7 @@ TEST_CASE("steady state: a training step allocates nothing and faults no page") 
     cq::optim::AdamW<float> adam(model.params().shared_layout(), {}, cqm::parameter_rules(model.layout()));
     check_steady(what, [&] {
       grads.zero();
-      model.forward_backward(batch, cache, grads);
+      model.train_step(batch, cache, grads);
       const double norm = cq::optim::global_grad_norm(grads, adam.rules());
       adam.step(model.params(), grads, 1e-3, cq::optim::clip_factor(norm, 1.0), model.update_follower());
     });

@@ -142,7 +142,7 @@ void run_forward_typed(const ForwardOptions& o) {
   if (o.grad) {
     auto grads = model.make_gradients();
     typename cq::model::CausalQwen<T>::Cache grad_cache;
-    model.forward_backward(batch, grad_cache, grads);
+    model.train_step(batch, grad_cache, grads);
     for (const auto& slot : model.layout().slots()) {
       const T* g = grads.data() + slot.offset;
       out.add("grad." + slot.name, slot.shape, std::vector<T>(g, g + slot.size));

@@ -1,5 +1,6 @@
-/// The causal heads on the backbone's output z [M,H] (M = B·S positions, flattened), forward and
-/// backward, as a composition of the layers:
+/// The causal heads on the backbone's output z [M,H] (M = B·S positions, flattened), as a
+/// composition of the layers, in three stages: `forward` (evaluation: the values and metrics),
+/// `loss_and_gradient` (the same with ∂L/∂A, fused with the losses) and `backward` (down to ∂L/∂z):
 ///
 ///   U = Abduction(z)            independent Cauchy [M,C]      (abduction.hpp)
 ///   A = Action.noise(U)         independent Cauchy [M,C]      (action.hpp)
@@ -7,7 +8,7 @@
 ///   S chunk by chunk, OvR BCE   S marginal [M,K], never whole (losses.hpp, OvrLoss)
 ///   L_total = L_cls_mean + λ·L_reg_eff
 ///
-/// Backward runs the mirror: ∂L/∂A from both losses → Action.noise_backward → Abduction.backward.
+/// backward runs the mirror: ∂L/∂A from both losses → Action.noise_backward → Abduction.backward.
 #pragma once
 #include "causalqwen/model/abduction.hpp"
 #include "causalqwen/model/action.hpp"
@@ -82,7 +83,8 @@ class CausalHead {
     typename RegressionLoss<T>::Rows regression;   // loc_Y, scale_Y, nll, P_num, gate, L_reg_gated [M]
     typename OvrLoss<T>::Rows ovr;                 // L_cls, prob_sum, pred, max_prob [M]
     std::vector<std::uint8_t> valid, num, token;   // [M] has a label, the label is <NUM>, is a token
-    std::vector<T> d_loc_A, d_scale_A;             // [M,C] backward
+    std::vector<T> d_loc_A, d_scale_A;             // [M,C] ∂L/∂A from loss_and_gradient, ∂L/∂U in backward
+    bool has_loss_gradient = false;                // d_loc_A, d_scale_A hold ∂L/∂A for backward
     HeadMetrics metrics;
   };
 
@@ -105,37 +107,55 @@ class CausalHead {
     cfg_.reg_loss_weight = lambda;
   }
 
-  /// Forward over z [M,H]; with `grads` also backward: grads += ∂L_total/∂θ for the head's
-  /// parameters and dz [M,H] += ∂L_total/∂z (weight products offered to `sink` first).
-  /// Returns the metrics (also in cache.metrics).
-  HeadMetrics run(const HeadParams<const T>& p, std::uint64_t params_version, TensorView<const T, 2> z,
-                  const HeadTargets<T>& targets, ActionMode mode, SamplingNoise<T> noise, Cache& c,
-                  const HeadParams<T>* grads = nullptr, TensorView<T, 2> dz = {},
-                  linalg::WeightGradSink<T>* sink = nullptr) {
-    const std::size_t M = z.shape[0], C = cfg_.causal_size;
-    check_inputs(p, z, targets, mode, noise, grads, dz);
-    mark_rows(c, M, targets);
-    const auto U = Abduction<T>::forward(p.abduction, z, c.abduction, static_cast<T>(cfg_.scale_U_floor));    // independent [M,C]
-    const auto A = Action<T>::noise(p.action, U, mode, noise, c.action);  // independent [M,C]
-    CauchyViewGrad<T, 2> dA{};
-    if (grads) {
-      c.d_loc_A.assign(M * C, T(0));
-      c.d_scale_A.assign(M * C, T(0));
-      dA = {{c.d_loc_A.data(), {M, C}}, {c.d_scale_A.data(), {M, C}}};
-    }
-    const auto* g_action = grads ? &grads->action : nullptr;
-    RegressionLoss<T>::run(p.action, A, c.num, targets.target_values, cfg_, c.regression, g_action, dA);
-    ovr_.run(p.action, params_version, A, rows_, c.valid, n_valid_, targets.labels, cfg_, c.ovr, g_action, dA, sink);
+  /// Forward over z [M,H] (evaluation): U, A, Y, P_<NUM>, the losses' values and the metrics,
+  /// no gradients. |W_cls| is cached per `params_version`. Returns the metrics (also in c.metrics).
+  HeadMetrics forward(const HeadParams<const T>& p, std::uint64_t params_version, TensorView<const T, 2> z,
+                      const HeadTargets<T>& targets, ActionMode mode, SamplingNoise<T> noise, Cache& c) {
+    const auto A = actions(p, z, targets, mode, noise, c);  // independent [M,C]
+    RegressionLoss<T>::forward(p.action, A, c.num, targets.target_values, cfg_, c.regression);
+    ovr_.forward(p.action, params_version, A, rows_, c.valid, n_valid_, targets.labels, cfg_, c.ovr);
     finish_metrics(targets, c);
-    if (grads) {
-      Action<T>::noise_backward(p.action, grads->action, c.action, dA);  // dA is now dU
-      Abduction<T>::backward(p.abduction, grads->abduction, z, c.abduction, dA, dz, sink);
-    }
+    c.has_loss_gradient = false;
     return c.metrics;
   }
 
+  /// The forward's values and metrics with the losses' gradients, fused (the OvR loss takes each
+  /// chunk of classes back through W_cls before scoring the next): c.dA [M,C] = ∂L_total/∂A, and
+  /// grads += ∂L_total/∂θ for the losses' parameters (w_reg, b_reg, W_cls, b_cls, thresholds;
+  /// weight products offered to `sink` first). Returns the metrics (also in c.metrics).
+  HeadMetrics loss_and_gradient(const HeadParams<const T>& p, TensorView<const T, 2> z, const HeadTargets<T>& targets,
+                                ActionMode mode, SamplingNoise<T> noise, Cache& c, const HeadParams<T>& grads,
+                                linalg::WeightGradSink<T>* sink = nullptr) {
+    const std::size_t M = z.shape[0], C = cfg_.causal_size;
+    const auto A = actions(p, z, targets, mode, noise, c);  // independent [M,C]
+    c.d_loc_A.assign(M * C, T(0));
+    c.d_scale_A.assign(M * C, T(0));
+    const CauchyViewGrad<T, 2> dA{{c.d_loc_A.data(), {M, C}}, {c.d_scale_A.data(), {M, C}}};  // [M,C]
+    RegressionLoss<T>::loss_and_gradient(p.action, A, c.num, targets.target_values, cfg_, c.regression, grads.action, dA);
+    ovr_.loss_and_gradient(p.action, A, rows_, c.valid, n_valid_, targets.labels, cfg_, c.ovr, grads.action, dA, sink);
+    finish_metrics(targets, c);
+    c.has_loss_gradient = true;
+    return c.metrics;
+  }
+
+  /// The heads' backward from the ∂L/∂A that loss_and_gradient left in c (once per call of it):
+  /// Action.noise_backward (∂L/∂U), then Abduction.backward: grads += ∂L/∂θ for the noise and
+  /// the abduction's parameters, dz [M,H] += ∂L_total/∂z (weight products offered to `sink` first).
+  void backward(const HeadParams<const T>& p, const HeadParams<T>& grads, TensorView<const T, 2> z, Cache& c,
+                TensorView<T, 2> dz, linalg::WeightGradSink<T>* sink = nullptr) {
+    const std::size_t M = c.rows, C = cfg_.causal_size;
+    detail::require(c.has_loss_gradient, "CausalHead::backward",
+                    "the cache holds no dL/dA: call loss_and_gradient before each backward");
+    require_shape(z, {M, cfg_.hidden_size()}, "CausalHead::backward", "z");
+    require_shape(dz, {M, cfg_.hidden_size()}, "CausalHead::backward", "dz");
+    c.has_loss_gradient = false;  // noise_backward turns dA into dU in place
+    const CauchyViewGrad<T, 2> dA{{c.d_loc_A.data(), {M, C}}, {c.d_scale_A.data(), {M, C}}};  // [M,C]
+    Action<T>::noise_backward(p.action, grads.action, c.action, dA);  // dA is now dU
+    Abduction<T>::backward(p.abduction, grads.abduction, z, c.abduction, dA, dz, sink);
+  }
+
   /// The [M,K] tensors of the report path (small models only): loc_S, scale_S, the margins
-  /// ovr_z = (loc_S − C)/scale_S, P, log P, log(1 − P), from a cache filled by run().
+  /// ovr_z = (loc_S − C)/scale_S, P, log P, log(1 − P), from a cache filled by forward or loss_and_gradient.
   struct FullVocabulary {
     std::vector<T> loc_S, scale_S, ovr_z, P, log_P, log_1mP;
   };
@@ -159,8 +179,17 @@ class CausalHead {
   }
 
  private:
+  /// The inputs checked, the rows marked, U = Abduction(z) and A = Action.noise(U) into c.
+  Individuals<const T> actions(const HeadParams<const T>& p, TensorView<const T, 2> z, const HeadTargets<T>& targets,
+                               ActionMode mode, const SamplingNoise<T>& noise, Cache& c) {
+    check_inputs(p, z, targets, mode, noise);
+    mark_rows(c, z.shape[0], targets);
+    const auto U = Abduction<T>::forward(p.abduction, z, c.abduction, static_cast<T>(cfg_.scale_U_floor));  // independent [M,C]
+    return Action<T>::noise(p.action, U, mode, noise, c.action);                                            // independent [M,C]
+  }
+
   void check_inputs(const HeadParams<const T>& p, TensorView<const T, 2> z, const HeadTargets<T>& t, ActionMode mode,
-                    const SamplingNoise<T>& noise, const HeadParams<T>* grads, TensorView<T, 2> dz) const {
+                    const SamplingNoise<T>& noise) const {
     const std::size_t M = z.shape[0], C = cfg_.causal_size, H = cfg_.hidden_size(), K = cfg_.num_classes;
     require_shape(z, {M, H}, "CausalHead", "z");
     require_shape(p.action.cls_weight.values, {K, C}, "CausalHead", "causal.action.cls.weight");
@@ -178,7 +207,6 @@ class CausalHead {
       for (auto u : noise.uniform)
         detail::require(u > T(0) && u < T(1), "CausalHead", "sampling uniforms must lie in (0, 1), got {}", u);
     }
-    if (grads) require_shape(dz, {M, H}, "CausalHead", "dz");
   }
 
   /// Which positions have a label, a <NUM> label, are tokens; the rows the OvR loss evaluates.

@@ -1,7 +1,8 @@
 /// CausalQwen<T, Shapes>: NumericEmbedding → Qwen2 Transformer → Abduction → Action → losses,
-/// forward and backward, all parameters in one arena (Hugging Face names plus `causal.*`), laid
-/// out in that order: model.embed_tokens.weight, causal.num_direction, model.layers.*,
-/// model.norm.weight, causal.abduction.*, causal.action.*, causal.ovr_threshold.
+/// evaluated (evaluate) or trained (train_step: forward, the losses' gradient, backward), all
+/// parameters in one arena (Hugging Face names plus `causal.*`), laid out in that order:
+/// model.embed_tokens.weight, causal.num_direction, model.layers.*, model.norm.weight,
+/// causal.abduction.*, causal.action.*, causal.ovr_threshold.
 ///
 ///   CausalQwen<float>                         shapes from a CausalConfig at run time
 ///                                             (e.g. read from config.json)
@@ -22,6 +23,7 @@
 #include <memory>
 #include <random>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace causalqwen::model {
@@ -129,20 +131,43 @@ class CausalQwen<T, RuntimeConfig{}> {
     init_cls_random(params_, seed, std);
   }
 
-  /// Forward only: the loss parts and metrics for `batch` (no gradients).
+  /// Forward only (evaluation): the loss parts and metrics for `batch`, no gradients kept or
+  /// computed. The same values, to the bit, as train_step's.
   HeadMetrics evaluate(const Batch<T>& batch, Cache& cache, ActionMode mode = ActionMode::deterministic,
                        SamplingNoise<T> noise = {}) {
-    return forward(batch, cache, mode, noise, nullptr);
+    check_batch(batch, false);
+    const auto e = embed(batch.input_ids, batch.numeric_values, cache.embedding, cache.e);                  // [B,S,H]
+    const auto hp = begin_pass(cache, false);
+    const auto z = backbone_.forward(params_, e, batch.attention_mask, batch.position_ids, cache.backbone);  // [B,S,H]
+    return head_.forward(hp, params_.version(), z.flat2d(), targets_of(batch), mode, noise, cache.head);
   }
 
-  /// Forward and backward: grads += ∂L_total/∂θ for every parameter (weight products offered
-  /// to the target's sink first); returns the metrics.
-  HeadMetrics forward_backward(const Batch<T>& batch, Cache& cache, linalg::GradientTarget<T> grads,
-                               ActionMode mode = ActionMode::deterministic, SamplingNoise<T> noise = {}) {
-    detail::require(grads.arena.layout().total() == layout().total(), "CausalQwen::forward_backward",
+  /// One training step over `batch`: grads += ∂L_total/∂θ for every parameter (weight products
+  /// offered to the target's sink first); returns the metrics. Its stages, as llm.c's loop:
+  ///   e = embed(input_ids, numeric_values)             [B,S,H]
+  ///   z = backbone.forward(e)                          [B,S,H]  (attention weights kept)
+  ///   metrics, ∂L/∂A = heads.loss_and_gradient(z)      U, A [M,C]; Y [M]; S by chunks of classes
+  ///   ∂L/∂z = heads.backward(∂L/∂A)                    [M,H]
+  ///   ∂L/∂e = backbone.backward(∂L/∂z)                 [B,S,H]
+  ///   embeddings.backward(∂L/∂e)
+  /// The heads' gradient slots are final (grads.final_from) once heads.backward returns.
+  HeadMetrics train_step(const Batch<T>& batch, Cache& cache, linalg::GradientTarget<T> grads,
+                         ActionMode mode = ActionMode::deterministic, SamplingNoise<T> noise = {}) {
+    detail::require(grads.arena.layout().total() == layout().total(), "CausalQwen::train_step",
                     "the gradient arena does not have the model's layout");
-    const auto metrics = forward(batch, cache, mode, noise, &grads);
-    backward(cache, grads);
+    const auto [B, S] = check_batch(batch, true);
+    const std::size_t M = B * S, H = cfg_.hidden_size();
+    const auto e = embed(batch.input_ids, batch.numeric_values, cache.embedding, cache.e);                  // [B,S,H]
+    const auto hp = begin_pass(cache, true);
+    const auto z = backbone_.forward(params_, e, batch.attention_mask, batch.position_ids, cache.backbone);  // [B,S,H]
+    const auto g = HeadParams<T>::bind(grads.arena);
+    const auto metrics = head_.loss_and_gradient(hp, z.flat2d(), targets_of(batch), mode, noise, cache.head, g, grads.sink);
+    cache.dz.assign(M * H, T(0));
+    head_.backward(hp, g, z.flat2d(), cache.head, {cache.dz.data(), {M, H}}, grads.sink);                   // dz [M,H]
+    grads.final_from(backbone_end_);  // the heads' slots follow the stack's
+    const auto de = backbone_.backward(params_, cache.backbone, TensorView<const T, 3>(cache.dz.data(), {B, S, H}), grads);  // [B,S,H]
+    NumericEmbedding<T>::backward(NumericEmbedding<T>::Params::bind(grads.arena), cache.embedding, de);
+    grads.final_from(0);
     return metrics;
   }
 
@@ -297,41 +322,34 @@ class CausalQwen<T, RuntimeConfig{}> {
     return require_elements<T>(elements, what);
   }
 
-  /// The whole forward pass: embeddings, the Qwen2 stack, the causal heads and their losses
-  /// (with `grads`, the heads' backward too: their losses are fused with it, down to ∂L/∂z).
-  HeadMetrics forward(const Batch<T>& b, Cache& cache, ActionMode mode, SamplingNoise<T> noise,
-                      const linalg::GradientTarget<T>* grads) {
-    const std::size_t B = b.input_ids.shape[0], S = b.input_ids.shape[1], M = B * S, H = cfg_.hidden_size();
+  /// The batch's shapes checked, and the memory of a pass over it (with backward or not); returns {B, S}.
+  std::pair<std::size_t, std::size_t> check_batch(const Batch<T>& b, bool backward) const {
+    const std::size_t B = b.input_ids.shape[0], S = b.input_ids.shape[1];
     detail::require(B > 0 && S > 0, "CausalQwen", "input_ids {} is empty", shape_text(b.input_ids.shape));
-    require_forward_memory(B, S, grads != nullptr);
+    require_forward_memory(B, S, backward);
     require_shape(b.labels, {B, S}, "CausalQwen", "labels");
     if (!b.target_values.empty()) require_shape(b.target_values, {B, S}, "CausalQwen", "target_values");
-    const auto e = embed(b.input_ids, b.numeric_values, cache.embedding, cache.e);                         // [B,S,H]
-    const bool copies = bf16_copies_current();  // the products read the copies only while they hold the weights
-    cache.backbone.forms = copies ? copy_forms_ : rounding_forms_;
-    cache.backbone.keep_for_backward = grads != nullptr;  // an evaluation keeps no attention weights
-    const auto z = backbone_.forward(params_, e, b.attention_mask, b.position_ids, cache.backbone);      // [B,S,H]
-    const HeadTargets<T> targets{b.labels.reshape(Shape<1>{M}),
-                                 b.target_values.empty() ? TensorView<const T, 1>{} : b.target_values.reshape(Shape<1>{M}),
-                                 b.attention_mask.empty() ? TensorView<const std::int64_t, 1>{}
-                                                          : b.attention_mask.reshape(Shape<1>{M})};
-    auto hp = HeadParams<const T>::bind(params_);
-    hp.action.cls_weight.use_forms(copies ? cls_copy_ : cls_rounding_);  // W_cls's products in the layers' precision
-    if (!grads) return head_.run(hp, params_.version(), z.flat2d(), targets, mode, noise, cache.head);
-    cache.dz.assign(M * H, T(0));
-    const auto g = HeadParams<T>::bind(grads->arena);
-    const auto metrics = head_.run(hp, params_.version(), z.flat2d(), targets, mode, noise, cache.head, &g,
-                                   {cache.dz.data(), {M, H}}, grads->sink);
-    grads->final_from(backbone_end_);  // the heads' slots follow the stack's
-    return metrics;
+    return {B, S};
   }
 
-  /// The backward pass below the heads: from ∂L/∂z, the Qwen2 stack, then the embeddings.
-  void backward(Cache& cache, linalg::GradientTarget<T> grads) {
-    const std::size_t B = cache.backbone.batch, S = cache.backbone.seq, H = cfg_.hidden_size();
-    const auto de = backbone_.backward(params_, cache.backbone, TensorView<const T, 3>(cache.dz.data(), {B, S, H}), grads);
-    NumericEmbedding<T>::backward(NumericEmbedding<T>::Params::bind(grads.arena), cache.embedding, de);
-    grads.final_from(0);
+  /// The batch's targets flattened over positions m = b·S + s ([M] each).
+  static HeadTargets<T> targets_of(const Batch<T>& b) {
+    const std::size_t M = b.labels.shape[0] * b.labels.shape[1];
+    return {b.labels.reshape(Shape<1>{M}),
+            b.target_values.empty() ? TensorView<const T, 1>{} : b.target_values.reshape(Shape<1>{M}),
+            b.attention_mask.empty() ? TensorView<const std::int64_t, 1>{} : b.attention_mask.reshape(Shape<1>{M})};
+  }
+
+  /// Sets up a pass's products: the layers' (in cache.backbone) and W_cls's (in the returned
+  /// heads' parameters) in the layers' precision; the stack keeps its attention weights only for
+  /// a backward.
+  HeadParams<const T> begin_pass(Cache& cache, bool backward) const {
+    const bool copies = bf16_copies_current();  // the products read the copies only while they hold the weights
+    cache.backbone.forms = copies ? copy_forms_ : rounding_forms_;
+    cache.backbone.keep_for_backward = backward;  // an evaluation keeps no attention weights
+    auto hp = HeadParams<const T>::bind(params_);
+    hp.action.cls_weight.use_forms(copies ? cls_copy_ : cls_rounding_);  // W_cls's products in the layers' precision
+    return hp;
   }
 
   CausalConfig cfg_;

@@ -1,14 +1,16 @@
-/// CausalQwen's two losses, each fused with its backward so that nothing of size [M,K] is kept:
+/// CausalQwen's two losses, each as `forward` (the values, for evaluation) and `loss_and_gradient`
+/// (the same values with ∂L/∂A, fused chunk by chunk so that nothing of size [M,K] is kept):
 ///
 ///   OvR BCE     P_k = P(S_k > C_k) = ½ + atan((loc_S − C_k)/scale_S)/π   (stable atan2/log1p forms)
 ///               L_cls = Σ_k BCE(onehot(label), P_k);  L_cls_mean = Σ_valid L_cls / max(N_valid, 1)
 ///               walked over the vocabulary in chunks of classes: S of a chunk = the action's
-///               linear map of A, the vectorised row kernel, then the backward GEMMs.
+///               linear map of A, the vectorised row kernel, then (loss_and_gradient) the
+///               backward GEMMs.
 ///   regression  nll = log(π·scale_Y) + log1p(((y − loc_Y)/scale_Y)²)   (reg_head cauchy; the Gaussian
 ///               NLL or ½(y − loc_Y)² for reg_head gaussian or mse: model/regression_head.hpp)
 ///               gate = m·(α + (1 − α)·P_<NUM>)  (not detached);  L_reg_eff = Σ gate·nll / max(N_num, 1)
 ///
-/// Both take the action's output A (independent) and produce ∂L/∂A; the class scores S and the
+/// Both take the action's output A (independent); the class scores S and the
 /// value Y are marginal Cauchy views, and the OvR probability and the NLL accept only Cauchy types.
 #pragma once
 #include "causalqwen/cauchy/distribution.hpp"
@@ -49,7 +51,7 @@ CauchyParams<T> value_with_floor(CauchyParams<T> Y, const CausalConfig& cfg) {
   return Y;
 }
 
-/// The gated regression loss and P_<NUM>, position by position, with their gradients.
+/// The gated regression loss and P_<NUM>, position by position; its gradient alongside.
 template <class T>
 struct RegressionLoss {
   struct Rows {
@@ -57,14 +59,24 @@ struct RegressionLoss {
   };
 
   /// For every position m: Y, P_<NUM> and, where a <NUM> is the target (num[m]), the gate and
-  /// gate·nll. With `g`: dA += ∂(λ·L_reg_eff)/∂A and the gradients of w_reg, b_reg, the <NUM>
-  /// class's weights, bias and threshold (the gate's path through P_<NUM>).
-  static void run(const typename Action<T>::Params& p, Individuals<const T> A, const std::vector<std::uint8_t>& num,
-                  TensorView<const T, 1> targets, const CausalConfig& cfg, Rows& r,
-                  const typename Action<T>::Grads* g, CauchyViewGrad<T, 2> dA) {
+  /// gate·nll.
+  static void forward(const typename Action<T>::Params& p, Individuals<const T> A, const std::vector<std::uint8_t>& num,
+                      TensorView<const T, 1> targets, const CausalConfig& cfg, Rows& r) {
+    const std::size_t M = A.loc.shape[0];
+    reset(r, M);
+    for (std::size_t m = 0; m < M; ++m) store(r, m, position(p, A, m, num[m], targets, cfg));
+  }
+
+  /// forward, and dA += ∂(λ·L_reg_eff)/∂A with the gradients of w_reg, b_reg, the <NUM>
+  /// class's weights, bias and threshold (the gate's path through P_<NUM>), into g:
+  ///   ∂/∂Y = (λ/N_num)·gate·∂nll/∂Y,   ∂/∂P_<NUM> = (λ/N_num)·(1 − α)·nll
+  static void loss_and_gradient(const typename Action<T>::Params& p, Individuals<const T> A,
+                                const std::vector<std::uint8_t>& num, TensorView<const T, 1> targets,
+                                const CausalConfig& cfg, Rows& r, const typename Action<T>::Grads& g,
+                                CauchyViewGrad<T, 2> dA) {
     const std::size_t M = A.loc.shape[0], C = A.loc.shape[1];
     const auto k_num = static_cast<std::size_t>(cfg.num_token_id);
-    for (auto* v : {&r.loc_Y, &r.scale_Y, &r.nll, &r.P_num, &r.gate, &r.L_reg_gated}) v->assign(M, T(0));
+    reset(r, M);
     std::size_t n_num = 0;
     for (auto v : num) n_num += v;
     const T lambda = static_cast<T>(cfg.reg_loss_weight), alpha = static_cast<T>(cfg.alpha_gate);
@@ -79,30 +91,58 @@ struct RegressionLoss {
       const T y = targets.empty() ? T(0) : targets[m];
       const auto nll = regression_loss_grad(cfg.reg_head, y, Y.loc, Y.scale);  // the head's loss (nll for cauchy)
       const auto P = raw::ovr_prob_grad(S_num.loc, S_num.scale, p.threshold[k_num]);
-      r.loc_Y[m] = Y.loc;
-      r.scale_Y[m] = Y.scale;
-      r.nll[m] = nll.value;
-      r.P_num[m] = P.value;
-      r.gate[m] = num[m] ? alpha + (T(1) - alpha) * P.value : T(0);
-      r.L_reg_gated[m] = num[m] ? r.gate[m] * nll.value : T(0);
-      if (!g || !num[m]) continue;
+      store(r, m, {Y, nll, P, num[m] ? alpha + (T(1) - alpha) * P.value : T(0), num[m] != 0});
+      if (!num[m]) continue;
       const T d_loc_y = per_num * r.gate[m] * nll.d_loc, d_scale_y = per_num * r.gate[m] * nll.d_scale;
       const T d_P = per_num * (T(1) - alpha) * nll.value;  // ∂L/∂P_<NUM>
       const T d_loc_s = d_P * P.d_loc, d_scale_s = d_P * P.d_scale;
       T* dla = dA.d_loc.data + m * C;
       T* dsa = dA.d_scale.data + m * C;
-      T* dw = g->reg_weight.values.data;
-      T* dw_num = g->cls_weight.values.data + k_num * C;
+      T* dw = g.reg_weight.values.data;
+      T* dw_num = g.cls_weight.values.data + k_num * C;
       for (std::size_t j = 0; j < C; ++j) {
         dla[j] += d_loc_y * w[j] + d_loc_s * w_num[j];
         dsa[j] += d_scale_y * std::fabs(w[j]) + d_scale_s * std::fabs(w_num[j]);
         dw[j] += d_loc_y * la[j] + Action<T>::sign(w[j]) * d_scale_y * sa[j];
         dw_num[j] += d_loc_s * la[j] + Action<T>::sign(w_num[j]) * d_scale_s * sa[j];
       }
-      g->reg_bias[0] += d_loc_y;
-      g->cls_bias[k_num] += d_loc_s;
-      g->threshold[k_num] += d_P * P.d_threshold;
+      g.reg_bias[0] += d_loc_y;
+      g.cls_bias[k_num] += d_loc_s;
+      g.threshold[k_num] += d_P * P.d_threshold;
     }
+  }
+
+ private:
+  /// One position's Y, its loss (value and ∂/∂Y, computed together), P_<NUM> (with ∂/∂S_<NUM>)
+  /// and gate = m·(α + (1 − α)·P_<NUM>).
+  struct Position {
+    CauchyParams<T> Y;
+    RegressionLossGrad<T> nll;
+    OvrGrad<T> P;
+    T gate;  // 0 where the target is not <NUM>
+    bool is_num;
+  };
+  static Position position(const typename Action<T>::Params& p, Individuals<const T> A, std::size_t m, bool is_num,
+                           TensorView<const T, 1> targets, const CausalConfig& cfg) {
+    const auto k_num = static_cast<std::size_t>(cfg.num_token_id);
+    const T alpha = static_cast<T>(cfg.alpha_gate);
+    const auto a = row_of(A, m);
+    const CauchyParams<T> Y = value_with_floor(Action<T>::value(p, a), cfg), S_num = Action<T>::class_score(p, k_num, a);
+    const T y = targets.empty() ? T(0) : targets[m];
+    const auto nll = regression_loss_grad(cfg.reg_head, y, Y.loc, Y.scale);  // the head's loss (nll for cauchy)
+    const auto P = raw::ovr_prob_grad(S_num.loc, S_num.scale, p.threshold[k_num]);
+    return {Y, nll, P, is_num ? alpha + (T(1) - alpha) * P.value : T(0), is_num};
+  }
+  static void reset(Rows& r, std::size_t M) {
+    for (auto* v : {&r.loc_Y, &r.scale_Y, &r.nll, &r.P_num, &r.gate, &r.L_reg_gated}) v->assign(M, T(0));
+  }
+  static void store(Rows& r, std::size_t m, const Position& q) {
+    r.loc_Y[m] = q.Y.loc;
+    r.scale_Y[m] = q.Y.scale;
+    r.nll[m] = q.nll.value;
+    r.P_num[m] = q.P.value;
+    r.gate[m] = q.gate;
+    r.L_reg_gated[m] = q.is_num ? q.gate * q.nll.value : T(0);
   }
 };
 
@@ -122,100 +162,147 @@ class OvrLoss {
 
   /// Evaluates the rows `rows` (positions with a label or a token): L_cls, Σ_k P_k, argmax_k P_k
   /// and max_k P_k = ½ + atan(z*)/π from the row's largest margin z* (P rises with the margin).
-  /// `valid[m]`: position m has a label, whose BCE enters the mean over n_valid positions. With
-  /// `g`: dA += ∂L_cls_mean/∂A, and the gradients of W_cls, b_cls and the thresholds. |W_cls| is
-  /// formed chunk by chunk when training (it changes after every update), else cached per
-  /// parameter `version` (generation and evaluation reuse it).
-  void run(const typename Action<T>::Params& p, std::uint64_t version, Individuals<const T> A,
-           const std::vector<std::size_t>& rows, const std::vector<std::uint8_t>& valid, std::size_t n_valid,
-           TensorView<const std::int64_t, 1> labels, const CausalConfig& cfg, Rows& out,
-           const typename Action<T>::Grads* g, CauchyViewGrad<T, 2> dA, linalg::WeightGradSink<T>* sink = nullptr) {
-    const std::size_t M = A.loc.shape[0], C = A.loc.shape[1], K = cfg.num_classes, R = rows.size();
+  /// `valid[m]`: position m has a label, whose BCE enters the mean over n_valid positions.
+  /// |W_cls| is cached per parameter `version` (generation and evaluation reuse it).
+  void forward(const typename Action<T>::Params& p, std::uint64_t version, Individuals<const T> A,
+               const std::vector<std::size_t>& rows, const std::vector<std::uint8_t>& valid, std::size_t n_valid,
+               TensorView<const std::int64_t, 1> labels, const CausalConfig& cfg, Rows& out) {
+    const std::size_t C = A.loc.shape[1], K = cfg.num_classes, R = rows.size();
+    const Individuals<const T> A_r = begin(A, rows, K, out);  // [R,C]
+    if (R == 0) return;
+    const T weight = T(1) / static_cast<T>(std::max<std::size_t>(n_valid, 1));
+    const T* abs_w = abs_cls_.get(p.cls_weight.values, version).data;
+    const std::size_t Kc = std::min(chunk_, K);
+    for (std::size_t k0 = 0; k0 < K; k0 += Kc) {
+      const std::size_t n = std::min(Kc, K - k0);
+      const ClassScores<const T> S = scores(p, A_r, k0, n, {abs_w + k0 * C, {n, C}});  // [R,n]
+      parallel_for(R, R * n, [&](std::size_t r) { score_row(S, r, p.threshold.data + k0, rows, valid, labels, k0, weight, {}, cfg); });
+    }
+    finish(rows, C, out);
+  }
+
+  /// forward's values (|W_cls| formed chunk by chunk: it changes after every update), and
+  /// dA += ∂L_cls_mean/∂A with the gradients of W_cls, b_cls and the thresholds into g, each
+  /// chunk's ∂L/∂S [R,n] taken back through the class map before the next chunk is scored
+  /// (weight products offered to `sink` first).
+  void loss_and_gradient(const typename Action<T>::Params& p, Individuals<const T> A, const std::vector<std::size_t>& rows,
+                         const std::vector<std::uint8_t>& valid, std::size_t n_valid,
+                         TensorView<const std::int64_t, 1> labels, const CausalConfig& cfg, Rows& out,
+                         const typename Action<T>::Grads& g, CauchyViewGrad<T, 2> dA,
+                         linalg::WeightGradSink<T>* sink = nullptr) {
+    const std::size_t C = A.loc.shape[1], K = cfg.num_classes, R = rows.size();
+    const Individuals<const T> A_r = begin(A, rows, K, out);  // [R,C]
+    if (R == 0) return;
+    const T weight = T(1) / static_cast<T>(std::max<std::size_t>(n_valid, 1));
+    d_loc_r_.assign(R * C, T(0));
+    d_scale_r_.assign(R * C, T(0));
+    const std::size_t Kc = std::min(chunk_, K);
+    // with a bf16 copy of W_cls (read from chunks starting at a multiple of 4 rows) the products
+    // read |W| from the copy, so no chunk of |W| in float is formed (the view keeps its shape,
+    // with no data behind it)
+    const bool abs_from_copy = p.cls_weight.abs_from_copy() && chunk_ % linalg::panel_rows == 0;
+    abs_chunk_.resize(abs_from_copy ? 0 : Kc * C);
+    d_loc_s_.resize(R * Kc);
+    d_scale_s_.resize(R * Kc);
+    for (std::size_t k0 = 0; k0 < K; k0 += Kc) {
+      const std::size_t n = std::min(Kc, K - k0);
+      const TensorView<const T, 2> w_chunk(p.cls_weight.values.data + k0 * C, {n, C});
+      if (!abs_from_copy) parallel_for(n * C, n * C, [&](std::size_t i) { abs_chunk_[i] = std::fabs(w_chunk.data[i]); });
+      const TensorView<const T, 2> abs_chunk(abs_from_copy ? nullptr : abs_chunk_.data(), {n, C});
+      const ClassScores<const T> S = scores(p, A_r, k0, n, abs_chunk);  // [R,n]
+      parallel_for(R, R * n, [&](std::size_t r) {
+        OvrRowGrads<T> row_grads{&d_loc_s_[r * n], &d_scale_s_[r * n], nullptr};  // bce_row writes all n
+        if (!valid[rows[r]]) {  // a row without a label adds no gradient
+          std::fill_n(&d_loc_s_[r * n], n, T(0));
+          std::fill_n(&d_scale_s_[r * n], n, T(0));
+          row_grads = {};
+        }
+        score_row(S, r, p.threshold.data + k0, rows, valid, labels, k0, weight, row_grads, cfg);
+      });
+      const CauchyViewGrad<const T, 2> dS{TensorView<const T, 2>(d_loc_s_.data(), {R, n}),
+                                          TensorView<const T, 2>(d_scale_s_.data(), {R, n})};  // [R,n]
+      linalg::cauchy_linear_backward<T>({TensorView<T, 2>(d_loc_r_.data(), {R, C}), TensorView<T, 2>(d_scale_r_.data(), {R, C})},
+                                        {g.cls_weight.values.data + k0 * C, {n, C}}, dS,
+                                        p.cls_weight.rows(k0, n).with_abs(abs_chunk), A_r, sink);
+      // ∂/∂b_cls = colsum(∂/∂loc_S); every term depends on (loc_S − C_k), so ∂/∂C_k = −colsum
+      std::fill_n(col_.begin(), n, T(0));
+      linalg::bias_backward<T>({col_.data(), {n}}, dS.d_loc);
+      for (std::size_t k = 0; k < n; ++k) {
+        g.cls_bias[k0 + k] += col_[k];
+        g.threshold[k0 + k] -= col_[k];
+      }
+    }
+    finish(rows, C, out, [&](std::size_t r, std::size_t m) {  // dA [M,C] += the rows' ∂L/∂A_r
+      for (std::size_t j = 0; j < C; ++j) {
+        dA.d_loc.data[m * C + j] += d_loc_r_[r * C + j];
+        dA.d_scale.data[m * C + j] += d_scale_r_[r * C + j];
+      }
+    });
+  }
+
+ private:
+  /// Clears `out` [M], gathers the evaluated rows A_r [R,C] and sizes the per-row and per-chunk
+  /// scratch; returns A_r.
+  Individuals<const T> begin(Individuals<const T> A, const std::vector<std::size_t>& rows, std::size_t K, Rows& out) {
+    const std::size_t M = A.loc.shape[0], C = A.loc.shape[1], R = rows.size();
     out.L_cls.assign(M, T(0));
     out.prob_sum.assign(M, T(0));
     out.pred.assign(M, -1);
     out.max_prob.assign(M, T(0));
-    if (R == 0) return;
-    const T weight = T(1) / static_cast<T>(std::max<std::size_t>(n_valid, 1));
-    // gather the evaluated rows: A_r [R,C]
+    if (R == 0) return A;
     loc_r_.resize(R * C);
     scale_r_.resize(R * C);
     parallel_for(R, 2 * R * C, [&](std::size_t r) {
       std::copy_n(A.loc.data + rows[r] * C, C, &loc_r_[r * C]);
       std::copy_n(A.scale.data + rows[r] * C, C, &scale_r_[r * C]);
     });
-    const Individuals<const T> A_r = result_view(ops::select{}, A, CauchyOut<const T, 2>{{loc_r_.data(), {R, C}}, {scale_r_.data(), {R, C}}});
-    if (g) {
-      d_loc_r_.assign(R * C, T(0));
-      d_scale_r_.assign(R * C, T(0));
-    }
-    const T* abs_w = g ? nullptr : abs_cls_.get(p.cls_weight.values, version).data;
     stats_.assign(R, OvrRowStats<T>{});
     loss_r_.assign(R, T(0));
     const std::size_t Kc = std::min(chunk_, K);
     loc_s_.resize(R * Kc);
     scale_s_.resize(R * Kc);
     col_.resize(Kc);
-    // training with a bf16 copy of W_cls (read from chunks starting at a multiple of 4 rows):
-    // its products read |W| from the copy, so no chunk of |W| in float is formed (the view keeps
-    // its shape, with no data behind it)
-    const bool abs_from_copy = g && p.cls_weight.abs_from_copy() && chunk_ % linalg::panel_rows == 0;
-    abs_chunk_.resize(g && !abs_from_copy ? Kc * C : 0);
-    if (g) {
-      d_loc_s_.resize(R * Kc);
-      d_scale_s_.resize(R * Kc);
-    }
-    for (std::size_t k0 = 0; k0 < K; k0 += Kc) {
-      const std::size_t n = std::min(Kc, K - k0);
-      const TensorView<const T, 2> w_chunk(p.cls_weight.values.data + k0 * C, {n, C});
-      if (g && !abs_from_copy) parallel_for(n * C, n * C, [&](std::size_t i) { abs_chunk_[i] = std::fabs(w_chunk.data[i]); });
-      const TensorView<const T, 2> abs_chunk(abs_from_copy ? nullptr : g ? abs_chunk_.data() : abs_w + k0 * C, {n, C});
-      const ClassScores<const T> S =
-          Action<T>::classes(p, A_r, k0, n, abs_chunk, {TensorView<T, 2>(loc_s_.data(), {R, n}), TensorView<T, 2>(scale_s_.data(), {R, n})});
-      const T* thr = p.threshold.data + k0;
-      parallel_for(R, R * n, [&](std::size_t r) {
-        const std::size_t m = rows[r];
-        const std::int64_t label_local = valid[m] ? labels[m] - static_cast<std::int64_t>(k0) : -1;
-        OvrRowGrads<T> row_grads;
-        if (g && valid[m]) row_grads = {&d_loc_s_[r * n], &d_scale_s_[r * n], nullptr};  // bce_row writes all n
-        if (g && !valid[m]) {  // a row without a label adds no gradient
-          std::fill_n(&d_loc_s_[r * n], n, T(0));
-          std::fill_n(&d_scale_s_[r * n], n, T(0));
-        }
-        OvrRowStats<T> chunk_stats;
-        const T row_loss = bce_row(S, r, thr, label_local, weight, row_grads, chunk_stats, cfg);
-        if (valid[m]) loss_r_[r] += row_loss;
-        merge_stats(stats_[r], chunk_stats, k0);
-      });
-      if (!g) continue;
-      const CauchyViewGrad<const T, 2> dS{TensorView<const T, 2>(d_loc_s_.data(), {R, n}),
-                                      TensorView<const T, 2>(d_scale_s_.data(), {R, n})};
-      linalg::cauchy_linear_backward<T>({TensorView<T, 2>(d_loc_r_.data(), {R, C}), TensorView<T, 2>(d_scale_r_.data(), {R, C})},
-                                        {g->cls_weight.values.data + k0 * C, {n, C}}, dS,
-                                        p.cls_weight.rows(k0, n).with_abs(abs_chunk), A_r, sink);
-      // ∂/∂b_cls = colsum(∂/∂loc_S); every term depends on (loc_S − C_k), so ∂/∂C_k = −colsum
-      std::fill_n(col_.begin(), n, T(0));
-      linalg::bias_backward<T>({col_.data(), {n}}, dS.d_loc);
-      for (std::size_t k = 0; k < n; ++k) {
-        g->cls_bias[k0 + k] += col_[k];
-        g->threshold[k0 + k] -= col_[k];
-      }
-    }
+    return result_view(ops::select{}, A, CauchyOut<const T, 2>{{loc_r_.data(), {R, C}}, {scale_r_.data(), {R, C}}});
+  }
+
+  /// S [R,n] of the classes k0…k0+n−1: the action's linear map of A_r (marginal).
+  ClassScores<const T> scores(const typename Action<T>::Params& p, Individuals<const T> A_r, std::size_t k0, std::size_t n,
+                              TensorView<const T, 2> abs_chunk) {
+    const std::size_t R = A_r.loc.shape[0];
+    return Action<T>::classes(p, A_r, k0, n, abs_chunk,
+                              {TensorView<T, 2>(loc_s_.data(), {R, n}), TensorView<T, 2>(scale_s_.data(), {R, n})});
+  }
+
+  /// Row r of the chunk at k0 (thresholds thr[0…n)): its BCE (into the row's loss where it has a label) and statistics,
+  /// its ∂/∂S into `grads` where they point.
+  void score_row(ClassScores<const T> S, std::size_t r, const T* thr, const std::vector<std::size_t>& rows,
+                 const std::vector<std::uint8_t>& valid, TensorView<const std::int64_t, 1> labels, std::size_t k0,
+                 T weight, OvrRowGrads<T> grads, const CausalConfig& cfg) {
+    const std::size_t m = rows[r];
+    const std::int64_t label_local = valid[m] ? labels[m] - static_cast<std::int64_t>(k0) : -1;
+    OvrRowStats<T> chunk_stats;
+    const T row_loss = bce_row(S, r, thr, label_local, weight, grads, chunk_stats, cfg);
+    if (valid[m]) loss_r_[r] += row_loss;
+    merge_stats(stats_[r], chunk_stats, k0);
+  }
+
+  struct Nothing {
+    void operator()(std::size_t, std::size_t) const {}
+  };
+  /// out [M] from the rows' sums and statistics, with `also(r, m)` for each row r at position m.
+  template <class Also = Nothing>
+  void finish(const std::vector<std::size_t>& rows, std::size_t C, Rows& out, Also also = {}) {
+    const std::size_t R = rows.size();
     parallel_for(R, 2 * R * C, [&](std::size_t r) {  // rows are distinct positions
       const std::size_t m = rows[r];
       out.L_cls[m] = loss_r_[r];
       out.prob_sum[m] = stats_[r].prob_sum;
       out.pred[m] = stats_[r].best_index;
       if (stats_[r].best_index >= 0) out.max_prob[m] = raw::cdf(stats_[r].best_margin, T(0), T(1));
-      if (g)
-        for (std::size_t j = 0; j < C; ++j) {
-          dA.d_loc.data[m * C + j] += d_loc_r_[r * C + j];
-          dA.d_scale.data[m * C + j] += d_scale_r_[r * C + j];
-        }
+      also(r, m);
     });
   }
 
- private:
   /// Σ_k BCE of row r of a chunk of S, with its gradients and statistics.
   static T bce_row(ClassScores<const T> S, std::size_t r, const T* thr, std::int64_t label, T weight,
                    OvrRowGrads<T> grads, OvrRowStats<T>& stats, const CausalConfig& cfg) {

@@ -22,7 +22,7 @@
 /// agree with AdamW + clip_grad_norm of the same storage to the GEMMs' summation order.
 ///
 ///   cq::optim::StreamingAdamW<float> opt(model.params().shared_layout(), {}, {}, MomentStorage::bf16);
-///   model.forward_backward(batch, cache, opt.target());
+///   model.train_step(batch, cache, opt.target());
 ///   const double norm = opt.grad_norm(model.params());
 ///   opt.step(model.params(), lr, cq::optim::clip_factor(norm, 1.0));
 #pragma once
@@ -86,7 +86,7 @@ class StreamingAdamW : private linalg::WeightGradSink<T> {
     return grads_;
   }
 
-  /// The gradient target to pass to forward_backward: small gradients land in gradients(), the
+  /// The gradient target to pass to train_step: small gradients land in gradients(), the
   /// weight-gradient products are kept as factors (those of frozen slots are dropped).
   linalg::GradientTarget<T> target() {
     forget_kept_tiles();

@@ -140,7 +140,7 @@ class ModelLearner final : public Learner<T> {
       detail_learner::draw_uniforms(uniforms_, M * C, rng);
       sn = {static_cast<T>(noise.temperature), {uniforms_.data(), {M, C}}};
     }
-    const auto m = model_.forward_backward(batch_.view(), cache_, grads, noise.mode, sn);
+    const auto m = model_.train_step(batch_.view(), cache_, grads, noise.mode, sn);
     return {m, tokens_of(batch_)};
   }
   void skip_micro_batch(const TrainNoise& noise, std::mt19937_64& rng) override {
@@ -235,9 +235,10 @@ class HeadLearner final : public Learner<T> {
     dz_.assign(M * H, T(0));
     const auto g = model::HeadParams<T>::bind(grads.arena);
     const Arena<T>& cp = params_;
-    const auto m = head_.run(model::HeadParams<const T>::bind(cp), params_.version(),
-                             {batch_.features.data(), {M, H}}, targets(batch_), noise.mode, sn, cache_, &g,
-                             {dz_.data(), {M, H}}, grads.sink);
+    const auto p = model::HeadParams<const T>::bind(cp);
+    const TensorView<const T, 2> z(batch_.features.data(), {M, H});  // [M,H]
+    const auto m = head_.loss_and_gradient(p, z, targets(batch_), noise.mode, sn, cache_, g, grads.sink);
+    head_.backward(p, g, z, cache_, {dz_.data(), {M, H}}, grads.sink);  // dz [M,H]: nothing lies below the features
     return {m, M};
   }
   void skip_micro_batch(const TrainNoise& noise, std::mt19937_64& rng) override {
@@ -254,9 +255,9 @@ class HeadLearner final : public Learner<T> {
     batch_ = val_->next();
     check(batch_);
     const Arena<T>& cp = params_;
-    const auto m = head_.run(model::HeadParams<const T>::bind(cp), params_.version(),
-                             {batch_.features.data(), {batch_.rows, batch_.hidden}}, targets(batch_),
-                             model::ActionMode::deterministic, {}, cache_);
+    const auto m = head_.forward(model::HeadParams<const T>::bind(cp), params_.version(),
+                                 {batch_.features.data(), {batch_.rows, batch_.hidden}}, targets(batch_),
+                                 model::ActionMode::deterministic, {}, cache_);
     return {m, batch_.rows};
   }
   void skip_eval_micro_batch() override { batch_ = val_->next(); }

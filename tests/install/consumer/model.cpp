@@ -26,7 +26,7 @@ int main() {
                                 {targets.data(), {1, 4}}, {}};
   cqm::CausalQwen<float, tiny>::Cache cache;
   auto grads = model.make_gradients();
-  const auto m = model.forward_backward(batch, cache, grads);
+  const auto m = model.train_step(batch, cache, grads);
 
   // Y = X·Wᵀ, X [M,K], W [N,K], in float and in the narrower forms
   const std::size_t M = 3, K = 40, N = 20;
