@@ -127,7 +127,7 @@ struct StepData {
 struct ArenaStep : StepData {
   cq::Arena<float> grads;
   cq::optim::AdamW<float> adam;
-  cq::UpdateFollower<float>* follower = nullptr;  // the model's bf16 copies, when it keeps them
+  cq::linalg::UpdateFollower<float>* follower = nullptr;  // the model's bf16 copies, when it keeps them
   explicit ArenaStep(const StepShape& s, cq::optim::MomentStorage moments = cq::optim::MomentStorage::full)
       : StepData(s),
         grads(model.make_gradients()),

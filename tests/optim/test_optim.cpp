@@ -130,7 +130,7 @@ TEST_CASE("AdamW keeps an UpdateFollower current (the bf16 weight copies): the s
     const auto m = copies.add(p_followed, cq::TensorView<const float, 2>(p_followed.view<2>("m.q").data, {45, 37}));
     const auto f = copies.add(p_followed, cq::TensorView<const float, 2>(p_followed.view<2>("frozen.w")));
     CHECK(copies.bytes() == (48 * 48 + 12 * 32) * 2);  // rows padded to 4, columns to 16
-    CHECK(copies.follow(layout->slot("m.bias")) == cq::UpdateFollower<float>::not_followed);
+    CHECK(copies.follow(layout->slot("m.bias")) == cq::linalg::UpdateFollower<float>::not_followed);
     CHECK(!copies.current(p_followed.version()));
     co::AdamW<float> plain(layout, {}, rules, moments), followed(layout, {}, rules, moments);
     for (int s = 0; s < 3; ++s) {

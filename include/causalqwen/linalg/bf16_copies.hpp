@@ -3,7 +3,7 @@
 /// product dY·W each make a pass over the float W and write its bf16 panels. The copies hold
 ///   copy(W) = bf16(W)  (round to nearest even; the same values the products would round to)
 /// in the products' panels (panel_index), written by the optimiser right after it updates each
-/// block of rows (an UpdateFollower: core/update_follower.hpp), while the rows are in cache. The
+/// block of rows (an UpdateFollower: linalg/update_follower.hpp), while the rows are in cache. The
 /// products then read 2 bytes per weight instead of 4 and round nothing; their results keep
 /// their bits. A copy is used only while it is current: after any other change of the
 /// parameters (a load, a sharded step, a clamp) the arena's version moves on, and the products
@@ -13,7 +13,7 @@
 #include "causalqwen/core/bfloat16.hpp"
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/page_buffer.hpp"
-#include "causalqwen/core/update_follower.hpp"
+#include "causalqwen/linalg/update_follower.hpp"
 #include "causalqwen/linalg/bf16_gemm.hpp"
 #include "causalqwen/linalg/packed_weight.hpp"
 

@@ -11,7 +11,7 @@
 /// Both share one implementation (CausalQwen<T, RuntimeConfig{}>).
 #pragma once
 #include "causalqwen/core/checked_size.hpp"
-#include "causalqwen/core/update_follower.hpp"
+#include "causalqwen/linalg/update_follower.hpp"
 #include "causalqwen/linalg/bf16_copies.hpp"
 #include "causalqwen/model/causal_head.hpp"
 #include "causalqwen/model/config.hpp"
@@ -207,7 +207,7 @@ class CausalQwen<T, RuntimeConfig{}> {
   linalg::Format precision() const { return precision_; }
   /// What an optimiser step keeps current as it updates the parameters (AdamW::step's
   /// `follower`): the bf16 copies of set_precision, or null when there are none.
-  UpdateFollower<T>* update_follower() {
+  linalg::UpdateFollower<T>* update_follower() {
     if constexpr (std::is_same_v<T, float>) return bf16_copies_.get();
     return nullptr;
   }

@@ -17,7 +17,7 @@
 /// a run is bit-reproducible and does not depend on how the elements are split among threads
 /// or processes. Half the optimiser memory, with the moments' precision reduced to 8 bits.
 ///
-/// A step may be given an UpdateFollower (core/update_follower.hpp): the slots it follows are
+/// A step may be given an UpdateFollower (linalg/update_follower.hpp): the slots it follows are
 /// then updated in blocks of follower_block_rows rows, each handed to the follower right after
 /// its update (mixed-precision training's bf16 copies of the weights are so rewritten while the
 /// rows are in cache). The arithmetic per element is the same, so the bits do not change.
@@ -28,7 +28,7 @@
 #include "causalqwen/core/param_rules.hpp"
 #include "causalqwen/core/random.hpp"
 #include "causalqwen/core/threading.hpp"
-#include "causalqwen/core/update_follower.hpp"
+#include "causalqwen/linalg/update_follower.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -183,7 +183,7 @@ class AdamW {
   /// bumps the parameters' version (touch) so caches derived from them rebuild.
   /// `follower` (optional) is kept current (file comment).
   void step(Arena<T>& params, const Arena<T>& grads, double lr, double grad_scale = 1.0,
-            UpdateFollower<T>* follower = nullptr) {
+            linalg::UpdateFollower<T>* follower = nullptr) {
     detail::require(grads.size() == layout_->total(), "AdamW::step",
                     "the gradient arena must have the parameters' layout ({} elements, got {})", layout_->total(),
                     grads.size());
@@ -195,7 +195,7 @@ class AdamW {
   /// are left as they are. A `follower` is kept current only when this optimiser owns every
   /// element (a shard's step leaves it stale, and it knows so by the arena's version).
   void step(Arena<T>& params, std::span<const T> owned_grads, double lr, double grad_scale = 1.0,
-            UpdateFollower<T>* follower = nullptr) {
+            linalg::UpdateFollower<T>* follower = nullptr) {
     detail::require(params.size() == layout_->total() && owned_grads.size() == owned_.size(), "AdamW::step",
                     "need the parameters' layout ({} elements, got {}) and the owned range's gradients ({}, got {})",
                     layout_->total(), params.size(), owned_.size(), owned_grads.size());
@@ -206,9 +206,9 @@ class AdamW {
     for (const auto& s : layout_->slots()) {
       const ElementRange r = owned_.intersect(s.offset, s.size);
       if (r.size() == 0) continue;
-      const std::ptrdiff_t followed = follower ? follower->follow(s) : UpdateFollower<T>::not_followed;
+      const std::ptrdiff_t followed = follower ? follower->follow(s) : linalg::UpdateFollower<T>::not_followed;
       if (!rules_.trained(s.name)) {  // frozen: its values, handed over as they are
-        if (followed != UpdateFollower<T>::not_followed) follower->rows_updated(followed, params.data() + s.offset, 0, s.shape[0]);
+        if (followed != linalg::UpdateFollower<T>::not_followed) follower->rows_updated(followed, params.data() + s.offset, 0, s.shape[0]);
         continue;
       }
       k.keep = static_cast<T>(rules_.decays(s.name) ? 1.0 - lr * cfg_.weight_decay : 1.0);
@@ -224,7 +224,7 @@ class AdamW {
                                   detail_adamw::rounding_key(t_), r.begin + begin);
         }
       };
-      if (followed == UpdateFollower<T>::not_followed) {
+      if (followed == linalg::UpdateFollower<T>::not_followed) {
         parallel_chunks(r.size(), update);
         continue;
       }

@@ -50,7 +50,7 @@ class Learner {
   virtual Arena<T>& params() = 0;
   /// What the optimiser keeps current as it updates params() (the model's bf16 copies in mixed
   /// precision; null: nothing).
-  virtual UpdateFollower<T>* update_follower() { return nullptr; }
+  virtual linalg::UpdateFollower<T>* update_follower() { return nullptr; }
   /// A zeroed gradient arena with the parameters' layout.
   virtual Arena<T> make_gradients() const = 0;
   /// Sets α of the regression gate for the following batches.
@@ -126,7 +126,7 @@ class ModelLearner final : public Learner<T> {
   }
 
   Arena<T>& params() override { return model_.params(); }
-  UpdateFollower<T>* update_follower() override { return model_.update_follower(); }
+  linalg::UpdateFollower<T>* update_follower() override { return model_.update_follower(); }
   Arena<T> make_gradients() const override { return model_.make_gradients(); }
   void set_alpha_gate(double alpha) override { model_.set_alpha_gate(alpha); }
   double reg_loss_weight() const override { return model_.config().reg_loss_weight; }

@@ -8,7 +8,7 @@
 ///                                     the all-gather, the follower kept current)
 /// and the checkpoints of its moments (save, resume), so that Trainer::run is one loop for all.
 #pragma once
-#include "causalqwen/core/update_follower.hpp"
+#include "causalqwen/linalg/update_follower.hpp"
 #include "causalqwen/linalg/weight_grad_sink.hpp"
 #include "causalqwen/train/training_state.hpp"
 
@@ -41,7 +41,7 @@ class Optimizer {
   virtual linalg::GradientTarget<T> target(std::size_t a) = 0;
   /// The update from the step's gradients with learning rate `lr` (file comment); `follower`
   /// (may be null) is what the learner derives from the parameters.
-  virtual StepResult finish_step(Arena<T>& params, UpdateFollower<T>* follower, double lr) = 0;
+  virtual StepResult finish_step(Arena<T>& params, linalg::UpdateFollower<T>* follower, double lr) = 0;
   /// Bytes of optimiser state this process holds.
   virtual std::size_t state_bytes() const = 0;
   /// Updates taken so far (t of the bias corrections).

@@ -52,7 +52,7 @@ class ShardedAdamW final : public Optimizer<T> {
   }
   /// The step of the file comment; comm_seconds: the buckets' sums (GradientBuckets::seconds),
   /// the sum of squares over processes and the all-gather.
-  StepResult finish_step(Arena<T>& params, UpdateFollower<T>*, double lr) override {
+  StepResult finish_step(Arena<T>& params, linalg::UpdateFollower<T>*, double lr) override {
     buckets_.finish();
     const auto owned = adam_.owned();
     const auto& layout = params.layout();

@@ -31,7 +31,7 @@ class StreamingOptimizer final : public detail_optimizer::OneProcess<T, optim::S
   linalg::GradientTarget<T> target(std::size_t) override { return adam_.target(); }
   /// The follower is not told: StreamingAdamW updates tile by tile, and the copies know they are
   /// stale by the parameters' version.
-  StepResult finish_step(Arena<T>& params, UpdateFollower<T>*, double lr) override {
+  StepResult finish_step(Arena<T>& params, linalg::UpdateFollower<T>*, double lr) override {
     const double mean_factor = 1.0 / static_cast<double>(micro_batches_);  // the mean over micro-batches
     const double norm = adam_.grad_norm(params) * mean_factor;
     adam_.step(params, lr, mean_factor * optim::clip_factor(norm, clip_));

@@ -26,7 +26,7 @@ class WholeAdamW final : public detail_optimizer::OneProcess<T, optim::AdamW<T>>
   /// Every micro-batch adds into the one gradient arena: grads += ∂L/∂θ.
   linalg::GradientTarget<T> target(std::size_t) override { return linalg::GradientTarget<T>(grads_); }
   /// The step of the file comment; comm_seconds 0 (one process).
-  StepResult finish_step(Arena<T>& params, UpdateFollower<T>* follower, double lr) override {
+  StepResult finish_step(Arena<T>& params, linalg::UpdateFollower<T>* follower, double lr) override {
     const auto& rules = adam_.rules();
     if (micro_batches_ > 1) optim::scale_gradients(grads_, 1.0 / static_cast<double>(micro_batches_), rules);
     const double norm = optim::global_grad_norm(grads_, rules);

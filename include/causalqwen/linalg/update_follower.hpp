@@ -19,7 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace causalqwen {
+namespace causalqwen::linalg {
 
 template <class T>
 class UpdateFollower {
@@ -35,4 +35,4 @@ class UpdateFollower {
   virtual void step_done(std::uint64_t version) = 0;
 };
 
-}  // namespace causalqwen
+}  // namespace causalqwen::linalg
