@@ -144,7 +144,7 @@ struct Run {
   }
 
   /// reg NLL = Σ nll / N and reg MAE = Σ |loc_Y − y| / N over the <NUM> targets of `batches`.
-  HeldOut held_out(const std::vector<cq::io::BatchData<float>>& batches) {
+  HeldOut held_out(const std::vector<cq::train::BatchData<float>>& batches) {
     HeldOut h;
     for (const auto& b : batches) {
       const auto m = model.evaluate(b.view(), cache);
@@ -244,7 +244,7 @@ int main(int argc, char** argv) {
   const auto tok = cq::text::train_bpe(ds::texts_of(data), {.vocab_size = 384}).tokenizer();
   // four fixed held-out batches (validation sentences, packed like the training batches)
   const auto validation = ds::synthetic_sentences(tr::DataSplit::validation, 400, /*seed=*/3);
-  std::vector<cq::io::BatchData<float>> held_out_batches;
+  std::vector<cq::train::BatchData<float>> held_out_batches;
   {
     auto source = ds::make_synthetic_text_source<float>(tok, validation, {.batch_size = 8, .seq_len = 64, .seed = 7});
     for (int b = 0; b < 4; ++b) held_out_batches.push_back(source->next());

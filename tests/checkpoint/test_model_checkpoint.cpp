@@ -26,7 +26,7 @@ fs::path scratch(const std::string& name) {
 /// Writes the backbone of `m` as a base Qwen2 checkpoint: no causal.* tensor, no CausalQwen key.
 void write_base(const fs::path& dir, const cq::model::CausalQwen<float>& m, bool tied, std::vector<float>* lm_head = nullptr,
                 const std::string& skip = "", const std::string& extra = "") {
-  cq::io::SafetensorsWriter w;
+  cq::format::SafetensorsWriter w;
   std::deque<std::vector<float>> keep;
   for (const auto& slot : m.layout().slots()) {
     if (slot.name.rfind("causal.", 0) == 0 || slot.name == skip) continue;
@@ -58,8 +58,8 @@ TEST_CASE("save then load gives back every tensor exactly, and config.json's set
   cq::model::CausalQwen<float> m(cfg);
   m.init_random(cqtest::test_seed(5, "checkpoint round trip"));
   const auto dir = scratch("roundtrip");
-  cq::io::save_model(dir, m);
-  const auto loaded = cq::io::load_model<float>(dir);
+  cq::checkpoint::save_model(dir, m);
+  const auto loaded = cq::checkpoint::load_model<float>(dir);
   CHECK_FALSE(loaded.converted);
   CHECK(loaded.model->config().alpha_gate == 0.25);
   CHECK(loaded.model->config().ovr_threshold.size() == 12);
@@ -78,8 +78,8 @@ TEST_CASE("the regression head's reading round-trips through config.json") {
     cq::model::CausalQwen<float> m(cfg);
     m.init_random(cqtest::test_seed(5, "reg head round trip"));
     const auto dir = scratch("reghead");
-    cq::io::save_model(dir, m);
-    CHECK(cq::io::load_model<float>(dir).model->config().reg_head == head);
+    cq::checkpoint::save_model(dir, m);
+    CHECK(cq::checkpoint::load_model<float>(dir).model->config().reg_head == head);
     fs::remove_all(dir);
   }
 }
@@ -89,9 +89,9 @@ TEST_CASE("a tied base Qwen2 checkpoint converts: loc_S = base logits, scale_U =
   base.init_random(cqtest::test_seed(6, "tied conversion"), 0.2);
   const auto dir = scratch("tied");
   write_base(dir, base, true);
-  cq::io::LoadOptions opt;
+  cq::checkpoint::LoadOptions opt;
   opt.num_token_id = 11;
-  auto loaded = cq::io::load_model<float>(dir, opt);
+  auto loaded = cq::checkpoint::load_model<float>(dir, opt);
   CHECK(loaded.converted);
   auto& m = *loaded.model;
   CHECK(m.config().num_classes == 12);  // num_token_id + 1
@@ -117,8 +117,8 @@ TEST_CASE("a tied base Qwen2 checkpoint converts: loc_S = base logits, scale_U =
   CHECK(norm == doctest::Approx(1.0).epsilon(1e-6));
   // and it saves as a complete CausalQwen checkpoint
   const auto out = scratch("tied_out");
-  cq::io::save_model(out, m, loaded.config_json);
-  CHECK_FALSE(cq::io::load_model<float>(out).converted);
+  cq::checkpoint::save_model(out, m, loaded.config_json);
+  CHECK_FALSE(cq::checkpoint::load_model<float>(out).converted);
   fs::remove_all(dir);
   fs::remove_all(out);
 }
@@ -130,14 +130,14 @@ TEST_CASE("an untied base: W_cls = lm_head's first K rows, lm_head carried throu
   for (std::size_t i = 0; i < lm_head.size(); ++i) lm_head[i] = 0.01f * static_cast<float>(i) - 0.3f;
   const auto dir = scratch("untied");
   write_base(dir, base, false, &lm_head);
-  cq::io::LoadOptions opt;
+  cq::checkpoint::LoadOptions opt;
   opt.num_token_id = 11;
-  auto loaded = cq::io::load_model<float>(dir, opt);
+  auto loaded = cq::checkpoint::load_model<float>(dir, opt);
   const auto cls = loaded.model->params().slot_span("causal.action.cls.weight");
   CHECK(std::equal(cls.begin(), cls.end(), lm_head.begin()));
   const auto out = scratch("untied_out");
-  cq::io::save_model(out, *loaded.model, loaded.config_json, loaded.lm_head);
-  const auto back = cq::io::load_model<float>(out);
+  cq::checkpoint::save_model(out, *loaded.model, loaded.config_json, loaded.lm_head);
+  const auto back = cq::checkpoint::load_model<float>(out);
   CHECK(back.lm_head == lm_head);
   fs::remove_all(dir);
   fs::remove_all(out);
@@ -146,10 +146,10 @@ TEST_CASE("an untied base: W_cls = lm_head's first K rows, lm_head carried throu
 TEST_CASE("bad checkpoints: clear errors naming the file and the problem") {
   cq::model::CausalQwen<float> base(tiny.runtime());
   base.init_random(8);
-  cq::io::LoadOptions opt;
+  cq::checkpoint::LoadOptions opt;
   opt.num_token_id = 11;
-  auto error = [&](const fs::path& dir, cq::io::LoadOptions o) {
-    return cqtest::error_message<cq::FormatError>([&] { cq::io::load_model<float>(dir, o); });
+  auto error = [&](const fs::path& dir, cq::checkpoint::LoadOptions o) {
+    return cqtest::error_message<cq::FormatError>([&] { cq::checkpoint::load_model<float>(dir, o); });
   };
   const auto dir = scratch("bad");
   SUBCASE("a missing tensor") {

@@ -13,7 +13,7 @@
 
 using namespace cqdata;
 using causalqwen::FormatError;
-using Batch = causalqwen::io::BatchData<float>;
+using Batch = causalqwen::train::BatchData<float>;
 
 namespace {
 

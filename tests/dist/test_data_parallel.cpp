@@ -195,10 +195,10 @@ void check_sharded_adamw(cq::optim::MomentStorage storage) {
   // the shards' moments are the whole optimiser's, and so are those a checkpoint's file gives back
   const auto dir = fs::temp_directory_path() / fmt::format("cq_dp_moments_{}_{}", ::getpid(), world().rank());
   fs::create_directories(dir);
-  cq::io::SafetensorsWriter w;
+  cq::format::SafetensorsWriter w;
   ct::add_moments(w, whole);
   w.write(dir / "optimizer.safetensors");
-  const auto f = cq::io::SafetensorsFile::open(dir / "optimizer.safetensors");
+  const auto f = cq::format::SafetensorsFile::open(dir / "optimizer.safetensors");
   const auto all = moment_bytes(whole);
   for (auto* shard : {&first, &second}) {
     cq::optim::AdamW<T> fresh(layout, {}, rules, storage, shard->owned());
@@ -210,7 +210,7 @@ void check_sharded_adamw(cq::optim::MomentStorage storage) {
     }
   }
   // a shard cannot be written as if it were the whole
-  cq::io::SafetensorsWriter w2;
+  cq::format::SafetensorsWriter w2;
   CHECK_THROWS_WITH_AS(ct::add_moments(w2, first), doctest::Contains("one shard"), cq::DomainError);
   fs::remove_all(dir);
 }

@@ -28,6 +28,7 @@
 
 namespace cq = causalqwen;
 namespace ct = causalqwen::train;
+namespace ce = causalqwen::eval;
 
 namespace {
 
@@ -54,7 +55,7 @@ void check_close(std::optional<double> actual, double expected, const char* what
 }
 
 /// Every number statistic recomputed from the samples with the textbook formulas.
-void check_numbers_by_hand(const ct::NumberCalibrationReport& r, const std::vector<NumberSample>& samples,
+void check_numbers_by_hand(const ce::NumberCalibrationReport& r, const std::vector<NumberSample>& samples,
                            std::optional<double> baseline) {
   const std::size_t n = samples.size();
   REQUIRE(r.numbers == n);
@@ -69,7 +70,7 @@ void check_numbers_by_hand(const ct::NumberCalibrationReport& r, const std::vect
     const double z = (s.y - s.loc) / s.scale;
     nll += std::log(std::numbers::pi * s.scale) + std::log1p(z * z);
     for (std::size_t i = 0; i < 4; ++i)
-      inside[i] += std::fabs(s.y - s.loc) <= s.scale * std::tan(std::numbers::pi * ct::coverage_levels[i] / 2);
+      inside[i] += std::fabs(s.y - s.loc) <= s.scale * std::tan(std::numbers::pi * ce::coverage_levels[i] / 2);
     const double u = 0.5 + std::atan(z) / std::numbers::pi;
     ++pit[std::min<std::size_t>(static_cast<std::size_t>(u * 10), 9)];
   }
@@ -89,7 +90,7 @@ void check_numbers_by_hand(const ct::NumberCalibrationReport& r, const std::vect
     check_close(r.baseline->median_abs_error_ratio, sorted_median(errors) / sorted_median(baseline_errors), "median ratio");
   }
   for (std::size_t i = 0; i < 4; ++i) {
-    const double p = ct::coverage_levels[i];
+    const double p = ce::coverage_levels[i];
     const auto& c = r.intervals[i];
     INFO("level ", p);
     CHECK(c.nominal == p);
@@ -100,9 +101,9 @@ void check_numbers_by_hand(const ct::NumberCalibrationReport& r, const std::vect
     for (double s : scales) widths.push_back(2 * s * std::tan(std::numbers::pi * p / 2));
     check_close(c.median_width, sorted_median(widths), "median width");
     const double se = std::sqrt(p * (1 - p) / nd), coverage = static_cast<double>(inside[i]) / nd;
-    const auto verdict = coverage < p - 2 * se   ? ct::CoverageVerdict::over_confident
-                         : coverage > p + 2 * se ? ct::CoverageVerdict::under_confident
-                                                 : ct::CoverageVerdict::calibrated;
+    const auto verdict = coverage < p - 2 * se   ? ce::CoverageVerdict::over_confident
+                         : coverage > p + 2 * se ? ce::CoverageVerdict::under_confident
+                                                 : ce::CoverageVerdict::calibrated;
     CHECK(c.verdict == verdict);
   }
   double chi_square = 0;
@@ -114,7 +115,7 @@ void check_numbers_by_hand(const ct::NumberCalibrationReport& r, const std::vect
 }
 
 /// Every token statistic recomputed from the samples.
-void check_tokens_by_hand(const ct::TokenCalibrationReport& r, const std::vector<TokenSample>& samples,
+void check_tokens_by_hand(const ce::TokenCalibrationReport& r, const std::vector<TokenSample>& samples,
                           std::int64_t num_id) {
   const std::size_t n = samples.size();
   REQUIRE(r.positions == n);
@@ -175,8 +176,8 @@ std::vector<NumberSample> cauchy_draws(std::size_t n, std::uint64_t seed) {
 }
 
 /// The number statistics of `draws` with every scale multiplied by `scale_factor`.
-ct::NumberCalibrationReport number_report(const std::vector<NumberSample>& draws, double scale_factor) {
-  ct::NumberCalibration calibration;
+ce::NumberCalibrationReport number_report(const std::vector<NumberSample>& draws, double scale_factor) {
+  ce::NumberCalibration calibration;
   for (const auto& d : draws) calibration.add(d.y, d.loc, d.scale * scale_factor);
   return calibration.report();
 }
@@ -190,7 +191,7 @@ TEST_CASE_TEMPLATE("evaluate: the calibration report equals the statistics compu
   cq::model::CausalQwen<T> model(cfg);
   model.init_random(seed);
   cqtest::CountingTokenSource<T> counting(3, 9, 11, 11);
-  std::vector<cq::io::BatchData<T>> batches;
+  std::vector<cq::train::BatchData<T>> batches;
   for (int k = 0; k < 3; ++k) batches.push_back(counting.next());
   const double baseline = 4.0;
   std::vector<std::string> names;
@@ -290,20 +291,20 @@ TEST_CASE("number statistics of true Cauchy draws: calibrated; halved scales ove
     const double se = std::sqrt(c.nominal * (1 - c.nominal) / 20000.0);
     CHECK(*c.standard_error == doctest::Approx(se));
     CHECK(std::fabs(*c.coverage - c.nominal) <= 3 * se);
-    CHECK(c.verdict == ct::CoverageVerdict::calibrated);
+    CHECK(c.verdict == ce::CoverageVerdict::calibrated);
   }
   // PIT of the true model: χ² with 9 degrees of freedom, whose 0.999 quantile is 27.88
   INFO("PIT counts of the true model: ", fmt::format("{}", fmt::join(truth.pit_counts, " ")));
   CHECK(*truth.pit_chi_square < 27.88);
 
   const auto halved = number_report(draws, 0.5), doubled = number_report(draws, 2.0);
-  for (std::size_t i = 0; i < ct::coverage_levels.size(); ++i) {
-    INFO("level ", ct::coverage_levels[i]);
-    CHECK(halved.intervals[i].verdict == ct::CoverageVerdict::over_confident);
-    CHECK(doubled.intervals[i].verdict == ct::CoverageVerdict::under_confident);
+  for (std::size_t i = 0; i < ce::coverage_levels.size(); ++i) {
+    INFO("level ", ce::coverage_levels[i]);
+    CHECK(halved.intervals[i].verdict == ce::CoverageVerdict::over_confident);
+    CHECK(doubled.intervals[i].verdict == ce::CoverageVerdict::under_confident);
     CHECK(*halved.intervals[i].median_width == doctest::Approx(*truth.intervals[i].median_width / 2));
     // the expected coverage with scales multiplied by f: P(|Z| ≤ f·w_p) = (2/π)·atan(f·tan(π·p/2))
-    const double w = std::tan(std::numbers::pi * ct::coverage_levels[i] / 2);
+    const double w = std::tan(std::numbers::pi * ce::coverage_levels[i] / 2);
     CHECK(*halved.intervals[i].coverage == doctest::Approx(2 / std::numbers::pi * std::atan(w / 2)).epsilon(0.03));
     CHECK(*doubled.intervals[i].coverage == doctest::Approx(2 / std::numbers::pi * std::atan(2 * w)).epsilon(0.03));
   }
@@ -319,7 +320,7 @@ TEST_CASE("number statistics of a Gaussian head: true Gaussian draws calibrated;
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(0.0, 1.0);
   std::uniform_real_distribution<double> scales(0.2, 5.0);
-  ct::NumberCalibration gaussian(std::nullopt, cq::model::RegHead::gaussian), cauchy;
+  ce::NumberCalibration gaussian(std::nullopt, cq::model::RegHead::gaussian), cauchy;
   double nll = 0;
   constexpr std::size_t n = 20000;
   for (std::size_t i = 0; i < n; ++i) {
@@ -335,7 +336,7 @@ TEST_CASE("number statistics of a Gaussian head: true Gaussian draws calibrated;
   for (const auto& c : r.intervals) {
     INFO("level ", c.nominal, " coverage ", *c.coverage);
     CHECK(std::fabs(*c.coverage - c.nominal) <= 3 * *c.standard_error);
-    CHECK(c.verdict == ct::CoverageVerdict::calibrated);
+    CHECK(c.verdict == ce::CoverageVerdict::calibrated);
   }
   INFO("PIT counts: ", fmt::format("{}", fmt::join(r.pit_counts, " ")));
   CHECK(*r.pit_chi_square < 27.88);  // χ² with 9 d.o.f.: its 0.999 quantile
@@ -344,7 +345,7 @@ TEST_CASE("number statistics of a Gaussian head: true Gaussian draws calibrated;
   CHECK(*as_cauchy.intervals[0].coverage > 0.6);
   CHECK(*as_cauchy.pit_chi_square > 1000);
 
-  ct::NumberCalibration point(1.0, cq::model::RegHead::mse);
+  ce::NumberCalibration point(1.0, cq::model::RegHead::mse);
   point.add(0.5, 0.0, 1.0);
   point.add(-2.0, 0.0, 0.5);
   point.add(10.0, 9.0, 2.0);
@@ -362,15 +363,15 @@ TEST_CASE("number statistics of a Gaussian head: true Gaussian draws calibrated;
   }
   // the reading is in the JSON ("distribution") and comes back; a report without it is Cauchy
   for (const auto& report : {r, p}) {
-    ct::CalibrationReport whole;
+    ce::CalibrationReport whole;
     whole.overall.numbers = report;
-    auto j = ct::calibration_to_json(whole);
+    auto j = ce::calibration_to_json(whole);
     CHECK(j["overall"]["numbers"]["distribution"] == std::string(cq::model::reg_head_name(report.head)));
-    CHECK(ct::calibration_from_json(j, "test").overall.numbers.head == report.head);
+    CHECK(ce::calibration_from_json(j, "test").overall.numbers.head == report.head);
     j["overall"]["numbers"].erase("distribution");
-    CHECK(ct::calibration_from_json(j, "test").overall.numbers.head == cq::model::RegHead::cauchy);
+    CHECK(ce::calibration_from_json(j, "test").overall.numbers.head == cq::model::RegHead::cauchy);
     j["overall"]["numbers"]["distribution"] = "laplace";
-    CHECK(cqtest::error_message<cq::FormatError>([&] { ct::calibration_from_json(j, "test.json"); })
+    CHECK(cqtest::error_message<cq::FormatError>([&] { ce::calibration_from_json(j, "test.json"); })
               .find("test.json: overall.numbers.distribution must be \"cauchy\", \"gaussian\" or \"mse\", got \"laplace\"") !=
           std::string::npos);
   }
@@ -416,7 +417,7 @@ TEST_CASE("evaluate through a model whose head predicts the true Cauchy: calibra
   REQUIRE(truth.numbers == rows * seq);
   for (const auto& c : truth.intervals) {
     INFO("level ", c.nominal, " coverage ", *c.coverage);
-    CHECK(c.verdict == ct::CoverageVerdict::calibrated);
+    CHECK(c.verdict == ce::CoverageVerdict::calibrated);
     CHECK(*c.median_width == doctest::Approx(2 * true_scale * std::tan(std::numbers::pi * c.nominal / 2)));
   }
   INFO("PIT counts of the true head: ", fmt::format("{}", fmt::join(truth.pit_counts, " ")));
@@ -424,36 +425,36 @@ TEST_CASE("evaluate through a model whose head predicts the true Cauchy: calibra
   const auto halved = report_with(true_scale / 2);
   for (const auto& c : halved.intervals) {
     INFO("level ", c.nominal, " coverage ", *c.coverage);
-    CHECK(c.verdict == ct::CoverageVerdict::over_confident);
+    CHECK(c.verdict == ce::CoverageVerdict::over_confident);
   }
   CHECK(*halved.mean_nll > *truth.mean_nll);
 }
 
 TEST_CASE("the coverage verdict at the 2-standard-error boundaries") {
   // p = 0.8, n = 400: se = 0.02, so the band is [0.76, 0.84]
-  CHECK(ct::coverage_verdict(0.7599, 0.8, 400) == ct::CoverageVerdict::over_confident);
-  CHECK(ct::coverage_verdict(0.7601, 0.8, 400) == ct::CoverageVerdict::calibrated);
-  CHECK(ct::coverage_verdict(0.8399, 0.8, 400) == ct::CoverageVerdict::calibrated);
-  CHECK(ct::coverage_verdict(0.8401, 0.8, 400) == ct::CoverageVerdict::under_confident);
-  CHECK(ct::verdict_name(ct::CoverageVerdict::over_confident) == "over-confident");
-  CHECK(ct::verdict_name(ct::CoverageVerdict::under_confident) == "under-confident");
-  CHECK(ct::verdict_name(ct::CoverageVerdict::calibrated) == "calibrated");
-  CHECK(ct::interval_half_width(0.5) == doctest::Approx(1.0));
-  CHECK(ct::interval_half_width(0.95) == doctest::Approx(std::tan(std::numbers::pi * 0.475)));
+  CHECK(ce::coverage_verdict(0.7599, 0.8, 400) == ce::CoverageVerdict::over_confident);
+  CHECK(ce::coverage_verdict(0.7601, 0.8, 400) == ce::CoverageVerdict::calibrated);
+  CHECK(ce::coverage_verdict(0.8399, 0.8, 400) == ce::CoverageVerdict::calibrated);
+  CHECK(ce::coverage_verdict(0.8401, 0.8, 400) == ce::CoverageVerdict::under_confident);
+  CHECK(ce::verdict_name(ce::CoverageVerdict::over_confident) == "over-confident");
+  CHECK(ce::verdict_name(ce::CoverageVerdict::under_confident) == "under-confident");
+  CHECK(ce::verdict_name(ce::CoverageVerdict::calibrated) == "calibrated");
+  CHECK(ce::interval_half_width(0.5) == doctest::Approx(1.0));
+  CHECK(ce::interval_half_width(0.95) == doctest::Approx(std::tan(std::numbers::pi * 0.475)));
 }
 
 TEST_CASE("median: the middle value, the midpoint of the two middle ones, none of nothing") {
-  CHECK(ct::median({3.0, -1.0, 2.0}) == 2.0);
-  CHECK(ct::median({4.0, 1.0, 3.0, 2.0}) == 2.5);
-  CHECK(ct::median({5.0}) == 5.0);
-  CHECK_FALSE(ct::median({}).has_value());
+  CHECK(ce::median({3.0, -1.0, 2.0}) == 2.0);
+  CHECK(ce::median({4.0, 1.0, 3.0, 2.0}) == 2.5);
+  CHECK(ce::median({5.0}) == 5.0);
+  CHECK_FALSE(ce::median({}).has_value());
 }
 
 TEST_CASE("ECE: near 0 for calibrated confidences, large for over-confident ones, exact on a hand-made table") {
   const auto seed = cqtest::test_seed(77, "calibration ECE");
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> u01(0.0, 1.0);
-  ct::TokenCalibration calibrated(5), over_confident(5);
+  ce::TokenCalibration calibrated(5), over_confident(5);
   constexpr std::size_t n = 50000;
   for (std::size_t i = 0; i < n; ++i) {
     const double confidence = u01(rng), draw = u01(rng);
@@ -465,7 +466,7 @@ TEST_CASE("ECE: near 0 for calibrated confidences, large for over-confident ones
   INFO("ECE calibrated ", *good.ece, ", over-confident ", *bad.ece);
   CHECK(*good.ece < 0.02);
   CHECK(*bad.ece == doctest::Approx(1.0 / 6).epsilon(0.1));  // ∫ (c − c²) dc = 1/6
-  for (std::size_t b = 0; b < ct::reliability_bin_count; ++b) {
+  for (std::size_t b = 0; b < ce::reliability_bin_count; ++b) {
     const auto& bin = good.reliability[b];
     INFO("bin ", b, " count ", bin.count);
     REQUIRE(bin.count > 0);
@@ -476,7 +477,7 @@ TEST_CASE("ECE: near 0 for calibrated confidences, large for over-confident ones
 
   // by hand: bin 9 holds 0.95 (hit) and 0.97 (miss), bin 3 holds 0.35 (hit) and 0.32 (miss)
   //   ECE = 2/4·|0.5 − 0.96| + 2/4·|0.5 − 0.335| = 0.23 + 0.0825 = 0.3125
-  ct::TokenCalibration table(5);
+  ce::TokenCalibration table(5);
   table.add(3, 3, 0.95, 1.2);
   table.add(3, 4, 0.97, 1.4);
   table.add(2, 2, 0.35, 0.6);
@@ -498,7 +499,7 @@ TEST_CASE("ECE: near 0 for calibrated confidences, large for over-confident ones
 
 TEST_CASE("<NUM> precision, recall and F1 on a hand-made confusion") {
   constexpr std::int64_t num = 7;
-  ct::TokenCalibration confusion(num);
+  ce::TokenCalibration confusion(num);
   for (int i = 0; i < 3; ++i) confusion.add(num, num, 0.9, 1);  // true positives
   for (int i = 0; i < 2; ++i) confusion.add(num, 2, 0.8, 1);    // false positives
   for (int i = 0; i < 4; ++i) confusion.add(1, num, 0.4, 1);    // false negatives
@@ -515,12 +516,12 @@ TEST_CASE("<NUM> precision, recall and F1 on a hand-made confusion") {
   CHECK(*r.accuracy == doctest::Approx(8.0 / 14));
 
   // no <NUM> predicted: precision undefined, recall and F1 are 0; no <NUM> at all: all undefined
-  ct::TokenCalibration missed(num);
+  ce::TokenCalibration missed(num);
   missed.add(1, num, 0.5, 1);
   CHECK_FALSE(missed.report().num_precision.has_value());
   CHECK(*missed.report().num_recall == 0.0);
   CHECK(*missed.report().num_f1 == 0.0);
-  ct::TokenCalibration none(num);
+  ce::TokenCalibration none(num);
   none.add(1, 1, 0.5, 1);
   CHECK_FALSE(none.report().num_precision.has_value());
   CHECK_FALSE(none.report().num_recall.has_value());
@@ -528,13 +529,13 @@ TEST_CASE("<NUM> precision, recall and F1 on a hand-made confusion") {
 }
 
 TEST_CASE("the report as JSON round-trips") {
-  ct::GroupedCalibration grouped(7, 2.5);
+  ce::GroupedCalibration grouped(7, 2.5);
   const std::vector<NumberSample> samples = cqtest::grouped_samples();
   cqtest::add_grouped_samples(grouped, samples);
   const auto report = grouped.report();
   check_numbers_by_hand(report.overall.numbers, samples, 2.5);
 
-  const auto j = ct::calibration_to_json(report);
+  const auto j = ce::calibration_to_json(report);
   CHECK(j["format"] == "causalqwen-calibration-1");
   CHECK(j["levels"] == nlohmann::json{0.5, 0.8, 0.9, 0.95});
   CHECK(j["overall"]["numbers"]["numbers"] == 5);
@@ -542,8 +543,8 @@ TEST_CASE("the report as JSON round-trips") {
   CHECK(j["overall"]["numbers"]["intervals"][0]["verdict"].is_string());
   CHECK(j["overall"]["tokens"]["reliability"].size() == 10);
   CHECK(j["overall"]["tokens"]["reliability"][0]["accuracy"].is_null());  // an empty bin
-  const auto back = ct::calibration_from_json(nlohmann::json::parse(j.dump()), "report.json");
-  CHECK(ct::calibration_to_json(back) == j);  // every field, bit for bit
+  const auto back = ce::calibration_from_json(nlohmann::json::parse(j.dump()), "report.json");
+  CHECK(ce::calibration_to_json(back) == j);  // every field, bit for bit
   CHECK(back.overall.numbers.mae == report.overall.numbers.mae);
   CHECK(back.overall.numbers.mean_nll == report.overall.numbers.mean_nll);
   CHECK(back.overall.numbers.pit_counts == report.overall.numbers.pit_counts);
@@ -560,16 +561,16 @@ TEST_CASE("the report as JSON round-trips") {
   // a damaged report is refused with the field named
   auto damaged = j;
   damaged["overall"]["numbers"]["intervals"].erase(1);
-  CHECK(cqtest::error_message<cq::FormatError>([&] { ct::calibration_from_json(damaged, "report.json"); }) ==
+  CHECK(cqtest::error_message<cq::FormatError>([&] { ce::calibration_from_json(damaged, "report.json"); }) ==
         "report.json: overall.numbers.intervals must be an array of 4 elements");
   damaged = j;
   damaged["overall"]["numbers"]["intervals"][2]["verdict"] = "fine";
-  CHECK(cqtest::error_message<cq::FormatError>([&] { ct::calibration_from_json(damaged, "report.json"); })
+  CHECK(cqtest::error_message<cq::FormatError>([&] { ce::calibration_from_json(damaged, "report.json"); })
             .find("verdict must be") != std::string::npos);
 }
 
 TEST_CASE_TEMPLATE("empty and invalid input: no targets give a report of nulls, bad values an error", T, float, double) {
-  ct::GroupedCalibration empty(7, 1.0);
+  ce::GroupedCalibration empty(7, 1.0);
   const auto report = empty.report();
   const auto& numbers = report.overall.numbers;
   CHECK(numbers.numbers == 0);
@@ -585,7 +586,7 @@ TEST_CASE_TEMPLATE("empty and invalid input: no targets give a report of nulls, 
   }
   CHECK_FALSE(report.overall.tokens.ece.has_value());
   CHECK_FALSE(report.overall.tokens.accuracy.has_value());
-  const auto j = ct::calibration_to_json(report);
+  const auto j = ce::calibration_to_json(report);
   CHECK(j["overall"]["numbers"]["numbers"] == 0);
   for (const char* key : {"mae", "median_abs_error", "mean_nll", "pit_chi_square"}) CHECK(j["overall"]["numbers"][key].is_null());
   for (const auto& c : j["overall"]["numbers"]["intervals"]) {
@@ -595,28 +596,28 @@ TEST_CASE_TEMPLATE("empty and invalid input: no targets give a report of nulls, 
   }
   CHECK(j["overall"]["tokens"]["ece"].is_null());
   CHECK(j["overall"]["numbers"]["baseline"]["mae_ratio"].is_null());
-  CHECK(ct::calibration_to_json(ct::calibration_from_json(j, "empty")) == j);
+  CHECK(ce::calibration_to_json(ce::calibration_from_json(j, "empty")) == j);
 
   // an evaluation over no batches
   cq::model::CausalQwen<T> model(cqtest::tiny_config());
   model.init_random(cqtest::test_seed(5, "calibration empty evaluation"));
-  const auto e = ct::evaluate(model, std::span<const cq::io::BatchData<T>>{});
+  const auto e = ct::evaluate(model, std::span<const cq::train::BatchData<T>>{});
   CHECK(e.calibration.overall.numbers.numbers == 0);
   CHECK(e.calibration.overall.tokens.positions == 0);
-  CHECK(ct::calibration_to_json(e.calibration)["overall"]["numbers"]["mae"].is_null());
+  CHECK(ce::calibration_to_json(e.calibration)["overall"]["numbers"]["mae"].is_null());
 
   // values no statistic can hold
-  ct::NumberCalibration n;
+  ce::NumberCalibration n;
   CHECK(cqtest::error_message<cq::DomainError>([&] { n.add(1.0, 0.0, 0.0); }) ==
         "causalqwen::NumberCalibration::add: needs a finite target, a finite loc and a finite scale > 0, "
         "got y = 1, loc = 0, scale = 0");
   CHECK_THROWS_AS(n.add(std::numeric_limits<double>::quiet_NaN(), 0.0, 1.0), cq::DomainError);
   CHECK_THROWS_AS(n.add(0.0, std::numeric_limits<double>::infinity(), 1.0), cq::DomainError);
   CHECK(n.size() == 0);
-  ct::TokenCalibration t(7);
+  ce::TokenCalibration t(7);
   CHECK_THROWS_AS(t.add(1, 1, 1.5, 1.0), cq::DomainError);
   CHECK_THROWS_AS(t.add(1, 1, std::numeric_limits<double>::quiet_NaN(), 1.0), cq::DomainError);
-  CHECK_THROWS_AS(ct::NumberCalibration(std::numeric_limits<double>::infinity()), cq::DomainError);
+  CHECK_THROWS_AS(ce::NumberCalibration(std::numeric_limits<double>::infinity()), cq::DomainError);
 }
 
 TEST_CASE_TEMPLATE("evaluate: a diverged model's non-finite predictions are counted, not thrown", T, float, double) {
@@ -624,7 +625,7 @@ TEST_CASE_TEMPLATE("evaluate: a diverged model's non-finite predictions are coun
   cq::model::CausalQwen<T> model(cqtest::tiny_config());
   model.init_random(seed);
   cqtest::CountingTokenSource<T> counting(3, 9, 11, 11);
-  std::vector<cq::io::BatchData<T>> batches{counting.next()};
+  std::vector<cq::train::BatchData<T>> batches{counting.next()};
   const auto healthy = ct::evaluate(model, batches);
   REQUIRE(healthy.numbers > 0);
   CHECK(healthy.non_finite == 0);

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <string>
 
-namespace io = causalqwen::io;
+namespace format = causalqwen::format;
 using cq::FormatError;
 
 namespace {
@@ -20,7 +20,7 @@ std::string open_error(const std::string& bytes) {
   iotest::TempDir dir;
   const auto path = dir / "bad.safetensors";
   iotest::write_bytes(path, bytes);
-  std::string message = cqtest::error_message<FormatError>([&] { io::SafetensorsFile::open(path); });
+  std::string message = cqtest::error_message<FormatError>([&] { format::SafetensorsFile::open(path); });
   const std::string p = path.string();
   for (auto at = message.find(p); at != std::string::npos; at = message.find(p))
     message.replace(at, p.size(), "FILE");
@@ -101,13 +101,13 @@ TEST_CASE("data offsets out of range or reversed") {
 TEST_CASE("a truncated file (the data cut short)") {
   iotest::TempDir dir;
   const std::vector<float> values(100, 1.0f);
-  io::SafetensorsWriter writer;
+  format::SafetensorsWriter writer;
   writer.add("w", {10, 10}, values);
   const auto path = dir / "model.safetensors";
   writer.write(path);
   std::filesystem::resize_file(path, std::filesystem::file_size(path) - 10);
   const std::string message =
-      cqtest::error_message<FormatError>([&] { io::SafetensorsFile::open(path); });
+      cqtest::error_message<FormatError>([&] { format::SafetensorsFile::open(path); });
   CHECK(message == path.string() +
                        ": tensor 'w': data_offsets [0,400] extend past the data section (390 bytes)");
 }
@@ -159,9 +159,9 @@ TEST_CASE("metadata that is not an object of strings") {
 TEST_CASE("a path that is missing or a directory") {
   iotest::TempDir dir;
   const auto missing = dir / "none.safetensors";
-  CHECK(cqtest::error_message<FormatError>([&] { io::SafetensorsFile::open(missing); }) ==
+  CHECK(cqtest::error_message<FormatError>([&] { format::SafetensorsFile::open(missing); }) ==
         missing.string() + ": cannot open: No such file or directory");
-  CHECK(cqtest::error_message<FormatError>([&] { io::SafetensorsFile::open(dir.path()); }) ==
+  CHECK(cqtest::error_message<FormatError>([&] { format::SafetensorsFile::open(dir.path()); }) ==
         dir.path().string() + ": cannot open: Is a directory");
 }
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace io = causalqwen::io;
+namespace format = causalqwen::format;
 namespace cq = causalqwen;
 using nlohmann::json;
 
@@ -25,9 +25,9 @@ json qwen2_config() {
           {"num_hidden_layers", 2},   {"num_attention_heads", 4}, {"model_type", "qwen2"}};
 }
 
-io::ConfigFields read(const iotest::TempDir& dir, const json& j, std::optional<std::int64_t> fallback = std::nullopt) {
+format::ConfigFields read(const iotest::TempDir& dir, const json& j, std::optional<std::int64_t> fallback = std::nullopt) {
   iotest::write_bytes(dir / "config.json", j.dump());
-  return io::read_config_fields(dir / "config.json", fallback);
+  return format::read_config_fields(dir / "config.json", fallback);
 }
 
 std::string error_of(const iotest::TempDir& dir, const json& j) {

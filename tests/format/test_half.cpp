@@ -15,7 +15,7 @@
 #include <random>
 
 namespace cq = causalqwen;
-namespace io = causalqwen::io;
+namespace format = causalqwen::format;
 
 namespace {
 bool same_bits(float a, float b) { return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b); }
@@ -38,29 +38,29 @@ TEST_CASE("bf16_to_float decodes known bit patterns exactly") {
 }
 
 TEST_CASE("f16_to_float decodes known bit patterns exactly") {
-  CHECK(same_bits(io::f16_to_float(0x0000), 0.0f));
-  CHECK(same_bits(io::f16_to_float(0x8000), -0.0f));
-  CHECK(io::f16_to_float(0x3C00) == 1.0f);
-  CHECK(io::f16_to_float(0xC100) == -2.5f);
-  CHECK(io::f16_to_float(0x3C01) == 1.0f + std::ldexp(1.0f, -10));
-  CHECK(io::f16_to_float(0x0001) == std::ldexp(1.0f, -24));  // smallest subnormal
-  CHECK(io::f16_to_float(0x8001) == -std::ldexp(1.0f, -24));
-  CHECK(io::f16_to_float(0x0200) == std::ldexp(1.0f, -15));
-  CHECK(io::f16_to_float(0x03FF) == std::ldexp(1023.0f, -24));  // largest subnormal
-  CHECK(io::f16_to_float(0x0400) == std::ldexp(1.0f, -14));  // smallest normal
-  CHECK(io::f16_to_float(0x7BFF) == 65504.0f);  // largest finite
-  CHECK(io::f16_to_float(0x7C00) == std::numeric_limits<float>::infinity());
-  CHECK(io::f16_to_float(0xFC00) == -std::numeric_limits<float>::infinity());
-  CHECK(std::isnan(io::f16_to_float(0x7E00)));
-  CHECK(std::isnan(io::f16_to_float(0x7C01)));  // signalling NaN stays NaN
-  CHECK(std::signbit(io::f16_to_float(0xFE00)));
+  CHECK(same_bits(format::f16_to_float(0x0000), 0.0f));
+  CHECK(same_bits(format::f16_to_float(0x8000), -0.0f));
+  CHECK(format::f16_to_float(0x3C00) == 1.0f);
+  CHECK(format::f16_to_float(0xC100) == -2.5f);
+  CHECK(format::f16_to_float(0x3C01) == 1.0f + std::ldexp(1.0f, -10));
+  CHECK(format::f16_to_float(0x0001) == std::ldexp(1.0f, -24));  // smallest subnormal
+  CHECK(format::f16_to_float(0x8001) == -std::ldexp(1.0f, -24));
+  CHECK(format::f16_to_float(0x0200) == std::ldexp(1.0f, -15));
+  CHECK(format::f16_to_float(0x03FF) == std::ldexp(1023.0f, -24));  // largest subnormal
+  CHECK(format::f16_to_float(0x0400) == std::ldexp(1.0f, -14));  // smallest normal
+  CHECK(format::f16_to_float(0x7BFF) == 65504.0f);  // largest finite
+  CHECK(format::f16_to_float(0x7C00) == std::numeric_limits<float>::infinity());
+  CHECK(format::f16_to_float(0xFC00) == -std::numeric_limits<float>::infinity());
+  CHECK(std::isnan(format::f16_to_float(0x7E00)));
+  CHECK(std::isnan(format::f16_to_float(0x7C01)));  // signalling NaN stays NaN
+  CHECK(std::signbit(format::f16_to_float(0xFE00)));
 }
 
 TEST_CASE("f16_to_float agrees with the value formula on every one of the 65536 patterns") {
   for (std::uint32_t bits = 0; bits < 65536; ++bits) {
     const auto h = static_cast<std::uint16_t>(bits);
     const int sign = (h >> 15) ? -1 : 1, exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
-    const float got = io::f16_to_float(h);
+    const float got = format::f16_to_float(h);
     if (exponent == 0x1F) {
       if (mantissa == 0) CHECK(got == sign * std::numeric_limits<float>::infinity());
       else CHECK(std::isnan(got));
@@ -79,11 +79,11 @@ TEST_CASE("every bf16 and f16 pattern survives a round trip through float") {
   int bf16_failures = 0, f16_failures = 0;
   for (std::uint32_t bits = 0; bits < 65536; ++bits) {
     const auto h = static_cast<std::uint16_t>(bits);
-    const float b = cq::bf16_to_float(h), f = io::f16_to_float(h);
+    const float b = cq::bf16_to_float(h), f = format::f16_to_float(h);
     if (std::isnan(b)) bf16_failures += !std::isnan(cq::bf16_to_float(cq::float_to_bf16(b)));
     else bf16_failures += cq::float_to_bf16(b) != h;
-    if (std::isnan(f)) f16_failures += !std::isnan(io::f16_to_float(io::float_to_f16(f)));
-    else f16_failures += io::float_to_f16(f) != h;
+    if (std::isnan(f)) f16_failures += !std::isnan(format::f16_to_float(format::float_to_f16(f)));
+    else f16_failures += format::float_to_f16(f) != h;
   }
   CHECK(bf16_failures == 0);
   CHECK(f16_failures == 0);
@@ -91,20 +91,20 @@ TEST_CASE("every bf16 and f16 pattern survives a round trip through float") {
 
 TEST_CASE("float_to_f16 rounds to nearest, ties to even, with gradual underflow") {
   const float ulp1 = std::ldexp(1.0f, -10);
-  CHECK(io::float_to_f16(1.0f + ulp1 / 2) == 0x3C00);      // tie → even (1.0)
-  CHECK(io::float_to_f16(1.0f + 1.5f * ulp1) == 0x3C02);   // tie → even (1 + 2 ulp)
-  CHECK(io::float_to_f16(1.0f + 0.51f * ulp1) == 0x3C01);  // above half → up
-  CHECK(io::float_to_f16(65504.0f) == 0x7BFF);
-  CHECK(io::float_to_f16(65519.996f) == 0x7BFF);           // below the 65520 midpoint
-  CHECK(io::float_to_f16(65520.0f) == 0x7C00);             // midpoint, odd side → infinity
-  CHECK(io::float_to_f16(-1e10f) == 0xFC00);
-  CHECK(io::float_to_f16(std::ldexp(1.0f, -24)) == 0x0001);
-  CHECK(io::float_to_f16(std::ldexp(1.0f, -25)) == 0x0000);  // tie between 0 and 2⁻²⁴ → 0
-  CHECK(io::float_to_f16(std::ldexp(1.0f, -25) * 1.0001f) == 0x0001);
-  CHECK(io::float_to_f16(std::ldexp(3.0f, -25)) == 0x0002);  // 1.5 subnormal ulps → even (2)
-  CHECK(io::float_to_f16(std::ldexp(1023.5f, -24)) == 0x0400);  // rounds up into the normals
-  CHECK(io::float_to_f16(-std::numeric_limits<float>::denorm_min()) == 0x8000);
-  CHECK((io::float_to_f16(std::numeric_limits<float>::quiet_NaN()) & 0x7E00) == 0x7E00);
+  CHECK(format::float_to_f16(1.0f + ulp1 / 2) == 0x3C00);      // tie → even (1.0)
+  CHECK(format::float_to_f16(1.0f + 1.5f * ulp1) == 0x3C02);   // tie → even (1 + 2 ulp)
+  CHECK(format::float_to_f16(1.0f + 0.51f * ulp1) == 0x3C01);  // above half → up
+  CHECK(format::float_to_f16(65504.0f) == 0x7BFF);
+  CHECK(format::float_to_f16(65519.996f) == 0x7BFF);           // below the 65520 midpoint
+  CHECK(format::float_to_f16(65520.0f) == 0x7C00);             // midpoint, odd side → infinity
+  CHECK(format::float_to_f16(-1e10f) == 0xFC00);
+  CHECK(format::float_to_f16(std::ldexp(1.0f, -24)) == 0x0001);
+  CHECK(format::float_to_f16(std::ldexp(1.0f, -25)) == 0x0000);  // tie between 0 and 2⁻²⁴ → 0
+  CHECK(format::float_to_f16(std::ldexp(1.0f, -25) * 1.0001f) == 0x0001);
+  CHECK(format::float_to_f16(std::ldexp(3.0f, -25)) == 0x0002);  // 1.5 subnormal ulps → even (2)
+  CHECK(format::float_to_f16(std::ldexp(1023.5f, -24)) == 0x0400);  // rounds up into the normals
+  CHECK(format::float_to_f16(-std::numeric_limits<float>::denorm_min()) == 0x8000);
+  CHECK((format::float_to_f16(std::numeric_limits<float>::quiet_NaN()) & 0x7E00) == 0x7E00);
 }
 
 TEST_CASE("float_to_bf16 rounds to nearest, ties to even") {
@@ -133,7 +133,7 @@ TEST_CASE("narrowing picks the nearest representable value (random floats)") {
       std::uint16_t (*narrow)(float);
       float (*widen)(std::uint16_t);
     };
-    for (Format f : {Format{cq::float_to_bf16, cq::bf16_to_float}, Format{io::float_to_f16, io::f16_to_float}}) {
+    for (Format f : {Format{cq::float_to_bf16, cq::bf16_to_float}, Format{format::float_to_f16, format::f16_to_float}}) {
       const std::uint16_t h = f.narrow(y);
       const double got = f.widen(h);
       if (std::isinf(got)) continue;  // overflow is checked by the cases above

@@ -23,7 +23,7 @@
 #error "CQ_FORMAT_REFERENCE_DIR must name the directory the reference fixture writes"
 #endif
 
-namespace io = causalqwen::io;
+namespace format = causalqwen::format;
 
 namespace {
 const std::filesystem::path reference_dir = CQ_FORMAT_REFERENCE_DIR;
@@ -55,11 +55,11 @@ void check_tensors(const Source& source, const nlohmann::json& expected) {
   CHECK(source.size() == expected.size());
   for (const auto& [name, e] : expected.items()) {
     CAPTURE(name);
-    const io::TensorInfo& info = source.info(name);
-    CHECK(io::dtype_name(info.dtype) == e["dtype"].template get<std::string>());
+    const format::TensorInfo& info = source.info(name);
+    CHECK(format::dtype_name(info.dtype) == e["dtype"].template get<std::string>());
     CHECK(info.shape == e["shape"].template get<std::vector<std::size_t>>());
     const auto& values = e["values"];
-    if (io::is_floating(info.dtype)) {
+    if (format::is_floating(info.dtype)) {
       const auto as_double = source.template read_vector<double>(name);
       const auto as_float = source.template read_vector<float>(name);
       REQUIRE(as_double.size() == values.size());
@@ -79,8 +79,8 @@ void check_tensors(const Source& source, const nlohmann::json& expected) {
 
 TEST_CASE("a file written by the independent implementation: every dtype and special value") {
   const auto expected = load_expected();
-  for (auto mode : {io::LoadMode::automatic, io::LoadMode::read}) {
-    const auto file = io::SafetensorsFile::open(reference_dir / "reference.safetensors", mode);
+  for (auto mode : {format::LoadMode::automatic, format::LoadMode::read}) {
+    const auto file = format::SafetensorsFile::open(reference_dir / "reference.safetensors", mode);
     check_tensors(file, expected["reference"]);
     CHECK(file.metadata() == expected["metadata"].get<std::map<std::string, std::string>>());
   }
@@ -88,7 +88,7 @@ TEST_CASE("a file written by the independent implementation: every dtype and spe
 
 TEST_CASE("a sharded checkpoint written by the independent implementation") {
   const auto expected = load_expected();
-  const auto ckpt = io::SafetensorsCheckpoint::open(reference_dir / "sharded");
+  const auto ckpt = format::SafetensorsCheckpoint::open(reference_dir / "sharded");
   CHECK(ckpt.is_sharded());
   check_tensors(ckpt, expected["sharded"]);
   for (const auto& [name, e] : expected["sharded"].items())
@@ -118,14 +118,14 @@ TEST_CASE("a file for the independent implementation to check (format_reference_
   for (std::size_t i = 0; i < f64.size(); ++i) f64[i] = static_cast<double>(i) / 8;
   const std::vector<std::int64_t> ids = {-(std::int64_t{1} << 40), 0, 7};
 
-  io::SafetensorsWriter writer;
+  format::SafetensorsWriter writer;
   writer.add("source.f32", {source.size()}, source)
-      .add("source.bf16", {source.size()}, source, io::Dtype::BF16)
-      .add("source.f16", {source.size()}, source, io::Dtype::F16)
+      .add("source.bf16", {source.size()}, source, format::Dtype::BF16)
+      .add("source.f16", {source.size()}, source, format::Dtype::F16)
       .add("source.f64", {3, 4}, f64)
       .add("ids.i64", {3}, ids)
       .set_metadata("producer", "causalqwen")
       .set_metadata("purpose", "python check");
   writer.write(reference_dir / "from_cpp.safetensors");
-  CHECK(io::SafetensorsFile::open(reference_dir / "from_cpp.safetensors").size() == 5);
+  CHECK(format::SafetensorsFile::open(reference_dir / "from_cpp.safetensors").size() == 5);
 }

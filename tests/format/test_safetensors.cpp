@@ -20,7 +20,7 @@
 #include <vector>
 
 namespace cq = causalqwen;
-namespace io = causalqwen::io;
+namespace format = causalqwen::format;
 using cq::DomainError;
 using cq::FormatError;
 using cqtest::error_message;
@@ -50,19 +50,19 @@ TEST_CASE("round trip of every writable dtype, mapped and read") {
   std::memcpy(raw_i16.data(), i16, 4);
   std::vector<std::byte> raw_bool = {std::byte{1}, std::byte{0}, std::byte{1}};
 
-  io::SafetensorsWriter writer;
+  format::SafetensorsWriter writer;
   writer.add("f32", {3, 4}, float_values)
-      .add("f64_from_float", {12}, float_values, io::Dtype::F64)
-      .add("bf16", {2, 6}, float_values, io::Dtype::BF16)
-      .add("f16", {12}, float_values, io::Dtype::F16)
+      .add("f64_from_float", {12}, float_values, format::Dtype::F64)
+      .add("bf16", {2, 6}, float_values, format::Dtype::BF16)
+      .add("f16", {12}, float_values, format::Dtype::F16)
       .add("f64", {2, 3}, doubles)
-      .add("f32_from_double", {6}, doubles, io::Dtype::F32)
+      .add("f32_from_double", {6}, doubles, format::Dtype::F32)
       .add("i64", {6}, ints)
-      .add("i32", {3}, small_ints, io::Dtype::I32)
-      .add_bytes("u8", io::Dtype::U8, {3}, raw_u8)
-      .add_bytes("i8", io::Dtype::I8, {3}, raw_i8)
-      .add_bytes("i16", io::Dtype::I16, {2}, raw_i16)
-      .add_bytes("bool", io::Dtype::BOOL, {3}, raw_bool)
+      .add("i32", {3}, small_ints, format::Dtype::I32)
+      .add_bytes("u8", format::Dtype::U8, {3}, raw_u8)
+      .add_bytes("i8", format::Dtype::I8, {3}, raw_i8)
+      .add_bytes("i16", format::Dtype::I16, {2}, raw_i16)
+      .add_bytes("bool", format::Dtype::BOOL, {3}, raw_bool)
       .add("scalar", {}, std::span<const float>(float_values).first(1))
       .add("empty", {0, 5}, std::span<const float>())
       .set_metadata("format", "pt")
@@ -70,10 +70,10 @@ TEST_CASE("round trip of every writable dtype, mapped and read") {
   const auto path = dir / "all.safetensors";
   writer.write(path);
 
-  for (auto mode : {io::LoadMode::automatic, io::LoadMode::read}) {
+  for (auto mode : {format::LoadMode::automatic, format::LoadMode::read}) {
     CAPTURE(static_cast<int>(mode));
-    const auto file = io::SafetensorsFile::open(path, mode);
-    CHECK(file.is_mapped() == (mode == io::LoadMode::automatic));
+    const auto file = format::SafetensorsFile::open(path, mode);
+    CHECK(file.is_mapped() == (mode == format::LoadMode::automatic));
     CHECK(file.names() == std::vector<std::string>{"bf16", "bool", "empty", "f16", "f32",
                                                    "f32_from_double", "f64", "f64_from_float",
                                                    "i16", "i32", "i64", "i8", "scalar", "u8"});
@@ -81,8 +81,8 @@ TEST_CASE("round trip of every writable dtype, mapped and read") {
     CHECK(file.metadata().at("format") == "pt");
 
     CHECK(file.info("f32").shape == std::vector<std::size_t>{3, 4});
-    CHECK(file.info("f32").dtype == io::Dtype::F32);
-    CHECK(file.info("bf16").dtype == io::Dtype::BF16);
+    CHECK(file.info("f32").dtype == format::Dtype::F32);
+    CHECK(file.info("bf16").dtype == format::Dtype::BF16);
     CHECK(file.info("bf16").byte_size() == 24);
     const auto f32 = file.read_vector<float>("f32");
     const auto f64_from_float = file.read_vector<double>("f64_from_float");
@@ -93,7 +93,7 @@ TEST_CASE("round trip of every writable dtype, mapped and read") {
       CHECK(same_value(f32[i], float_values[i]));
       CHECK(same_value(f64_from_float[i], float_values[i]));
       CHECK(same_value(bf16[i], cq::bf16_to_float(cq::float_to_bf16(float_values[i]))));
-      CHECK(same_value(f16[i], io::f16_to_float(io::float_to_f16(float_values[i]))));
+      CHECK(same_value(f16[i], format::f16_to_float(format::float_to_f16(float_values[i]))));
     }
     CHECK(bf16[4] == 3.140625f);  // 3.14159265 to 8 significant bits
     CHECK(f16[6] == 65504.0);
@@ -122,13 +122,13 @@ TEST_CASE("the writer lays the file out as the Python library does") {
   const std::vector<float> two = {1.0f, 2.0f};
   const std::vector<double> one = {0.5};
   const std::vector<std::int64_t> ids = {3};
-  io::SafetensorsWriter writer;
+  format::SafetensorsWriter writer;
   // Added in an order unlike the file's: the file orders by descending dtype, then by name.
-  writer.add("b", {2}, two, io::Dtype::F16)
+  writer.add("b", {2}, two, format::Dtype::F16)
       .add("a", {1, 2}, two)
       .add("z", {1}, one)
       .add("ids", {1}, ids)
-      .add("c", {2}, two, io::Dtype::BF16)
+      .add("c", {2}, two, format::Dtype::BF16)
       .set_metadata("k", "v");
   const std::string expected_json =
       R"({"__metadata__":{"k":"v"},"ids":{"dtype":"I64","shape":[1],"data_offsets":[0,8]},)"
@@ -163,18 +163,18 @@ TEST_CASE("the writer lays the file out as the Python library does") {
 TEST_CASE("a file without metadata has no __metadata__ entry") {
   iotest::TempDir dir;
   const std::vector<float> v = {1.0f};
-  io::SafetensorsWriter writer;
+  format::SafetensorsWriter writer;
   writer.add("x", {1}, v);
   CHECK(writer.header().find("__metadata__") == std::string::npos);
   writer.write(dir / "x.safetensors");
-  CHECK(io::SafetensorsFile::open(dir / "x.safetensors").metadata().empty());
+  CHECK(format::SafetensorsFile::open(dir / "x.safetensors").metadata().empty());
 }
 
 TEST_CASE("the writer refuses inconsistent tensors") {
   const std::vector<float> three = {1, 2, 3};
   const std::vector<double> d = {1};
   const std::vector<std::int64_t> big = {std::int64_t{1} << 40};
-  io::SafetensorsWriter writer;
+  format::SafetensorsWriter writer;
   writer.add("x", {3}, three);
   CHECK(error_message<DomainError>([&] { writer.add("x", {3}, three); }) ==
         "causalqwen::SafetensorsWriter::add: tensor 'x' added twice");
@@ -184,12 +184,12 @@ TEST_CASE("the writer refuses inconsistent tensors") {
             .find("reserved") != std::string::npos);
   CHECK(error_message<DomainError>([&] { writer.add("", {3}, three); })
             .find("must not be empty") != std::string::npos);
-  CHECK(error_message<DomainError>([&] { writer.add("d", {1}, d, io::Dtype::BF16); }) ==
+  CHECK(error_message<DomainError>([&] { writer.add("d", {1}, d, format::Dtype::BF16); }) ==
         "causalqwen::SafetensorsWriter::add: tensor 'd': double data can be stored as F64 or "
         "F32, not BF16");
-  CHECK(error_message<DomainError>([&] { writer.add("f", {3}, three, io::Dtype::I64); })
+  CHECK(error_message<DomainError>([&] { writer.add("f", {3}, three, format::Dtype::I64); })
             .find("float data can be stored as F32, F64, BF16 or F16, not I64") != std::string::npos);
-  CHECK(error_message<DomainError>([&] { writer.add("i", {1}, big, io::Dtype::I32); }) ==
+  CHECK(error_message<DomainError>([&] { writer.add("i", {1}, big, format::Dtype::I32); }) ==
         "causalqwen::SafetensorsWriter::add: tensor 'i': value 1099511627776 does not fit I32");
   CHECK(writer.size() == 1);
 }
@@ -198,11 +198,11 @@ TEST_CASE("reading checks the tensor's name, kind, size and shape") {
   iotest::TempDir dir;
   const std::vector<float> six = {1, 2, 3, 4, 5, 6};
   const std::vector<std::int64_t> ids = {1, 2};
-  io::SafetensorsWriter writer;
+  format::SafetensorsWriter writer;
   writer.add("w", {2, 3}, six).add("ids", {2}, ids);
   const auto path = dir / "m.safetensors";
   writer.write(path);
-  const auto file = io::SafetensorsFile::open(path);
+  const auto file = format::SafetensorsFile::open(path);
 
   CHECK(error_message<FormatError>([&] { file.info("x"); }) ==
         "tensor 'x' not found in " + path.string());
@@ -242,7 +242,7 @@ TEST_CASE("tensors with unaligned data are read correctly") {
   std::memcpy(data.data() + 16, &half_two, 2);
   const auto path = dir / "unaligned.safetensors";
   iotest::write_bytes(path, iotest::safetensors_bytes(header + "   ", data));  // 3 spaces
-  const auto file = io::SafetensorsFile::open(path);
+  const auto file = format::SafetensorsFile::open(path);
   CHECK(reinterpret_cast<std::uintptr_t>(file.raw("a").data()) % 8 != 0);
   CHECK(file.read_vector<double>("a") == std::vector<double>{1.5, -7.25});
   CHECK(file.read_vector<float>("a") == std::vector<float>{1.5f, -7.25f});
@@ -253,10 +253,10 @@ TEST_CASE("a file of tens of megabytes round-trips through the chunked writer") 
   iotest::TempDir dir;
   std::vector<float> big(5'000'000);
   for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i) * 0.5f;
-  io::SafetensorsWriter writer;
-  writer.add("big", {5000, 1000}, big).add("big_bf16", {5'000'000}, big, io::Dtype::BF16);
+  format::SafetensorsWriter writer;
+  writer.add("big", {5000, 1000}, big).add("big_bf16", {5'000'000}, big, format::Dtype::BF16);
   writer.write(dir / "big.safetensors");
-  const auto file = io::SafetensorsFile::open(dir / "big.safetensors");
+  const auto file = format::SafetensorsFile::open(dir / "big.safetensors");
   CHECK(file.read_vector<float>("big") == big);
   const auto bf16 = file.read_vector<float>("big_bf16");
   bool all_equal = true;
@@ -269,14 +269,14 @@ TEST_CASE("a file of tens of megabytes round-trips through the chunked writer") 
 TEST_CASE("a file that cannot be mapped (a pipe) is read instead") {
   iotest::TempDir dir;
   const std::vector<float> values = {1.5f, -2.0f, 3.25f};
-  io::SafetensorsWriter writer;
+  format::SafetensorsWriter writer;
   writer.add("v", {3}, values).set_metadata("via", "pipe");
   writer.write(dir / "plain.safetensors");
   const std::string bytes = iotest::read_bytes(dir / "plain.safetensors");
   const auto fifo = dir / "pipe.safetensors";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   std::thread feeder([&] { iotest::write_bytes(fifo, bytes); });
-  const auto file = io::SafetensorsFile::open(fifo);  // automatic mode: mmap refused → read
+  const auto file = format::SafetensorsFile::open(fifo);  // automatic mode: mmap refused → read
   feeder.join();
   CHECK_FALSE(file.is_mapped());
   CHECK(file.metadata().at("via") == "pipe");

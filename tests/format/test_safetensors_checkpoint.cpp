@@ -13,7 +13,7 @@
 #include <system_error>
 #include <vector>
 
-namespace io = causalqwen::io;
+namespace format = causalqwen::format;
 using cq::FormatError;
 using cqtest::error_message;
 
@@ -32,8 +32,8 @@ const std::vector<double> head = {1.0 / 3, 2.0 / 3};
 
 // Two shards and their index in `dir`.
 void write_sharded(const std::filesystem::path& dir, const std::string& index_json = "") {
-  io::SafetensorsWriter first, second;
-  first.add("model.embed_tokens.weight", {2, 3}, embed, io::Dtype::BF16).set_metadata("format", "pt");
+  format::SafetensorsWriter first, second;
+  first.add("model.embed_tokens.weight", {2, 3}, embed, format::Dtype::BF16).set_metadata("format", "pt");
   second.add("model.norm.weight", {3}, norm).add("causal.head", {2}, head);
   first.write(dir / "model-00001-of-00002.safetensors");
   second.write(dir / "model-00002-of-00002.safetensors");
@@ -49,7 +49,7 @@ void write_sharded(const std::filesystem::path& dir, const std::string& index_js
 TEST_CASE("a sharded checkpoint reads as one namespace") {
   iotest::TempDir dir;
   write_sharded(dir.path());
-  const auto ckpt = io::SafetensorsCheckpoint::open(dir.path());
+  const auto ckpt = format::SafetensorsCheckpoint::open(dir.path());
   CHECK(ckpt.is_sharded());
   CHECK(ckpt.files().size() == 2);
   CHECK(ckpt.names() == std::vector<std::string>{"causal.head", "model.embed_tokens.weight",
@@ -67,10 +67,10 @@ TEST_CASE("a sharded checkpoint reads as one namespace") {
 TEST_CASE("model.safetensors is preferred to an index") {
   iotest::TempDir dir;
   write_sharded(dir.path());
-  io::SafetensorsWriter single;
+  format::SafetensorsWriter single;
   single.add("only", {3}, norm);
   single.write(dir / "model.safetensors");
-  const auto ckpt = io::SafetensorsCheckpoint::open(dir.path());
+  const auto ckpt = format::SafetensorsCheckpoint::open(dir.path());
   CHECK_FALSE(ckpt.is_sharded());
   CHECK(ckpt.names() == std::vector<std::string>{"only"});
   CHECK(ckpt.read_vector<float>("only") == norm);
@@ -79,45 +79,45 @@ TEST_CASE("model.safetensors is preferred to an index") {
 TEST_CASE("bad checkpoint directories and indexes") {
   iotest::TempDir dir;
   const auto index = (dir / "model.safetensors.index.json").string();
-  CHECK(error_message<FormatError>([&] { io::SafetensorsCheckpoint::open(dir.path()); }) ==
+  CHECK(error_message<FormatError>([&] { format::SafetensorsCheckpoint::open(dir.path()); }) ==
         dir.path().string() +
             ": no checkpoint: neither model.safetensors nor model.safetensors.index.json exists");
 
   write_sharded(dir.path(), R"({"weight_map": {"a": )");
-  CHECK(error_message<FormatError>([&] { io::SafetensorsCheckpoint::open(dir.path()); })
+  CHECK(error_message<FormatError>([&] { format::SafetensorsCheckpoint::open(dir.path()); })
             .rfind(index + ": not valid JSON ([json.exception.parse_error", 0) == 0);
 
   write_sharded(dir.path(), R"({"metadata": {}})");
-  CHECK(error_message<FormatError>([&] { io::SafetensorsCheckpoint::open(dir.path()); }) ==
+  CHECK(error_message<FormatError>([&] { format::SafetensorsCheckpoint::open(dir.path()); }) ==
         index + ": expected an object with a \"weight_map\" object (tensor name → shard file)");
 
   write_sharded(dir.path(), R"({"weight_map": {"a": 3}})");
-  CHECK(error_message<FormatError>([&] { io::SafetensorsCheckpoint::open(dir.path()); }) ==
+  CHECK(error_message<FormatError>([&] { format::SafetensorsCheckpoint::open(dir.path()); }) ==
         index + ": weight_map entry of 'a' is a number, expected a file name");
 
   write_sharded(dir.path(), R"({"weight_map": {"a": "../elsewhere.safetensors"}})");
-  CHECK(error_message<FormatError>([&] { io::SafetensorsCheckpoint::open(dir.path()); }) ==
+  CHECK(error_message<FormatError>([&] { format::SafetensorsCheckpoint::open(dir.path()); }) ==
         index + ": weight_map entry of 'a' is '../elsewhere.safetensors', expected a file name "
                 "in the checkpoint directory");
 
   write_sharded(dir.path(), R"({"weight_map": {}})");
-  CHECK(error_message<FormatError>([&] { io::SafetensorsCheckpoint::open(dir.path()); }) ==
+  CHECK(error_message<FormatError>([&] { format::SafetensorsCheckpoint::open(dir.path()); }) ==
         index + ": weight_map is empty");
 
   write_sharded(dir.path(), R"({"weight_map": {"a": "model-00003-of-00003.safetensors"}})");
-  CHECK(error_message<FormatError>([&] { io::SafetensorsCheckpoint::open(dir.path()); }) ==
+  CHECK(error_message<FormatError>([&] { format::SafetensorsCheckpoint::open(dir.path()); }) ==
         (dir / "model-00003-of-00003.safetensors").string() +
             ": cannot open: No such file or directory");
 
   write_sharded(dir.path(), R"({"weight_map": {"model.norm.weight": "model-00001-of-00002.safetensors"}})");
-  CHECK(error_message<FormatError>([&] { io::SafetensorsCheckpoint::open(dir.path()); }) ==
+  CHECK(error_message<FormatError>([&] { format::SafetensorsCheckpoint::open(dir.path()); }) ==
         index + ": weight_map places tensor 'model.norm.weight' in "
                 "model-00001-of-00002.safetensors, which does not hold it");
 
   // A damaged shard is reported with the shard's own name.
   write_sharded(dir.path());
   iotest::write_bytes(dir / "model-00002-of-00002.safetensors", "short");
-  CHECK(error_message<FormatError>([&] { io::SafetensorsCheckpoint::open(dir.path()); }) ==
+  CHECK(error_message<FormatError>([&] { format::SafetensorsCheckpoint::open(dir.path()); }) ==
         (dir / "model-00002-of-00002.safetensors").string() +
             ": file is 5 bytes, shorter than the 8-byte header length of a safetensors file");
 }
@@ -125,30 +125,30 @@ TEST_CASE("bad checkpoint directories and indexes") {
 TEST_CASE("check_expected reports missing, extra and wrongly-shaped tensors at once") {
   iotest::TempDir dir;
   write_sharded(dir.path());
-  const auto ckpt = io::SafetensorsCheckpoint::open(dir.path());
-  const std::vector<io::ExpectedTensor> all_right = {
+  const auto ckpt = format::SafetensorsCheckpoint::open(dir.path());
+  const std::vector<format::ExpectedTensor> all_right = {
       {"model.embed_tokens.weight", {2, 3}}, {"model.norm.weight", {3}}, {"causal.head", {2}}};
-  CHECK(error_message<FormatError>([&] { io::check_expected(ckpt, all_right); }) == "no exception");
+  CHECK(error_message<FormatError>([&] { format::check_expected(ckpt, all_right); }) == "no exception");
 
-  const std::vector<io::ExpectedTensor> expected = {{"model.embed_tokens.weight", {3, 2}},
+  const std::vector<format::ExpectedTensor> expected = {{"model.embed_tokens.weight", {3, 2}},
                                                     {"model.norm.weight", {3}},
                                                     {"lm_head.weight", {2, 3}},
                                                     {"causal.action.b_noise", {4}}};
-  CHECK(error_message<FormatError>([&] { io::check_expected(ckpt, expected); }) ==
+  CHECK(error_message<FormatError>([&] { format::check_expected(ckpt, expected); }) ==
         dir.path().string() +
             ": tensors do not match the model: missing 2 ('lm_head.weight' [2,3], "
             "'causal.action.b_noise' [4]); wrong shape 1 ('model.embed_tokens.weight' has shape "
             "[2,3], expected [3,2]); unexpected 1 ('causal.head')");
-  const std::vector<io::ExpectedTensor> subset = {{"model.norm.weight", {3}}};
+  const std::vector<format::ExpectedTensor> subset = {{"model.norm.weight", {3}}};
   CHECK(error_message<FormatError>(
-            [&] { io::check_expected(ckpt, subset, io::ExtraTensors::ignore); }) == "no exception");
-  CHECK(error_message<FormatError>([&] { io::check_expected(ckpt, subset); }) ==
+            [&] { format::check_expected(ckpt, subset, format::ExtraTensors::ignore); }) == "no exception");
+  CHECK(error_message<FormatError>([&] { format::check_expected(ckpt, subset); }) ==
         dir.path().string() +
             ": tensors do not match the model: unexpected 2 ('causal.head', "
             "'model.embed_tokens.weight')");
 
-  const auto file = io::SafetensorsFile::open(dir / "model-00002-of-00002.safetensors");
-  CHECK(error_message<FormatError>([&] { io::check_expected(file, subset); }) ==
+  const auto file = format::SafetensorsFile::open(dir / "model-00002-of-00002.safetensors");
+  CHECK(error_message<FormatError>([&] { format::check_expected(file, subset); }) ==
         file.path().string() + ": tensors do not match the model: unexpected 1 ('causal.head')");
 }
 
@@ -156,16 +156,16 @@ TEST_CASE("writes are atomic: no temporary remains, a failed write leaves the ol
   iotest::TempDir dir;
   const auto path = dir / "model.safetensors";
   const std::vector<float> old_values = {1, 2, 3};
-  io::SafetensorsWriter old_writer;
+  format::SafetensorsWriter old_writer;
   old_writer.add("w", {3}, old_values);
   old_writer.write(path);
   CHECK(directory_listing(dir.path()) == std::vector<std::string>{"model.safetensors"});
   const std::string old_bytes = iotest::read_bytes(path);
 
   SUBCASE("a producer that fails halfway through a multi-megabyte tensor") {
-    io::SafetensorsWriter writer;
+    format::SafetensorsWriter writer;
     bool saw_temporary = false;
-    writer.add_produced("big", io::Dtype::F32, {1 << 20, 2},  // 8 MiB: several chunks
+    writer.add_produced("big", format::Dtype::F32, {1 << 20, 2},  // 8 MiB: several chunks
                         [&](std::size_t first, std::span<std::byte> out) {
                           std::fill(out.begin(), out.end(), std::byte{0x3F});
                           // Mid-write: the destination still holds the old file, the bytes go
@@ -178,22 +178,22 @@ TEST_CASE("writes are atomic: no temporary remains, a failed write leaves the ol
     CHECK(saw_temporary);
     CHECK(iotest::read_bytes(path) == old_bytes);
     CHECK(directory_listing(dir.path()) == std::vector<std::string>{"model.safetensors"});
-    CHECK(io::SafetensorsFile::open(path).read_vector<float>("w") == old_values);
+    CHECK(format::SafetensorsFile::open(path).read_vector<float>("w") == old_values);
   }
 
   SUBCASE("a complete write replaces the file") {
     const std::vector<double> new_values = {9, 8};
-    io::SafetensorsWriter writer;
+    format::SafetensorsWriter writer;
     writer.add("v", {2}, new_values);
     writer.write(path);
     CHECK(directory_listing(dir.path()) == std::vector<std::string>{"model.safetensors"});
-    const auto file = io::SafetensorsFile::open(path);
+    const auto file = format::SafetensorsFile::open(path);
     CHECK(file.names() == std::vector<std::string>{"v"});
     CHECK(file.read_vector<double>("v") == new_values);
   }
 
   SUBCASE("a destination in a missing directory") {
-    io::SafetensorsWriter writer;
+    format::SafetensorsWriter writer;
     writer.add("w", {3}, old_values);
     const auto bad = dir / "no/such/dir/model.safetensors";
     const std::string message = error_message<std::system_error>([&] { writer.write(bad); });
@@ -205,10 +205,10 @@ TEST_CASE("writes are atomic: no temporary remains, a failed write leaves the ol
 TEST_CASE("write_file_atomically serves other files (e.g. config.json)") {
   iotest::TempDir dir;
   const auto path = dir / "config.json";
-  io::write_file_atomically(path, [](io::AtomicFile& f) { f.write(std::string_view("{\"a\": 1}")); });
+  format::write_file_atomically(path, [](format::AtomicFile& f) { f.write(std::string_view("{\"a\": 1}")); });
   CHECK(iotest::read_bytes(path) == "{\"a\": 1}");
   CHECK(error_message<std::logic_error>([&] {
-          io::write_file_atomically(path, [](io::AtomicFile& f) {
+          format::write_file_atomically(path, [](format::AtomicFile& f) {
             f.write(std::string_view("{\"a\": 2"));
             throw std::logic_error("stop");
           });

@@ -5,5 +5,5 @@
 
 void run_one(std::string_view bytes) {
   const auto path = cqfuzz::as_file(bytes, "batch.json");
-  cqfuzz::refused_or_ok([&] { (void)causalqwen::io::read_batch_json<float>(path, 4); });
+  cqfuzz::refused_or_ok([&] { (void)causalqwen::train::read_batch_json<float>(path, 4); });
 }

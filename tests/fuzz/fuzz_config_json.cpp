@@ -5,5 +5,5 @@
 
 void run_one(std::string_view bytes) {
   const auto path = cqfuzz::as_file(bytes, "config.json");
-  cqfuzz::refused_or_ok([&] { (void)causalqwen::io::read_config_json(path, 20); });
+  cqfuzz::refused_or_ok([&] { (void)causalqwen::checkpoint::read_config_json(path, 20); });
 }

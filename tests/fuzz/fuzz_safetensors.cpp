@@ -7,12 +7,12 @@
 #include <vector>
 
 void run_one(std::string_view bytes) {
-  namespace io = causalqwen::io;
+  namespace format = causalqwen::format;
   const auto path = cqfuzz::as_file(bytes, "x.safetensors");
   cqfuzz::refused_or_ok([&] {
-    const auto file = io::SafetensorsFile::open(path);
+    const auto file = format::SafetensorsFile::open(path);
     for (const auto& name : file.names()) {
-      if (io::is_floating(file.info(name).dtype)) {
+      if (format::is_floating(file.info(name).dtype)) {
         (void)file.read_vector<float>(name);
         (void)file.read_vector<double>(name);
       } else {

@@ -15,14 +15,14 @@ namespace {
 /// every later input would fail on the missing files whatever its bytes).
 const std::filesystem::path& shard_directory() {
   static const std::filesystem::path dir = [] {
-    namespace io = causalqwen::io;
+    namespace format = causalqwen::format;
     const auto d = cqfuzz::kept_directory("sharded");
     const std::vector<float> a = {1.0f, -2.0f, 0.5f, 3.0f, 0.0f, -0.25f};
-    io::SafetensorsWriter first;
+    format::SafetensorsWriter first;
     first.add("a", {2, 3}, std::span<const float>(a));
     first.write(d / "model-00001-of-00002.safetensors");
-    io::SafetensorsWriter second;
-    second.add("b", {2}, std::span<const float>(a.data(), 2), io::Dtype::BF16);
+    format::SafetensorsWriter second;
+    second.add("b", {2}, std::span<const float>(a.data(), 2), format::Dtype::BF16);
     second.write(d / "model-00002-of-00002.safetensors");
     return d;
   }();
@@ -32,11 +32,11 @@ const std::filesystem::path& shard_directory() {
 }  // namespace
 
 void run_one(std::string_view bytes) {
-  namespace io = causalqwen::io;
+  namespace format = causalqwen::format;
   const auto& dir = shard_directory();
   cqfuzz::write_file(dir / "model.safetensors.index.json", bytes);
   cqfuzz::refused_or_ok([&] {
-    const auto ckpt = io::SafetensorsCheckpoint::open(dir);
+    const auto ckpt = format::SafetensorsCheckpoint::open(dir);
     for (const auto& name : ckpt.names()) (void)ckpt.file_of(name).read_vector<double>(name);
   });
 }

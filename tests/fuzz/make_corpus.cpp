@@ -29,26 +29,27 @@ std::string read_bytes(const fs::path& path) {
 }
 
 /// The bytes `writer` writes.
-std::string written(const cq::io::SafetensorsWriter& writer, const fs::path& scratch) {
+std::string written(const cq::format::SafetensorsWriter& writer, const fs::path& scratch) {
   writer.write(scratch);
   return read_bytes(scratch);
 }
 
 /// Every seed: "<target>/<file>" → bytes.
 std::map<std::string, std::string> seeds(const fs::path& scratch) {
-  namespace io = cq::io;
+  namespace format = cq::format;
+  namespace checkpoint = cq::checkpoint;
   std::map<std::string, std::string> out;
   const std::vector<float> a = {1.5f, -2.0f, 0.0f, 3.25f, 1e30f, -1e-30f};
   const std::vector<double> b = {0.1, 42.0};
 
-  io::SafetensorsWriter mixed;  // every floating dtype, a scalar, metadata
+  format::SafetensorsWriter mixed;  // every floating dtype, a scalar, metadata
   mixed.set_metadata("format", "pt");
   mixed.add("model.embed_tokens.weight", {2, 3}, std::span<const float>(a));
-  mixed.add("causal.ovr_threshold", {2}, std::span<const double>(b), io::Dtype::F64);
-  mixed.add("lm_head.weight", {3, 2}, std::span<const float>(a), io::Dtype::BF16);
-  mixed.add("scalar", {}, std::span<const float>(a.data(), 1), io::Dtype::F16);
+  mixed.add("causal.ovr_threshold", {2}, std::span<const double>(b), format::Dtype::F64);
+  mixed.add("lm_head.weight", {3, 2}, std::span<const float>(a), format::Dtype::BF16);
+  mixed.add("scalar", {}, std::span<const float>(a.data(), 1), format::Dtype::F16);
   out["safetensors/mixed_dtypes.safetensors"] = written(mixed, scratch / "x.safetensors");
-  out["safetensors/empty.safetensors"] = written(io::SafetensorsWriter{}, scratch / "x.safetensors");
+  out["safetensors/empty.safetensors"] = written(format::SafetensorsWriter{}, scratch / "x.safetensors");
 
   out["sharded_index/two_shards.json"] =
       R"({"metadata": {"total_size": 28}, "weight_map": {"a": "model-00001-of-00002.safetensors", )"
@@ -74,14 +75,14 @@ std::map<std::string, std::string> seeds(const fs::path& scratch) {
   const fs::path model_dir = scratch / "model";
   fs::create_directories(model_dir);
   std::ofstream(model_dir / "config.json") << config_text;
-  const auto cfg = io::read_config_json(model_dir / "config.json");
+  const auto cfg = checkpoint::read_config_json(model_dir / "config.json");
   cq::model::CausalQwen<float> model(cfg.config, 16);
   model.init_random(11);
-  io::save_model(model_dir, model, cfg.json);
+  checkpoint::save_model(model_dir, model, cfg.json);
   out["checkpoint_dir/causal.bin"] =
       read_bytes(model_dir / "config.json") + std::string(1, '\0') + read_bytes(model_dir / "model.safetensors");
-  const auto saved = io::SafetensorsFile::open(model_dir / "model.safetensors");
-  io::SafetensorsWriter base;
+  const auto saved = format::SafetensorsFile::open(model_dir / "model.safetensors");
+  format::SafetensorsWriter base;
   std::vector<std::vector<float>> kept;
   kept.reserve(saved.size());
   for (const auto& name : saved.names()) {

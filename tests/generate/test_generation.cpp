@@ -323,7 +323,7 @@ TEST_CASE("compatible greedy after converting a base Qwen2 checkpoint = the base
     for (std::size_t j = 0; j < 16; ++j) E(k, j) = 10 * E(k - 40, j);
   const auto dir = scratch("base");
   {
-    cq::io::SafetensorsWriter w;
+    cq::format::SafetensorsWriter w;
     for (const auto& slot : base.params().layout().slots()) {
       if (slot.name.rfind("causal.", 0) == 0) continue;
       w.add(slot.name, slot.shape, std::span<const float>(base.params().data() + slot.offset, slot.size));
@@ -334,7 +334,7 @@ TEST_CASE("compatible greedy after converting a base Qwen2 checkpoint = the base
                         {"rms_norm_eps", 1e-6}, {"rope_theta", 1e4}, {"tie_word_embeddings", true}};
     std::ofstream(dir / "config.json") << j.dump(2);
   }
-  auto loaded = cq::io::load_model<float>(dir, {.num_token_id = 39});
+  auto loaded = cq::checkpoint::load_model<float>(dir, {.num_token_id = 39});
   REQUIRE(loaded.converted);
   REQUIRE(loaded.model->config().num_classes == 40);
   const std::vector<std::vector<std::int64_t>> prompts_ids = {{3, 17, 5, 22}, {8}, {30, 2, 2, 11, 6, 1, 25}};

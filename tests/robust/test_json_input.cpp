@@ -16,7 +16,8 @@
 #include <fstream>
 #include <string>
 
-namespace io = causalqwen::io;
+namespace checkpoint = causalqwen::checkpoint;
+namespace train = causalqwen::train;
 using causalqwen::FormatError;
 using json = nlohmann::json;
 
@@ -57,7 +58,7 @@ TEST_CASE("config.json: a number beyond the double range names the file") {
   std::string text = small_config().dump();
   text.insert(1, "\"rope_theta\": 1e400, ");
   const auto path = write_temp("config_1e400.json", text);
-  const std::string message = format_error_of([&] { (void)io::read_config_json(path); });
+  const std::string message = format_error_of([&] { (void)checkpoint::read_config_json(path); });
   CHECK(contains(message, path.string()));
 }
 
@@ -73,7 +74,7 @@ TEST_CASE("config.json: sizes beyond the stated limit or the machine's memory ar
     json j = small_config();
     j[c.field] = static_cast<std::uint64_t>(c.value);
     const auto path = write_temp("config_big.json", j.dump());
-    const std::string message = format_error_of([&] { (void)io::read_config_json(path); });
+    const std::string message = format_error_of([&] { (void)checkpoint::read_config_json(path); });
     CHECK(contains(message, path.string()));
     CHECK(contains(message, c.field));
   }
@@ -85,7 +86,7 @@ TEST_CASE("config.json: sizes beyond the stated limit or the machine's memory ar
   j["num_key_value_heads"] = 1 << 8;
   j["causal_size"] = 1 << 16;
   const auto path = write_temp("config_huge.json", j.dump());
-  const std::string message = format_error_of([&] { (void)io::read_config_json(path); });
+  const std::string message = format_error_of([&] { (void)checkpoint::read_config_json(path); });
   CHECK(contains(message, path.string()));
   CHECK(contains(message, "bytes"));
 }
@@ -94,7 +95,7 @@ TEST_CASE("config.json: max_position_embeddings of the wrong type is refused") {
   json j = small_config();
   j["max_position_embeddings"] = "long";
   const auto path = write_temp("config_maxpos.json", j.dump());
-  CHECK(contains(format_error_of([&] { (void)io::read_config_json(path); }), "max_position_embeddings"));
+  CHECK(contains(format_error_of([&] { (void)checkpoint::read_config_json(path); }), "max_position_embeddings"));
 }
 
 TEST_CASE("config.json: the scale floors are read, written back, and refused when negative") {
@@ -102,37 +103,37 @@ TEST_CASE("config.json: the scale floors are read, written back, and refused whe
   j["scale_U_floor"] = 0.05;
   j["scale_Y_floor"] = 0.5;
   const auto path = write_temp("config_floors.json", j.dump());
-  const auto c = io::read_config_json(path).config;
+  const auto c = checkpoint::read_config_json(path).config;
   CHECK(c.scale_U_floor == 0.05);
   CHECK(c.scale_Y_floor == 0.5);
-  const auto back = io::config_to_json(c);
+  const auto back = checkpoint::config_to_json(c);
   CHECK(back["scale_U_floor"] == 0.05);
   CHECK(back["scale_Y_floor"] == 0.5);
-  CHECK(io::read_config_json(write_temp("config_no_floors.json", small_config().dump())).config.scale_Y_floor == 0.0);
+  CHECK(checkpoint::read_config_json(write_temp("config_no_floors.json", small_config().dump())).config.scale_Y_floor == 0.0);
   j["scale_Y_floor"] = -0.5;
   const auto bad = write_temp("config_bad_floor.json", j.dump());
-  const std::string message = format_error_of([&] { (void)io::read_config_json(bad); });
+  const std::string message = format_error_of([&] { (void)checkpoint::read_config_json(bad); });
   CHECK(contains(message, bad.string()));
   CHECK(contains(message, "scale_Y_floor must be finite and >= 0, got -0.5"));
 }
 
 TEST_CASE("config.json: reg_head is read and written back; absent is cauchy; an unknown value names the file and the key") {
   using causalqwen::model::RegHead;
-  CHECK(io::read_config_json(write_temp("config_no_head.json", small_config().dump())).config.reg_head == RegHead::cauchy);
-  CHECK(io::config_to_json(io::read_config_json(write_temp("config_no_head2.json", small_config().dump())).config)["reg_head"] ==
+  CHECK(checkpoint::read_config_json(write_temp("config_no_head.json", small_config().dump())).config.reg_head == RegHead::cauchy);
+  CHECK(checkpoint::config_to_json(checkpoint::read_config_json(write_temp("config_no_head2.json", small_config().dump())).config)["reg_head"] ==
         "cauchy");
   for (const char* name : {"cauchy", "gaussian", "mse"}) {
     json j = small_config();
     j["reg_head"] = name;
-    const auto c = io::read_config_json(write_temp(std::string("config_head_") + name + ".json", j.dump())).config;
+    const auto c = checkpoint::read_config_json(write_temp(std::string("config_head_") + name + ".json", j.dump())).config;
     CHECK(causalqwen::model::reg_head_name(c.reg_head) == name);
-    CHECK(io::config_to_json(c)["reg_head"] == name);
+    CHECK(checkpoint::config_to_json(c)["reg_head"] == name);
   }
   for (const json& bad : {json("laplace"), json("Gaussian"), json(1), json(nullptr)}) {
     json j = small_config();
     j["reg_head"] = bad;
     const auto path = write_temp("config_bad_head.json", j.dump());
-    const std::string message = format_error_of([&] { (void)io::read_config_json(path); });
+    const std::string message = format_error_of([&] { (void)checkpoint::read_config_json(path); });
     INFO(message);
     CHECK(contains(message, path.string()));
     CHECK(contains(message, "field 'reg_head' must be \"cauchy\", \"gaussian\" or \"mse\", got " + bad.dump()));
@@ -158,7 +159,7 @@ TEST_CASE("batch JSON: bad numbers, position ids and masks are refused with the 
   for (const auto& c : cases) {
     CAPTURE(c.name);
     const auto path = write_temp(std::string("batch_") + c.name + ".json", c.text);
-    const std::string message = format_error_of([&] { (void)io::read_batch_json<float>(path, 4); });
+    const std::string message = format_error_of([&] { (void)train::read_batch_json<float>(path, 4); });
     CHECK(contains(message, path.string()));
     CHECK(contains(message, c.field));
   }

@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   p.touch();
   nlohmann::json config = nlohmann::json::object();
   config["max_position_embeddings"] = 4096;
-  cq::io::save_model(out, m, config);
+  cq::checkpoint::save_model(out, m, config);
   std::filesystem::copy_file(argv[1], out / "tokenizer.json", std::filesystem::copy_options::overwrite_existing);
   const nlohmann::json tc = {
       {"chat_template",

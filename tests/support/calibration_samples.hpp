@@ -21,7 +21,7 @@ inline std::vector<NumberSample> grouped_samples() {
 
 /// Adds `samples` to `grouped`'s overall tally and to the groups "plain" (even i) and
 /// "a<b & \"c\"" (odd i), numbers and tokens (label 7 or 2, predicted 7).
-inline void add_grouped_samples(causalqwen::train::GroupedCalibration& grouped, const std::vector<NumberSample>& samples) {
+inline void add_grouped_samples(causalqwen::eval::GroupedCalibration& grouped, const std::vector<NumberSample>& samples) {
   for (std::size_t i = 0; i < samples.size(); ++i) {
     const auto& s = samples[i];
     auto& group = grouped.group(i % 2 ? "a<b & \"c\"" : "plain");

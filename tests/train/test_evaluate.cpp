@@ -28,7 +28,7 @@ TEST_CASE_TEMPLATE("evaluate: totals, the per-target callback and both overloads
   cq::model::CausalQwen<T> model(cqtest::tiny_config());
   model.init_random(seed);
   cqtest::CountingTokenSource<T> counting(3, 9, 11, 11);
-  std::vector<cq::io::BatchData<T>> batches;
+  std::vector<cq::train::BatchData<T>> batches;
   for (int k = 0; k < 3; ++k) batches.push_back(counting.next());
 
   std::vector<ct::NumberPrediction> seen;

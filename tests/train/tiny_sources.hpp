@@ -29,8 +29,8 @@ class CountingTokenSource final : public causalqwen::train::TokenBatchSource<T> 
  public:
   CountingTokenSource(std::size_t batch, std::size_t seq, std::int64_t num_id, std::int64_t vocab, std::uint64_t offset = 0)
       : B_(batch), S_(seq), num_(num_id), vocab_(vocab), counter_(offset) {}
-  causalqwen::io::BatchData<T> next() override {
-    causalqwen::io::BatchData<T> d;
+  causalqwen::train::BatchData<T> next() override {
+    causalqwen::train::BatchData<T> d;
     d.batch = B_, d.seq = S_;
     d.input_ids.resize(B_ * S_), d.labels.resize(B_ * S_), d.attention_mask.assign(B_ * S_, 1);
     d.numeric_values.assign(B_ * S_, T(0)), d.target_values.assign(B_ * S_, T(0));

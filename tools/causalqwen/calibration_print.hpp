@@ -17,8 +17,8 @@ inline std::string or_dash(std::optional<double> value, const char* spec = "{:.4
   return value ? fmt::format(fmt::runtime(spec), *value) : std::string("-");
 }
 
-/// The coverage of the central interval at `nominal` (one of train::coverage_levels), if reported.
-inline const causalqwen::train::IntervalCoverage* interval_at(const causalqwen::train::NumberCalibrationReport& r,
+/// The coverage of the central interval at `nominal` (one of eval::coverage_levels), if reported.
+inline const causalqwen::eval::IntervalCoverage* interval_at(const causalqwen::eval::NumberCalibrationReport& r,
                                                               double nominal) {
   for (const auto& interval : r.intervals)
     if (interval.nominal == nominal) return &interval;
@@ -26,18 +26,18 @@ inline const causalqwen::train::IntervalCoverage* interval_at(const causalqwen::
 }
 
 /// "coverage of the 90% intervals 0.873 (nominal 0.90 ± 0.012), over-confident; median width 3.21".
-inline std::string coverage_line(const causalqwen::train::NumberCalibrationReport& r, double nominal = 0.9) {
+inline std::string coverage_line(const causalqwen::eval::NumberCalibrationReport& r, double nominal = 0.9) {
   const auto* interval = interval_at(r, nominal);
   if (!interval || !interval->coverage) return fmt::format("coverage of the {:.0f}% intervals: no targets", 100 * nominal);
   return fmt::format("coverage of the {:.0f}% intervals loc_Y ± scale_Y·tan(π·p/2) {:.3f} (nominal {:.2f} ± {:.3f}), {}; "
                      "median width {}",
                      100 * nominal, *interval->coverage, nominal, 2 * interval->standard_error.value_or(0),
-                     interval->verdict ? causalqwen::train::verdict_name(*interval->verdict) : "-",
+                     interval->verdict ? causalqwen::eval::verdict_name(*interval->verdict) : "-",
                      or_dash(interval->median_width));
 }
 
 /// The number statistics: errors (and the baseline's), NLL, the coverage table, the PIT histogram.
-inline void print_number_calibration(std::FILE* out, const causalqwen::train::NumberCalibrationReport& r,
+inline void print_number_calibration(std::FILE* out, const causalqwen::eval::NumberCalibrationReport& r,
                                      const std::string& indent = "  ") {
   fmt::print(out, "{}numbers: {} <NUM> targets\n", indent, r.numbers);
   if (r.numbers == 0) return;
@@ -59,7 +59,7 @@ inline void print_number_calibration(std::FILE* out, const causalqwen::train::Nu
     fmt::print(out, "{}  {:>14.0f}%  {:>8}  {:>8}  {:>12}  {}\n", indent, 100 * interval.nominal,
                or_dash(interval.coverage, "{:.3f}"),
                interval.standard_error ? fmt::format("{:.3f}", 2 * *interval.standard_error) : std::string("-"),
-               or_dash(interval.median_width), interval.verdict ? causalqwen::train::verdict_name(*interval.verdict) : "-");
+               or_dash(interval.median_width), interval.verdict ? causalqwen::eval::verdict_name(*interval.verdict) : "-");
   std::string bins;
   for (auto count : r.pit_counts) bins += fmt::format(" {}", count);
   fmt::print(out, "{}  PIT F_Y(y) in 10 bins (flat when calibrated; a U shape: over-confident):{}; chi-square {} (9 d.o.f.)\n",
@@ -67,7 +67,7 @@ inline void print_number_calibration(std::FILE* out, const causalqwen::train::Nu
 }
 
 /// The next-token statistics: accuracy, <NUM> precision/recall/F1, Σ_k P_k, reliability and ECE.
-inline void print_token_calibration(std::FILE* out, const causalqwen::train::TokenCalibrationReport& r,
+inline void print_token_calibration(std::FILE* out, const causalqwen::eval::TokenCalibrationReport& r,
                                     const std::string& indent = "  ") {
   fmt::print(out, "{}tokens: {} positions with a label\n", indent, r.positions);
   if (r.positions == 0) return;

@@ -25,7 +25,7 @@ namespace cqcli {
 
 namespace detail_calibration_svg {
 
-using namespace causalqwen::train;  // the report's types and levels
+using namespace causalqwen::eval;  // the report's types and levels
 
 inline constexpr double panel_width = 460, panel_height = 380, verdict_line_height = 18;
 inline constexpr std::array<const char*, 6> group_colours{"#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#a6761d"};
@@ -229,7 +229,7 @@ inline void write_pit_panel(std::ostream& out, const CalibrationReport& report, 
 }  // namespace detail_calibration_svg
 
 /// Writes `report` as a stand-alone SVG picture to `out` (see the file comment).
-inline void write_calibration_svg(const causalqwen::train::CalibrationReport& report, std::ostream& out) {
+inline void write_calibration_svg(const causalqwen::eval::CalibrationReport& report, std::ostream& out) {
   using namespace detail_calibration_svg;
   const auto& numbers = report.overall.numbers;
   const double width = 2 * panel_width;

@@ -46,7 +46,7 @@ void run_bpe(const BpeArgs& a) {
   const auto trained = tx::train_bpe(texts, options);
   const std::string json = trained.text();
   const auto tokenizer = trained.tokenizer();  // the file must load before it is written
-  causalqwen::io::write_file_atomically(a.out, [&](causalqwen::io::AtomicFile& f) { f.write(json); });
+  causalqwen::format::write_file_atomically(a.out, [&](causalqwen::format::AtomicFile& f) { f.write(json); });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fmt::print("trained on {} texts ({} pieces, {} distinct, {} numbers cut out): {} merges, vocabulary "
              "{} + <NUM> = id {}; wrote {} in {:.2f} s\n",

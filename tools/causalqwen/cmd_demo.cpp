@@ -216,7 +216,7 @@ void run_demo(const DemoOptions& o) {
 
   // the saved model's position cap is the training sequence length: generate, eval, forward
   // and report refuse (or generate --long-prompt keep-end cuts) longer sequences
-  cq::io::save_model(out / "model", model, {{"max_position_embeddings", o.seq}});
+  cq::checkpoint::save_model(out / "model", model, {{"max_position_embeddings", o.seq}});
   {  // the held-out sentences for `causalqwen eval`, grouped by template family
     cq::train::JsonlRecords records{cq::datasets::texts_of(val), {}};
     for (const auto& sentence : val) records.groups.push_back(cq::datasets::family_name(sentence.family));
@@ -240,7 +240,7 @@ void run_demo(const DemoOptions& o) {
                                  {"val_loss_first", summary.first_val ? summary.first_val->L_total : 0.0},
                                  {"val_loss_last", summary.last_val ? summary.last_val->L_total : 0.0},
                                  {"seconds", seconds}};
-  cq::io::write_file_atomically(out / "result.json", [&](cq::io::AtomicFile& f) { f.write(result.dump(2) + "\n"); });
+  cq::format::write_file_atomically(out / "result.json", [&](cq::format::AtomicFile& f) { f.write(result.dump(2) + "\n"); });
   fmt::print("DEMO_RESULT {}\n", result.dump());
 }
 

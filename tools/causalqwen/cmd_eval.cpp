@@ -61,6 +61,7 @@ namespace {
 
 namespace cq = causalqwen;
 namespace ct = causalqwen::train;
+namespace ce = causalqwen::eval;
 namespace fs = std::filesystem;
 
 struct EvalOptions {
@@ -78,7 +79,7 @@ std::optional<double> baseline_value(const EvalOptions& o, const cq::text::Token
   if (o.baseline) return o.baseline;
   if (o.baseline_data.empty()) return std::nullopt;
   const auto texts = ct::read_jsonl_texts(o.baseline_data);
-  const auto median = ct::median(ct::encode_corpus(tok, texts).numbers());
+  const auto median = ce::median(ct::encode_corpus(tok, texts).numbers());
   if (!median)
     throw cq::FormatError(fmt::format("{}: no line holds a number, so it gives no median for --baseline-data", o.baseline_data));
   return median;
@@ -169,11 +170,11 @@ void run_eval(const EvalOptions& o) {
       fmt::print("  {:<20} {:>8} {:>10} {:>10} {:>10} {:>10}  {}\n", name, s.numbers.numbers,
                  cqcli::or_dash(s.tokens.accuracy, "{:.4f}"), cqcli::or_dash(s.numbers.mae),
                  cqcli::or_dash(s.numbers.mean_nll), cqcli::or_dash(at90 ? at90->coverage : std::nullopt, "{:.3f}"),
-                 at90 && at90->verdict ? cq::train::verdict_name(*at90->verdict) : "-");
+                 at90 && at90->verdict ? cq::eval::verdict_name(*at90->verdict) : "-");
     }
   }
   // proper scores, before and after the recalibration of the intervals
-  const std::vector<double> levels(ct::coverage_levels.begin(), ct::coverage_levels.end());
+  const std::vector<double> levels(ce::coverage_levels.begin(), ce::coverage_levels.end());
   std::vector<double> calibrated_levels;
   if (calibration)
     for (double p : levels)
@@ -210,7 +211,7 @@ void run_eval(const EvalOptions& o) {
                           {"group", forecasts.group.empty() ? nlohmann::json(nullptr) : nlohmann::json(forecasts.group[i])}};
       lines += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     }
-    cq::io::write_file_atomically(o.predictions, [&](cq::io::AtomicFile& f) { f.write(lines); });
+    cq::format::write_file_atomically(o.predictions, [&](cq::format::AtomicFile& f) { f.write(lines); });
     fmt::print("predictions ({} numbers) -> {}\n", forecasts.forecasts.size(), o.predictions);
   }
   fmt::print("evaluated {} batches in {:.1f} s ({:.0f} positions/s, padding included), after {:.1f} s loading the model "
@@ -224,7 +225,7 @@ void run_eval(const EvalOptions& o) {
                         {"numbers_not_scored", cut_numbers}, {"seq_len", o.seq}, {"batch_size", o.batch},
                         {"batches", e.batches},       {"non_finite", e.non_finite}, {"metrics", metrics_json(m)},
                         {"reg_head", std::string(cq::model::reg_head_name(model.config().reg_head))},
-                        {"calibration", ct::calibration_to_json(e.calibration)}};
+                        {"calibration", ce::calibration_to_json(e.calibration)}};
     j["scores"] = {{"baseline", {{"value", skill_baseline ? nlohmann::json(*skill_baseline) : nlohmann::json(nullptr)},
                                  {"source", baseline_source}}},
                    {"trimmed_fraction", cq::eval::trimmed_fraction},
@@ -236,13 +237,13 @@ void run_eval(const EvalOptions& o) {
                                                         {"calibrated", calibration && calibration->has_level(o.selective_level)},
                                                         {"curve", cq::eval::risk_coverage_to_json(risk)}}
                                        : nlohmann::json(nullptr);
-    cq::io::write_file_atomically(o.out, [&](cq::io::AtomicFile& f) { f.write(j.dump(2) + "\n"); });
+    cq::format::write_file_atomically(o.out, [&](cq::format::AtomicFile& f) { f.write(j.dump(2) + "\n"); });
     fmt::print("report -> {}\n", o.out);
   }
   if (!o.plot.empty()) {
     std::ostringstream svg;
     cqcli::write_calibration_svg(e.calibration, svg);
-    cq::io::write_file_atomically(o.plot, [&](cq::io::AtomicFile& f) { f.write(svg.str()); });
+    cq::format::write_file_atomically(o.plot, [&](cq::format::AtomicFile& f) { f.write(svg.str()); });
     fmt::print("calibration picture -> {}\n", o.plot);
     if (has_intervals) {
       const auto risk_plot = cqcli::risk_coverage_plot_path(o.plot);

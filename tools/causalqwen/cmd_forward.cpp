@@ -9,7 +9,7 @@
 // ∂L_total/∂tensor for every checkpoint tensor (deterministic mode); --sampling adds the
 // sampling mode's sample.* tensors (the inputs must then hold "sampling").
 // Position ids at or past the model's max_position_embeddings (config.json's, or
-// io::default_max_position_embeddings when it states none) are refused; an output tensor
+// format::default_max_position_embeddings when it states none) are refused; an output tensor
 // holding NaN or an infinity is an error (exit 1), and then nothing is written.
 #include "command.hpp"
 #include "model_loading.hpp"
@@ -61,7 +61,7 @@ class OutputFile {
   }
 
  private:
-  cq::io::SafetensorsWriter writer_;
+  cq::format::SafetensorsWriter writer_;
   std::deque<std::vector<double>> doubles_;
   std::deque<std::vector<std::int64_t>> ints_;
   std::string non_finite_;
@@ -74,7 +74,7 @@ void run_forward_typed(const ForwardOptions& o) {
   o.weights.apply(*loaded.model);
   auto& model = *loaded.model;
   const auto& cfg = model.config();
-  const auto data = cq::io::read_batch_json<T>(o.inputs, cfg.causal_size);
+  const auto data = cq::train::read_batch_json<T>(o.inputs, cfg.causal_size);
   if (loaded.max_position_embeddings)
     for (std::size_t i = 0; i < data.position_ids.size(); ++i)
       if (static_cast<std::size_t>(data.position_ids[i]) >= *loaded.max_position_embeddings)

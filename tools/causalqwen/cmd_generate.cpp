@@ -16,7 +16,7 @@
 // --temperature: sampling's T (default 1); compatible samples from softmax(loc_S/T) when it is
 // given and > 0, and is greedy otherwise.
 // --max-new-tokens must lie in [0, 1048576] and be at most the model's max_position_embeddings
-// (config.json's, or io::default_max_position_embeddings when it states none). A prompt of P tokens for which P + N − 1 positions (N = --max-new-tokens; the
+// (config.json's, or format::default_max_position_embeddings when it states none). A prompt of P tokens for which P + N − 1 positions (N = --max-new-tokens; the
 // last token is never fed back) pass max_position_embeddings is refused (--long-prompt error,
 // the default) or loses its first tokens until they fit (keep-end).
 #include "command.hpp"

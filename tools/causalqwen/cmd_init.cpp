@@ -46,9 +46,9 @@ void run_init(const InitOptions& o) {
       if (slot.name.rfind("causal.", 0) != 0) backbone_parameters += slot.size;
     fmt::print("random base Qwen2 of preset {}: {} backbone parameters, vocabulary {} (seed {})\n", o.preset,
                backbone_parameters, model.config().backbone.vocab_size, o.seed);
-    // a published Qwen2 states its position cap: the default one (io::default_max_position_embeddings)
-    cq::io::save_model(o.out, model, {{"max_position_embeddings", cq::io::default_max_position_embeddings}}, {},
-                       cq::io::SavedModel::base_qwen2);
+    // a published Qwen2 states its position cap: the default one (format::default_max_position_embeddings)
+    cq::checkpoint::save_model(o.out, model, {{"max_position_embeddings", cq::format::default_max_position_embeddings}}, {},
+                       cq::checkpoint::SavedModel::base_qwen2);
     copy_tokenizer(o.model, o.out);
     fmt::print("wrote {}/config.json and {}/model.safetensors (a base checkpoint: train --model converts it)\n", o.out, o.out);
     return;
@@ -58,7 +58,7 @@ void run_init(const InitOptions& o) {
   fmt::print("{} {} ({} parameters, K = {} classes, <NUM> = {})\n",
              loaded.converted ? "converted base checkpoint" : "read CausalQwen checkpoint", o.model.model_dir,
              loaded.model->layout().count(), cfg.num_classes, cfg.num_token_id);
-  cq::io::save_model(o.out, *loaded.model, loaded.config_json, loaded.lm_head);
+  cq::checkpoint::save_model(o.out, *loaded.model, loaded.config_json, loaded.lm_head);
   copy_tokenizer(o.model, o.out);
   fmt::print("wrote {}/config.json and {}/model.safetensors\n", o.out, o.out);
 }

@@ -54,7 +54,7 @@ void stage(const char* name, const char* shape, const V& v, const char* note = "
 
 /// The batch of one sentence: its ids (numbers as <NUM> with their values, <|endoftext|> at the
 /// end) as inputs, and the next ids as labels.
-cq::io::BatchData<double> batch_of_text(const cqcli::ModelOptions& mo, const std::string& text,
+cq::train::BatchData<double> batch_of_text(const cqcli::ModelOptions& mo, const std::string& text,
                                         const cq::model::CausalConfig& cfg, std::size_t max_positions) {
   if (text.empty()) throw cq::DomainError("report: --text is empty: give a sentence to diagnose");
   const auto tok_path = mo.tokenizer_path();
@@ -82,8 +82,8 @@ void run_report(const cqcli::ModelOptions& mo, const std::string& inputs, const 
     model.params().touch();
   }
   const auto& cfg = model.config();
-  const std::size_t max_positions = loaded.max_position_embeddings.value_or(cq::io::default_max_position_embeddings);
-  const auto data = text ? batch_of_text(mo, *text, cfg, max_positions) : cq::io::read_batch_json<double>(inputs, cfg.causal_size);
+  const std::size_t max_positions = loaded.max_position_embeddings.value_or(cq::format::default_max_position_embeddings);
+  const auto data = text ? batch_of_text(mo, *text, cfg, max_positions) : cq::train::read_batch_json<double>(inputs, cfg.causal_size);
   if (!text)
     for (std::size_t i = 0; i < data.position_ids.size(); ++i)
       if (static_cast<std::size_t>(data.position_ids[i]) >= max_positions)

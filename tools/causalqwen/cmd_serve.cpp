@@ -288,8 +288,8 @@ class Server {
     tok_ = std::make_unique<cq::text::Tokenizer>(cq::text::Tokenizer::from_file(tok_path->string(), tok_options));
     cqcli::require_matching(*tok_, *tok_path, loaded_.model->config(), o_.model.model_dir);
     eos_ = cqg::default_eos_ids(*tok_);
-    // the position cap: config.json's, or io::default_max_position_embeddings when it states none
-    const std::size_t positions = loaded_.max_position_embeddings.value_or(cq::io::default_max_position_embeddings);
+    // the position cap: config.json's, or format::default_max_position_embeddings when it states none
+    const std::size_t positions = loaded_.max_position_embeddings.value_or(cq::format::default_max_position_embeddings);
     ctx_ = o_.ctx_size > 0 ? static_cast<std::size_t>(o_.ctx_size) : positions;
     if (ctx_ > positions)
       throw cq::FormatError(fmt::format("--ctx-size {} is more than the model's max_position_embeddings {} ({})", ctx_,
@@ -890,7 +890,7 @@ class Server {
   }
 
   ServeOptions o_;
-  cq::io::LoadedModel<float> loaded_;
+  cq::checkpoint::LoadedModel<float> loaded_;
   std::unique_ptr<cq::text::Tokenizer> tok_;
   std::vector<std::int64_t> eos_;
   std::size_t ctx_ = 0;

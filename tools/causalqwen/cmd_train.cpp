@@ -48,6 +48,7 @@ namespace {
 
 namespace cq = causalqwen;
 namespace ct = causalqwen::train;
+namespace ce = causalqwen::eval;
 namespace ds = causalqwen::datasets;
 
 struct TrainArgs {
@@ -100,8 +101,8 @@ void check_recipe(const TrainArgs& a) {
 
 /// The head settings of a model made here, from the recipe's flags; --reg-bias median is the
 /// median of `train_numbers` (refused when there are none).
-cq::io::ConversionSettings head_settings(const TrainArgs& a, const std::vector<double>& train_numbers) {
-  cq::io::ConversionSettings s;
+cq::checkpoint::ConversionSettings head_settings(const TrainArgs& a, const std::vector<double>& train_numbers) {
+  cq::checkpoint::ConversionSettings s;
   if (!a.threshold.empty()) s.ovr_threshold = a.threshold;
   if (a.alpha_start >= 0) s.alpha_gate = a.alpha_start;
   s.reg_init_gain = a.reg_init_gain;
@@ -112,7 +113,7 @@ cq::io::ConversionSettings head_settings(const TrainArgs& a, const std::vector<d
     s.reg_head = head;
   }
   if (a.reg_bias == "median") {
-    const auto median = ct::median(train_numbers);
+    const auto median = ce::median(train_numbers);
     if (!median)
       throw cq::DomainError(fmt::format("train: --reg-bias median needs numbers in the training data, but {} holds none",
                                         a.data.empty() ? std::string("the synthetic set") : a.data));
@@ -237,7 +238,7 @@ void run_tokens(const TrainArgs& a) {
   ct::CorpusBatchOptions bo;
   bo.batch_size = a.batch, bo.seq_len = a.seq, bo.layout = cq::train::parse_layout(a.layout), bo.seed = a.seed;
   std::unique_ptr<ct::TokenBatchSource<float>> train;
-  std::vector<cq::io::BatchData<float>> val_batches;
+  std::vector<cq::train::BatchData<float>> val_batches;
   std::vector<double> train_numbers;
   if (!a.data.empty()) {
     const auto ds = ct::load_jsonl_dataset(a.data, {a.val_fraction, "causalqwen"});
@@ -261,7 +262,7 @@ void run_tokens(const TrainArgs& a) {
   if (!a.model.model_dir.empty()) {
     auto options = a.model.load_options();
     options.conversion = settings;
-    auto loaded = cq::io::load_model<float>(a.model.model_dir, options);
+    auto loaded = cq::checkpoint::load_model<float>(a.model.model_dir, options);
     const bool sets_heads = settings.ovr_threshold || settings.reg_init_gain || settings.reg_bias_init;
     if (!loaded.converted && sets_heads)
       throw cq::DomainError(fmt::format("train: --threshold, --reg-init-gain and --reg-bias set the heads of a model made "
@@ -281,7 +282,7 @@ void run_tokens(const TrainArgs& a) {
   } else {
     cq::model::CausalConfig c;
     if (!a.config.empty()) {
-      const auto file = cq::io::read_config_json(a.config);
+      const auto file = cq::checkpoint::read_config_json(a.config);
       c = file.config;
       if (file.max_position_embeddings) config_base["max_position_embeddings"] = *file.max_position_embeddings;
     } else {

@@ -1,5 +1,5 @@
 // Shared by the causalqwen subcommands that read a checkpoint: <NUM>'s id for a base model
-// (from --num-token-id, or from a tokenizer.json), then io::load_model; and the check that a
+// (from --num-token-id, or from a tokenizer.json), then checkpoint::load_model; and the check that a
 // tokenizer is the model's; --weights, the type decoding reads the weight matrices in.
 #pragma once
 #include "numeric_options.hpp"
@@ -51,8 +51,8 @@ struct ModelOptions {
     return std::nullopt;
   }
 
-  causalqwen::io::LoadOptions load_options() const {
-    causalqwen::io::LoadOptions o;
+  causalqwen::checkpoint::LoadOptions load_options() const {
+    causalqwen::checkpoint::LoadOptions o;
     if (num_token_id >= 0) {
       o.num_token_id = num_token_id;
     } else if (auto path = tokenizer_path()) {
@@ -62,8 +62,8 @@ struct ModelOptions {
   }
 
   template <class T>
-  causalqwen::io::LoadedModel<T> load() const {
-    return causalqwen::io::load_model<T>(model_dir, load_options());
+  causalqwen::checkpoint::LoadedModel<T> load() const {
+    return causalqwen::checkpoint::load_model<T>(model_dir, load_options());
   }
 };
 
@@ -107,16 +107,16 @@ struct WeightsOption {
 
 /// Where a loaded model's position cap comes from, for messages.
 template <class T>
-std::string position_cap_source(const causalqwen::io::LoadedModel<T>& m) {
+std::string position_cap_source(const causalqwen::checkpoint::LoadedModel<T>& m) {
   return m.max_position_embeddings_stated ? "config.json" : "the default cap: config.json states none";
 }
 
 /// The position cap that generating `max_new_tokens` tokens is held to: the model's
-/// max_position_embeddings (config.json's, or io::default_max_position_embeddings when it states
+/// max_position_embeddings (config.json's, or format::default_max_position_embeddings when it states
 /// none); FormatError naming --max-new-tokens when those tokens alone pass it.
 template <class T>
-std::size_t generation_position_cap(const causalqwen::io::LoadedModel<T>& m, std::size_t max_new_tokens) {
-  const std::size_t cap = m.max_position_embeddings.value_or(causalqwen::io::default_max_position_embeddings);
+std::size_t generation_position_cap(const causalqwen::checkpoint::LoadedModel<T>& m, std::size_t max_new_tokens) {
+  const std::size_t cap = m.max_position_embeddings.value_or(causalqwen::format::default_max_position_embeddings);
   if (max_new_tokens > cap)
     throw causalqwen::FormatError(fmt::format("--max-new-tokens {} must be at most the model's max_position_embeddings {} "
                                               "({}), which must also hold the prompt",

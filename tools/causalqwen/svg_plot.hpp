@@ -135,7 +135,7 @@ inline std::string render_svg(const std::vector<SvgPanel>& panels, const std::st
 inline void write_svg(const std::filesystem::path& path, const std::vector<SvgPanel>& panels,
                       const std::string& title, const std::string& x_label = "step") {
   const std::string body = render_svg(panels, title, x_label);
-  causalqwen::io::write_file_atomically(path, [&](causalqwen::io::AtomicFile& f) { f.write(body); });
+  causalqwen::format::write_file_atomically(path, [&](causalqwen::format::AtomicFile& f) { f.write(body); });
 }
 
 }  // namespace cqcli

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-namespace causalqwen::io {
+namespace causalqwen::checkpoint {
 
 /// A model read from disk, with what is needed to write it back faithfully.
 template <class T>
@@ -82,8 +82,8 @@ LoadedModel<T> load_model(const std::filesystem::path& dir, const LoadOptions& o
   LoadedModel<T> out;
   out.config_json = cfg_file.json;
   out.max_position_embeddings_stated = cfg_file.max_position_embeddings.has_value();
-  out.max_position_embeddings = cfg_file.max_position_embeddings.value_or(default_max_position_embeddings);
-  const auto ckpt = SafetensorsCheckpoint::open(dir);
+  out.max_position_embeddings = cfg_file.max_position_embeddings.value_or(format::default_max_position_embeddings);
+  const auto ckpt = format::SafetensorsCheckpoint::open(dir);
   bool any_causal = false;
   for (const auto& name : ckpt.names()) any_causal |= detail_checkpoint::is_causal(name);
   out.converted = !any_causal;
@@ -101,15 +101,15 @@ LoadedModel<T> load_model(const std::filesystem::path& dir, const LoadOptions& o
 
   // what the file must hold: every backbone tensor; every causal one unless converting
   // (causal.ovr_threshold optional); lm_head.weight only when untied
-  std::vector<ExpectedTensor> expected;
+  std::vector<format::ExpectedTensor> expected;
   for (const auto& slot : m.layout().slots()) {
     if (detail_checkpoint::is_causal(slot.name) && (out.converted || slot.name == model::names::threshold)) continue;
     expected.push_back({slot.name, slot.shape});
   }
   if (!cfg.tie_word_embeddings) expected.push_back({"lm_head.weight", {cfg.backbone.vocab_size, cfg.hidden_size()}});
-  std::vector<ExpectedTensor> allowed = expected;
+  std::vector<format::ExpectedTensor> allowed = expected;
   if (!out.converted) allowed.push_back({model::names::threshold, {cfg.num_classes}});
-  check_expected(ckpt, std::span<const ExpectedTensor>(expected), dir.string(), ExtraTensors::ignore);
+  format::check_expected(ckpt, std::span<const format::ExpectedTensor>(expected), dir.string(), format::ExtraTensors::ignore);
   {  // extra tensors: name them all
     std::vector<std::string> extra;
     for (const auto& name : ckpt.names()) {
@@ -174,7 +174,7 @@ void save_model(const std::filesystem::path& dir, const model::CausalQwen<T>& m,
   std::filesystem::create_directories(dir);
   const auto& params = m.params();
   std::deque<std::vector<float>> converted;  // float copies (a deque: the writer keeps views)
-  SafetensorsWriter writer;
+  format::SafetensorsWriter writer;
   writer.set_metadata("format", "pt");
   writer.set_metadata("producer", "causalqwen");
   for (const auto& slot : m.layout().slots()) {
@@ -200,9 +200,9 @@ void save_model(const std::filesystem::path& dir, const model::CausalQwen<T>& m,
   writer.write(dir / "model.safetensors");
   if (part == SavedModel::causal_qwen) return write_config_json(dir / "config.json", m.config(), config_base);
   auto json = config_to_json(m.config(), config_base);
-  for (const char* key : causal_qwen_keys) json.erase(key);
+  for (const char* key : format::causal_qwen_keys) json.erase(key);
   const std::string text = json.dump(2) + "\n";
-  write_file_atomically(dir / "config.json", [&](AtomicFile& f) { f.write(std::string_view(text)); });
+  format::write_file_atomically(dir / "config.json", [&](format::AtomicFile& f) { f.write(std::string_view(text)); });
 }
 
-}  // namespace causalqwen::io
+}  // namespace causalqwen::checkpoint

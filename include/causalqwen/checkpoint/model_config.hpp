@@ -21,7 +21,7 @@
 #include <string>
 #include <string_view>
 
-namespace causalqwen::io {
+namespace causalqwen::checkpoint {
 
 /// What config.json held: the configuration, whether CausalQwen's own keys were present
 /// (a base Qwen2 checkpoint has none), and the whole JSON object (to write back unknown keys).
@@ -35,7 +35,7 @@ struct ConfigFile {
 /// The configuration config.json's checked fields describe: every field copied, reg_head parsed
 /// (FormatError naming the file and field for an unknown name), then CausalConfig::validate
 /// (its DomainError becomes FormatError "<file>: …") and check_model_fits_memory.
-inline model::CausalConfig causal_config_of(const ConfigFields& f, const std::filesystem::path& file) {
+inline model::CausalConfig causal_config_of(const format::ConfigFields& f, const std::filesystem::path& file) {
   model::CausalConfig c;
   auto& b = c.backbone;
   b.vocab_size = f.vocab_size;
@@ -61,7 +61,7 @@ inline model::CausalConfig causal_config_of(const ConfigFields& f, const std::fi
   c.scale_Y_floor = f.scale_Y_floor;
   if (f.bce_form) c.bce_form = *f.bce_form == "epsilon" ? model::BceForm::epsilon : model::BceForm::stable;
   if (f.reg_head && !model::parse_reg_head(*f.reg_head, c.reg_head))
-    throw config_field_error(file, "reg_head", fmt::format("must be \"cauchy\", \"gaussian\" or \"mse\", got {}",
+    throw format::config_field_error(file, "reg_head", fmt::format("must be \"cauchy\", \"gaussian\" or \"mse\", got {}",
                                                            nlohmann::json(*f.reg_head).dump()));
   try {
     c.validate("config");
@@ -79,7 +79,7 @@ inline model::CausalConfig causal_config_of(const ConfigFields& f, const std::fi
 /// is an error.
 inline ConfigFile read_config_json(const std::filesystem::path& file,
                                    std::optional<std::int64_t> num_token_id_fallback = std::nullopt) {
-  ConfigFields fields = read_config_fields(file, num_token_id_fallback);
+  format::ConfigFields fields = format::read_config_fields(file, num_token_id_fallback);
   ConfigFile out;
   out.config = causal_config_of(fields, file);
   out.has_num_token_id = fields.has_num_token_id;
@@ -125,7 +125,7 @@ inline nlohmann::json config_to_json(const model::CausalConfig& c, nlohmann::jso
 inline void write_config_json(const std::filesystem::path& file, const model::CausalConfig& c,
                               const nlohmann::json& base = nlohmann::json::object()) {
   const std::string text = config_to_json(c, base).dump(2) + "\n";
-  write_file_atomically(file, [&](AtomicFile& f) { f.write(std::string_view(text)); });
+  format::write_file_atomically(file, [&](format::AtomicFile& f) { f.write(std::string_view(text)); });
 }
 
-}  // namespace causalqwen::io
+}  // namespace causalqwen::checkpoint

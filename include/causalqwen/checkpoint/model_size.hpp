@@ -16,7 +16,7 @@
 #include <cstddef>
 #include <string>
 
-namespace causalqwen::io {
+namespace causalqwen::checkpoint {
 
 /// The number of parameters of the model `c` describes (formula at the top of this file), in
 /// double so that no size can wrap.
@@ -42,4 +42,4 @@ inline void check_model_fits_memory(const model::CausalConfig& c, const std::str
                                   available.available_now ? "memory available now" : "this machine's physical memory"));
 }
 
-}  // namespace causalqwen::io
+}  // namespace causalqwen::checkpoint

@@ -36,7 +36,7 @@ std::unique_ptr<train::CorpusBatchSource<T>> make_synthetic_text_source(const te
 /// One pass over `sentences` for evaluation: padded, one sentence per row, in order (row r of
 /// batch k is sentence k·B + r), so predictions can be matched with encode_held_out().
 template <class T>
-std::vector<io::BatchData<T>> synthetic_validation_batches(const text::Tokenizer& tokenizer,
+std::vector<train::BatchData<T>> synthetic_validation_batches(const text::Tokenizer& tokenizer,
                                                            std::span<const SyntheticSentence> sentences,
                                                            std::size_t batch_size, std::size_t seq_len) {
   return train::evaluation_batches<T>(*synthetic_corpus(tokenizer, sentences), batch_size, seq_len,

@@ -43,7 +43,7 @@
 #include <string_view>
 #include <vector>
 
-namespace causalqwen::train {
+namespace causalqwen::eval {
 
 /// The nominal levels p of the central intervals whose coverage a report holds.
 inline constexpr std::array<double, 4> coverage_levels{0.5, 0.8, 0.9, 0.95};
@@ -600,4 +600,4 @@ inline CalibrationReport calibration_from_json(const nlohmann::json& j, std::str
   });
 }
 
-}  // namespace causalqwen::train
+}  // namespace causalqwen::eval

@@ -359,7 +359,7 @@ inline IntervalCalibration interval_calibration_from_json(const nlohmann::json& 
 /// Writes `c` as DIR/calibration.json (atomically: a crash leaves the old file or the new one).
 inline void save_interval_calibration(const IntervalCalibration& c, const std::filesystem::path& model_dir) {
   const auto text = interval_calibration_to_json(c).dump(2) + "\n";
-  io::write_file_atomically(model_dir / calibration_file_name, [&](io::AtomicFile& f) { f.write(text); });
+  format::write_file_atomically(model_dir / calibration_file_name, [&](format::AtomicFile& f) { f.write(text); });
 }
 
 /// DIR/calibration.json read strictly, or nullopt when the model directory has none.

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-namespace causalqwen::io {
+namespace causalqwen::format {
 
 /// A temporary file that becomes `destination` on `commit()`. Destroyed without a commit, it
 /// removes the temporary. I/O failures throw std::system_error naming the file.
@@ -119,4 +119,4 @@ void write_file_atomically(const std::filesystem::path& destination, Body&& body
   file.commit();
 }
 
-}  // namespace causalqwen::io
+}  // namespace causalqwen::format

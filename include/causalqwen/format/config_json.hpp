@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-namespace causalqwen::io {
+namespace causalqwen::format {
 
 /// The position cap of a model whose config.json states no max_position_embeddings.
 inline constexpr std::size_t default_max_position_embeddings = 32768;
@@ -206,4 +206,4 @@ inline ConfigFields read_config_fields(const std::filesystem::path& file,
                        [&] { return detail_config::check_config_fields(std::move(out), file, num_token_id_fallback); });
 }
 
-}  // namespace causalqwen::io
+}  // namespace causalqwen::format

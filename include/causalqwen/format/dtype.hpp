@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace causalqwen::io {
+namespace causalqwen::format {
 
 /// The dtypes this library reads. F32, F64, BF16 and F16 convert to float/double; the integer
 /// kinds (and BOOL, one byte 0 or 1) convert to int64.
@@ -97,4 +97,4 @@ constexpr int safetensors_rank(Dtype dtype) {
   return -1;
 }
 
-}  // namespace causalqwen::io
+}  // namespace causalqwen::format

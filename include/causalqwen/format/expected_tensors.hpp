@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace causalqwen::io {
+namespace causalqwen::format {
 
 /// A tensor a model expects: its name and shape.
 struct ExpectedTensor {
@@ -77,4 +77,4 @@ void check_expected(const Source& source, std::span<const ExpectedTensor> expect
     check_expected(source, expected, source.path().string(), extra);
 }
 
-}  // namespace causalqwen::io
+}  // namespace causalqwen::format

@@ -9,7 +9,7 @@
 #include <bit>
 #include <cstdint>
 
-namespace causalqwen::io {
+namespace causalqwen::format {
 
 /// The IEEE binary16 value `bits` as a float: exact (subnormals become normal floats).
 constexpr float f16_to_float(std::uint16_t bits) {
@@ -60,4 +60,4 @@ constexpr std::uint16_t float_to_f16(float value) {
   return static_cast<std::uint16_t>(sign | m);  // m = 0x400 rounds up into the smallest normal
 }
 
-}  // namespace causalqwen::io
+}  // namespace causalqwen::format

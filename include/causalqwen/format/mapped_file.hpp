@@ -18,7 +18,7 @@
 #include <string>
 #include <utility>
 
-namespace causalqwen::io {
+namespace causalqwen::format {
 
 /// How `MappedFile::open` gets the bytes: `automatic` maps and falls back to reading when
 /// mapping fails (special files, file systems without mmap); `read` always reads.
@@ -116,4 +116,4 @@ class MappedFile {
   std::size_t size_ = 0;
 };
 
-}  // namespace causalqwen::io
+}  // namespace causalqwen::format

@@ -32,10 +32,10 @@
 #include <string_view>
 #include <vector>
 
-namespace causalqwen::io {
+namespace causalqwen::format {
 
 static_assert(std::endian::native == std::endian::little,
-              "causalqwen::io reads safetensors (little-endian) by copying bytes: a "
+              "causalqwen::format reads safetensors (little-endian) by copying bytes: a "
               "little-endian host is required");
 
 /// One tensor's entry in a header. Offsets are bytes from the start of the data section.
@@ -390,4 +390,4 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
-}  // namespace causalqwen::io
+}  // namespace causalqwen::format

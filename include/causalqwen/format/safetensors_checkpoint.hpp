@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-namespace causalqwen::io {
+namespace causalqwen::format {
 
 class SafetensorsCheckpoint {
  public:
@@ -147,4 +147,4 @@ class SafetensorsCheckpoint {
   std::map<std::string, std::size_t, std::less<>> shard_of_;
 };
 
-}  // namespace causalqwen::io
+}  // namespace causalqwen::format

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-namespace causalqwen::io {
+namespace causalqwen::format {
 
 /// Collects tensors and metadata, then writes them as one safetensors file. The writer keeps
 /// only views of the data given to `add`: the data must stay alive and unchanged until `write`.
@@ -233,4 +233,4 @@ class SafetensorsWriter {
   std::map<std::string, std::string> metadata_;
 };
 
-}  // namespace causalqwen::io
+}  // namespace causalqwen::format

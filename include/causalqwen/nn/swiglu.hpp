@@ -30,7 +30,7 @@ struct SwiGLU {
   /// The elementwise middle: a = silu(g)⊙u, a[i] = g[i] / (1 + e^{−g[i]}) · u[i].
   static void activate(const Cache& c) {
     using namespace autodiff;
-    eval(c.a, silu(constant(c.g)) * constant(c.u));
+    autodiff::eval(c.a, silu(constant(c.g)) * constant(c.u));
   }
   /// Its backward, given da (dg and du accumulate):
   ///   dg[i] += (da[i]·u[i])·σ(1 + g[i](1 − σ)),  du[i] += da[i]·silu(g[i]),  σ = 1/(1 + e^{−g[i]})

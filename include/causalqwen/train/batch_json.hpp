@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-namespace causalqwen::io {
+namespace causalqwen::train {
 
 /// Position ids must lie in [0, max_position_id): beyond it, even before any model limit, the
 /// rotary angles position·θ lose every significant digit of the phase in float32.
@@ -170,4 +170,4 @@ BatchData<T> read_batch_json(const std::filesystem::path& file, std::size_t caus
   return json::guarded(file.string(), [&] { return detail_batch::read_batch_fields<T>(j, file, causal_size); });
 }
 
-}  // namespace causalqwen::io
+}  // namespace causalqwen::train

@@ -18,12 +18,12 @@ template <class T>
 class BatchListSource final : public TokenBatchSource<T> {
  public:
   /// Serves `batches` (at least one; DomainError when empty).
-  explicit BatchListSource(std::vector<io::BatchData<T>> batches) : batches_(std::move(batches)) {
+  explicit BatchListSource(std::vector<BatchData<T>> batches) : batches_(std::move(batches)) {
     detail::require(!batches_.empty(), "train::BatchListSource", "the list of batches is empty");
   }
 
   /// batches[index mod n]; then index ← index + 1.
-  io::BatchData<T> next() override { return batches_[index_++ % batches_.size()]; }
+  BatchData<T> next() override { return batches_[index_++ % batches_.size()]; }
   /// {"index": the number of batches served so far}.
   nlohmann::json state() const override { return {{"index", index_}}; }
   /// Continues from a state() (FormatError without an unsigned "index").
@@ -36,10 +36,10 @@ class BatchListSource final : public TokenBatchSource<T> {
   /// The number of batches in the list.
   std::size_t size() const { return batches_.size(); }
   /// The list itself, in serving order from index 0.
-  const std::vector<io::BatchData<T>>& batches() const { return batches_; }
+  const std::vector<BatchData<T>>& batches() const { return batches_; }
 
  private:
-  std::vector<io::BatchData<T>> batches_;
+  std::vector<BatchData<T>> batches_;
   std::size_t index_ = 0;
 };
 

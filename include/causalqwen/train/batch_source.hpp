@@ -23,7 +23,7 @@ class TokenBatchSource {
  public:
   virtual ~TokenBatchSource() = default;
   /// The next batch (sources cycle over their data, epoch after epoch).
-  virtual io::BatchData<T> next() = 0;
+  virtual BatchData<T> next() = 0;
   /// Everything needed to continue from here: position, epoch, RNG state (JSON, exact).
   virtual nlohmann::json state() const = 0;
   /// Continues from a state returned by state() (FormatError if it does not fit this source).

@@ -70,9 +70,9 @@ std::size_t require_batch_memory(std::size_t rows, std::size_t seq) {
 }
 
 template <class T>
-io::BatchData<T> empty_batch(std::size_t rows, std::size_t seq, TokenId pad_id) {
+BatchData<T> empty_batch(std::size_t rows, std::size_t seq, TokenId pad_id) {
   require_batch_memory<T>(rows, seq);
-  io::BatchData<T> b;
+  BatchData<T> b;
   b.batch = rows;
   b.seq = seq;
   b.input_ids.assign(rows * seq, pad_id);
@@ -88,7 +88,7 @@ io::BatchData<T> empty_batch(std::size_t rows, std::size_t seq, TokenId pad_id) 
 /// Writes row r from n ≤ S+1 consecutive tokens: input i = token i (i < min(n, S)), label i =
 /// token i+1 with its value when i+1 < n, −100 otherwise; positions ≥ n stay padding.
 template <class T>
-void fill_window(io::BatchData<T>& b, std::size_t r, std::span<const TokenId> ids,
+void fill_window(BatchData<T>& b, std::size_t r, std::span<const TokenId> ids,
                  std::span<const double> values) {
   const std::size_t S = b.seq, n = ids.size();
   for (std::size_t i = 0; i < S && i < n; ++i) {
@@ -109,12 +109,12 @@ void fill_window(io::BatchData<T>& b, std::size_t r, std::span<const TokenId> id
 /// sequence per row (the last batch may have fewer rows); or packed, the corpus as one stream
 /// cut into S-token windows (the last window padded, the stream's last token unlabelled).
 template <class T>
-std::vector<io::BatchData<T>> evaluation_batches(const TokenCorpus& corpus, std::size_t batch_size,
+std::vector<BatchData<T>> evaluation_batches(const TokenCorpus& corpus, std::size_t batch_size,
                                                  std::size_t seq_len,
                                                  BatchLayout layout = BatchLayout::padded) {
   detail::require(batch_size > 0 && seq_len > 0, "train::evaluation_batches",
                   "batch_size and seq_len must be > 0, got {} and {}", batch_size, seq_len);
-  std::vector<io::BatchData<T>> out;
+  std::vector<BatchData<T>> out;
   {  // every batch is held at once: the pass's rows times S, checked before the first is made
     const std::size_t rows = layout == BatchLayout::padded
                                  ? corpus.size()
@@ -169,7 +169,7 @@ class CorpusBatchSource final : public TokenBatchSource<T> {
   }
 
   /// The next [B,S] batch.
-  io::BatchData<T> next() override {
+  BatchData<T> next() override {
     const std::size_t B = options_.batch_size, S = options_.seq_len;
     auto b = detail_corpus::empty_batch<T>(B, S, corpus_->pad_id);
     if (options_.layout == BatchLayout::packed) {

@@ -78,7 +78,7 @@ struct Evaluation {
   std::size_t batches = 0;
   std::size_t numbers = 0, num_correct = 0;
   double abs_error = 0;             // Σ |loc_Y − y| over the <NUM> targets
-  CalibrationReport calibration;    // overall and per group (eval/calibration.hpp)
+  eval::CalibrationReport calibration;    // overall and per group (eval/calibration.hpp)
   std::size_t non_finite = 0;       // positions left out of `calibration`: a prediction that is
                                     // not finite (a diverged model), counted instead of thrown
 
@@ -94,7 +94,7 @@ namespace detail_evaluate {
 /// The running state of one evaluation besides its Evaluation.
 struct Progress {
   MetricsMean mean;
-  GroupedCalibration calibration;
+  eval::GroupedCalibration calibration;
   std::size_t sequences = 0;  // rows of the batches seen so far
 };
 
@@ -102,7 +102,7 @@ struct Progress {
 /// calibration tallies of each row (overall, and the row's group when `options.group_of` is set).
 /// `cache` is kept across the batches, so its buffers are allocated once.
 template <class T>
-void add_batch(model::CausalQwen<T>& model, const io::BatchData<T>& b, std::size_t k, Evaluation& e, Progress& progress,
+void add_batch(model::CausalQwen<T>& model, const BatchData<T>& b, std::size_t k, Evaluation& e, Progress& progress,
                typename model::CausalQwen<T>::Cache& cache, const NumberCallback& on_number,
                const EvaluationOptions& options) {
   progress.mean.add(model.evaluate(b.view(), cache));
@@ -110,7 +110,7 @@ void add_batch(model::CausalQwen<T>& model, const io::BatchData<T>& b, std::size
   const auto& h = cache.head;
   const auto num = model.config().num_token_id;
   for (std::size_t r = 0; r < b.batch; ++r, ++progress.sequences) {
-    CalibrationTally* group = nullptr;
+    eval::CalibrationTally* group = nullptr;
     for (std::size_t s = 0; s < b.seq; ++s) {
       const std::size_t m = r * b.seq + s;
       if (!h.valid[m]) continue;
@@ -151,7 +151,7 @@ inline void finish(Evaluation& e, const Progress& progress) {
 
 /// Evaluates `model` on every batch of `batches`, in order (see the file comment).
 template <class T>
-Evaluation evaluate(model::CausalQwen<T>& model, std::type_identity_t<std::span<const io::BatchData<T>>> batches,
+Evaluation evaluate(model::CausalQwen<T>& model, std::type_identity_t<std::span<const BatchData<T>>> batches,
                     const NumberCallback& on_number = {}, const EvaluationOptions& options = {}) {
   Evaluation e;
   detail_evaluate::Progress progress{{}, {model.config().num_token_id, options.baseline_value, model.config().reg_head}, 0};

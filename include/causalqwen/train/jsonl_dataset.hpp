@@ -125,7 +125,7 @@ struct JsonlDataset {
   }
   /// One ordered pass over the validation texts (empty when there are none).
   template <class T>
-  std::vector<io::BatchData<T>> validation_batches(const text::Tokenizer& tokenizer, std::size_t batch_size,
+  std::vector<BatchData<T>> validation_batches(const text::Tokenizer& tokenizer, std::size_t batch_size,
                                                    std::size_t seq_len, BatchLayout layout = BatchLayout::padded,
                                                    const CorpusEncodeOptions& encode = {}) const {
     return evaluation_batches<T>(encode_corpus(tokenizer, validation, encode), batch_size, seq_len, layout);

@@ -96,7 +96,7 @@ void draw_uniforms(std::vector<T>& out, std::size_t n, std::mt19937_64& rng) {
 /// Reads every slot of `params` from the safetensors file `file` (names = slot names).
 template <class T>
 void read_slots(const std::filesystem::path& file, Arena<T>& params, const std::string& prefix = "") {
-  const auto st = io::SafetensorsFile::open(file);
+  const auto st = format::SafetensorsFile::open(file);
   for (const auto& s : params.layout().slots())
     st.template read<T>(prefix + s.name, std::span<T>(params.data() + s.offset, s.size));
   params.touch();
@@ -104,7 +104,7 @@ void read_slots(const std::filesystem::path& file, Arena<T>& params, const std::
 
 /// Adds every slot of `params` to `writer` in T's own dtype (exact).
 template <class T>
-void add_slots(io::SafetensorsWriter& writer, const Arena<T>& params, const std::string& prefix = "") {
+void add_slots(format::SafetensorsWriter& writer, const Arena<T>& params, const std::string& prefix = "") {
   for (const auto& s : params.layout().slots()) {
     if constexpr (std::is_same_v<T, float>)
       writer.add(prefix + s.name, s.shape, std::span<const float>(params.data() + s.offset, s.size));
@@ -114,7 +114,7 @@ void add_slots(io::SafetensorsWriter& writer, const Arena<T>& params, const std:
 }
 }  // namespace detail_learner
 
-/// The whole model on token batches. `config_base` and `lm_head` are passed to io::save_model
+/// The whole model on token batches. `config_base` and `lm_head` are passed to checkpoint::save_model
 /// (the keys of the config.json read at load, an untied base's lm_head).
 template <class T>
 class ModelLearner final : public Learner<T> {
@@ -162,12 +162,12 @@ class ModelLearner final : public Learner<T> {
   nlohmann::json data_state() const override { return {{"train", train_.state()}}; }
   void restore_data_state(const nlohmann::json& state) override { train_.restore(state.at("train")); }
 
-  /// config.json + model.safetensors (F32, loadable by io::load_model); for T ≠ float also
+  /// config.json + model.safetensors (F32, loadable by checkpoint::load_model); for T ≠ float also
   /// params_exact.safetensors in T's dtype, which load_params prefers.
   void save_model(const std::filesystem::path& dir) const override {
-    io::save_model(dir, model_, config_base_, lm_head_);
+    checkpoint::save_model(dir, model_, config_base_, lm_head_);
     if constexpr (!std::is_same_v<T, float>) {
-      io::SafetensorsWriter w;
+      format::SafetensorsWriter w;
       detail_learner::add_slots(w, model_.params());
       w.write(dir / "params_exact.safetensors");
     }
@@ -178,7 +178,7 @@ class ModelLearner final : public Learner<T> {
   }
 
  private:
-  static std::size_t tokens_of(const io::BatchData<T>& b) {
+  static std::size_t tokens_of(const BatchData<T>& b) {
     if (b.attention_mask.empty()) return b.batch * b.seq;
     std::size_t n = 0;
     for (auto v : b.attention_mask) n += v != 0;
@@ -190,7 +190,7 @@ class ModelLearner final : public Learner<T> {
   TokenBatchSource<T>* val_;
   nlohmann::json config_base_, val_start_;
   std::vector<float> lm_head_;
-  io::BatchData<T> batch_;
+  BatchData<T> batch_;
   typename model::CausalQwen<T>::Cache cache_;
   std::vector<T> uniforms_;
 };
@@ -268,12 +268,12 @@ class HeadLearner final : public Learner<T> {
   /// config.json (the heads' settings) + heads.safetensors (the head slots in T's dtype).
   void save_model(const std::filesystem::path& dir) const override {
     std::filesystem::create_directories(dir);
-    io::SafetensorsWriter w;
+    format::SafetensorsWriter w;
     w.set_metadata("producer", "causalqwen");
     w.set_metadata("content", "causal heads only (synthetic-features mode)");
     detail_learner::add_slots(w, params_);
     w.write(dir / "heads.safetensors");
-    io::write_config_json(dir / "config.json", cfg_);
+    checkpoint::write_config_json(dir / "config.json", cfg_);
   }
   void load_params(const std::filesystem::path& dir) override {
     detail_learner::read_slots(dir / "heads.safetensors", params_);

@@ -55,7 +55,7 @@ inline std::vector<nlohmann::json> read_metrics(const std::filesystem::path& pat
 inline void truncate_metrics(const std::filesystem::path& path, std::uint64_t last_step) {
   if (!std::filesystem::exists(path)) return;
   const auto records = read_metrics(path);
-  io::write_file_atomically(path, [&](io::AtomicFile& f) {
+  format::write_file_atomically(path, [&](format::AtomicFile& f) {
     for (const auto& r : records)
       if (r.contains("step") && r["step"].is_number_unsigned() && r["step"].get<std::uint64_t>() <= last_step)
         f.write(r.dump() + "\n");

@@ -161,15 +161,15 @@ using CheckpointHook = std::function<void(const std::filesystem::path& step_dir)
 namespace detail_state {
 /// Each slot of the bfloat16 arena `moment` (laid out like the parameters) as a BF16 tensor
 /// "<prefix><slot>".
-inline void add_bf16_slots(io::SafetensorsWriter& w, const Arena<std::uint16_t>& moment, const std::string& prefix) {
+inline void add_bf16_slots(format::SafetensorsWriter& w, const Arena<std::uint16_t>& moment, const std::string& prefix) {
   for (const auto& s : moment.layout().slots())
-    w.add_bytes(prefix + s.name, io::Dtype::BF16, s.shape,
+    w.add_bytes(prefix + s.name, format::Dtype::BF16, s.shape,
                 std::as_bytes(std::span<const std::uint16_t>(moment.data() + s.offset, s.size)));
 }
 
 /// add_moments of an optimiser whose moments are laid out like the parameters.
 template <class Optimizer>
-void add_whole_moments(io::SafetensorsWriter& w, Optimizer& adam) {
+void add_whole_moments(format::SafetensorsWriter& w, Optimizer& adam) {
   if (adam.moment_storage() == optim::MomentStorage::full) {
     detail_learner::add_slots(w, adam.first_moment(), "adam.m.");
     detail_learner::add_slots(w, adam.second_moment(), "adam.v.");
@@ -183,36 +183,36 @@ void add_whole_moments(io::SafetensorsWriter& w, Optimizer& adam) {
 /// The optimiser moments as tensors "adam.m.<slot>", "adam.v.<slot>" (T, or BF16 for bfloat16
 /// moments).
 template <class T>
-void add_moments(io::SafetensorsWriter& w, optim::AdamW<T>& adam) {
+void add_moments(format::SafetensorsWriter& w, optim::AdamW<T>& adam) {
   detail::require(adam.owns_all(), "add_moments",
                   "this optimiser holds one shard of the moments; gather them into one that owns every element first "
                   "(the data-parallel trainer does)");
   detail_state::add_whole_moments(w, adam);
 }
 template <class T>
-void add_moments(io::SafetensorsWriter& w, optim::StreamingAdamW<T>& adam) {
+void add_moments(format::SafetensorsWriter& w, optim::StreamingAdamW<T>& adam) {
   detail_state::add_whole_moments(w, adam);
 }
 
 namespace detail_state {
 /// Throws unless tensor `name` of optimizer.safetensors is stored as `expected` (a checkpoint
 /// of another optimiser's moments is refused rather than converted).
-inline void require_moment_dtype(const io::SafetensorsFile& f, const std::string& name, io::Dtype expected) {
+inline void require_moment_dtype(const format::SafetensorsFile& f, const std::string& name, format::Dtype expected) {
   const auto stored = f.info(name).dtype;
   if (stored != expected)
     throw FormatError(fmt::format("{}: tensor '{}' is {}, expected {} (the checkpoint was written with other "
                                   "optimiser moments than this run's: see --moments)",
-                                  f.path().string(), name, io::dtype_name(stored), io::dtype_name(expected)));
+                                  f.path().string(), name, format::dtype_name(stored), format::dtype_name(expected)));
 }
 
 /// Reads the elements `part` (parameter indices) of the moment tensor `name` of `slot` into
 /// `out`: T values (Bits = T, stored as F32/F64), or bfloat16 bits (Bits = uint16_t, stored as
 /// BF16), exactly. `scratch` holds a whole slot when only a part of it is wanted.
 template <class T, class Bits>
-void read_moment_part(const io::SafetensorsFile& f, const std::string& name, const Layout::Slot& slot,
+void read_moment_part(const format::SafetensorsFile& f, const std::string& name, const Layout::Slot& slot,
                       ElementRange part, Bits* out, std::vector<T>& scratch) {
   constexpr bool bf16 = std::is_same_v<Bits, std::uint16_t>;
-  const io::Dtype expected = bf16 ? io::Dtype::BF16 : std::is_same_v<T, float> ? io::Dtype::F32 : io::Dtype::F64;
+  const format::Dtype expected = bf16 ? format::Dtype::BF16 : std::is_same_v<T, float> ? format::Dtype::F32 : format::Dtype::F64;
   require_moment_dtype(f, name, expected);
   const std::size_t first = part.begin - slot.offset;
   if constexpr (!bf16) {
@@ -231,7 +231,7 @@ void read_moment_part(const io::SafetensorsFile& f, const std::string& name, con
 /// The moments of the parameter elements `owned` from "adam.m.<slot>" / "adam.v.<slot>" into
 /// m and v (element i of m is parameter element owned.begin + i).
 template <class T, class Bits>
-void read_moment_range(const io::SafetensorsFile& f, const Layout& layout, ElementRange owned, Bits* m, Bits* v) {
+void read_moment_range(const format::SafetensorsFile& f, const Layout& layout, ElementRange owned, Bits* m, Bits* v) {
   std::vector<T> scratch;
   for (Bits* out : {m, v})
     for (const auto& s : layout.slots()) {
@@ -246,7 +246,7 @@ void read_moment_range(const io::SafetensorsFile& f, const Layout& layout, Eleme
 /// optimiser owns (all of them, or one process's shard; a checkpoint written by any number of
 /// processes holds every element's).
 template <class T>
-void read_moments(const io::SafetensorsFile& f, optim::AdamW<T>& adam) {
+void read_moments(const format::SafetensorsFile& f, optim::AdamW<T>& adam) {
   if (adam.moment_storage() == optim::MomentStorage::full)
     detail_state::read_moment_range<T>(f, adam.layout(), adam.owned(), adam.first_moment().data(),
                                        adam.second_moment().data());
@@ -255,7 +255,7 @@ void read_moments(const io::SafetensorsFile& f, optim::AdamW<T>& adam) {
                                        adam.second_moment_bf16().data());
 }
 template <class T>
-void read_moments(const io::SafetensorsFile& f, optim::StreamingAdamW<T>& adam) {
+void read_moments(const format::SafetensorsFile& f, optim::StreamingAdamW<T>& adam) {
   const ElementRange all{0, adam.gradients().size()};
   const auto& layout = adam.gradients().layout();
   if (adam.moment_storage() == optim::MomentStorage::full)
@@ -277,15 +277,15 @@ std::filesystem::path write_checkpoint(const std::filesystem::path& out, const L
   std::filesystem::remove_all(dir);  // leftovers of a crashed write of the same step
   std::filesystem::create_directories(dir);
   learner.save_model(dir);
-  io::SafetensorsWriter w;
+  format::SafetensorsWriter w;
   w.set_metadata("producer", "causalqwen trainer");
   add_moments(w, adam);
   w.write(dir / "optimizer.safetensors");
   const std::string text = state.to_json().dump(2) + "\n";
-  io::write_file_atomically(dir / "trainer_state.json", [&](io::AtomicFile& f) { f.write(text); });
+  format::write_file_atomically(dir / "trainer_state.json", [&](format::AtomicFile& f) { f.write(text); });
   detail_state::sync_directory(dir);
   if (before_commit) before_commit(dir);
-  io::write_file_atomically(root / "LATEST", [&](io::AtomicFile& f) { f.write(checkpoint_name(state.step) + "\n"); });
+  format::write_file_atomically(root / "LATEST", [&](format::AtomicFile& f) { f.write(checkpoint_name(state.step) + "\n"); });
   for (const auto& entry : std::filesystem::directory_iterator(root))
     if (entry.is_directory() && entry.path().filename() != dir.filename() &&
         entry.path().filename().string().starts_with("step-"))
@@ -314,7 +314,7 @@ TrainerState read_checkpoint(const std::filesystem::path& dir, Learner<T>& learn
   auto state = read_trainer_state(dir / "trainer_state.json");
   require_step_of_directory(state, dir);
   learner.load_params(dir);
-  read_moments(io::SafetensorsFile::open(dir / "optimizer.safetensors"), adam);
+  read_moments(format::SafetensorsFile::open(dir / "optimizer.safetensors"), adam);
   adam.set_steps(state.adam_steps);
   return state;
 }

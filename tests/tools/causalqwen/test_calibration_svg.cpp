@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace ct = causalqwen::train;
+namespace ce = causalqwen::eval;
 
 namespace {
 
@@ -27,7 +27,7 @@ std::size_t occurrences(const std::string& text, const std::string& what) {
 }  // namespace
 
 TEST_CASE("the report as SVG shows both panels with the levels") {
-  ct::GroupedCalibration grouped(7, 2.5);
+  ce::GroupedCalibration grouped(7, 2.5);
   const std::vector<NumberSample> samples = cqtest::grouped_samples();
   cqtest::add_grouped_samples(grouped, samples);
   const auto report = grouped.report();
@@ -46,14 +46,14 @@ TEST_CASE("the report as SVG shows both panels with the levels") {
   CHECK(svg.find("empirical coverage") != std::string::npos);
   CHECK(svg.find("PIT histogram") != std::string::npos);
   CHECK(svg.find("uniform 1/10") != std::string::npos);
-  CHECK(svg.find(std::string(ct::verdict_name(*report.overall.numbers.intervals[0].verdict))) != std::string::npos);
+  CHECK(svg.find(std::string(ce::verdict_name(*report.overall.numbers.intervals[0].verdict))) != std::string::npos);
   CHECK(svg.find("a&lt;b &amp; &quot;c&quot;") != std::string::npos);  // the group name, escaped
   CHECK(svg.find("a<b") == std::string::npos);
   CHECK(svg.find("nan") == std::string::npos);
 }
 
 TEST_CASE("the SVG of a report of no targets says so") {
-  ct::GroupedCalibration empty(7, 1.0);
+  ce::GroupedCalibration empty(7, 1.0);
   const auto report = empty.report();
   std::ostringstream svg;
   cqcli::write_calibration_svg(report, svg);
