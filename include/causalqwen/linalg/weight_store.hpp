@@ -143,8 +143,8 @@ class WeightStore {
   bool decoding_current(std::uint64_t version) const { return weight_type_ == Format::f32 || packed_version_ == version; }
   /// Refuses, as `fn`, decoding the parameters at `version` with stale packed copies.
   void require_decoding_current(std::uint64_t version, const char* fn) const {
-    detail::require(decoding_current(version), fn, "the parameters changed after use_weights({}) packed them: call use_weights again",
-                    format_name(weight_type_));
+    detail::require(decoding_current(version), fn,
+                    "the parameters changed after use_weights({}) packed them: call use_weights again", format_name(weight_type_));
   }
   /// The forms of every matrix (in order of registration) for decoding: the packed copies.
   std::span<const WeightForms> decoding_forms() const { return decode_; }

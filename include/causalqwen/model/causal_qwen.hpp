@@ -181,7 +181,8 @@ class CausalQwen<T, RuntimeConfig{}> {
   /// With bf16 and WeightCopies::kept (the default), the model also keeps a bf16 copy of the
   /// layers' matrices and of W_cls (2 bytes per weight), which an optimiser given update_follower() rewrites
   /// as it updates them; the products then read the copy instead of rounding the float weights
-  /// at every use, with the same results (the model's linalg::WeightStore keeps them: linalg/weight_store.hpp).
+  /// at every use, with the same results (the model's linalg::WeightStore keeps them:
+  /// linalg/weight_store.hpp).
   void set_precision(linalg::Format precision, linalg::WeightCopies copies = linalg::WeightCopies::kept) {
     weights_.set_precision(params_, precision, copies, "CausalQwen::set_precision");
   }
@@ -196,12 +197,13 @@ class CausalQwen<T, RuntimeConfig{}> {
 
   /// Stores the matrices that decoding reads once per token (every layer's q|k|v, o, gate, up
   /// and down projections, and W_cls) as `type` as well: bf16, or int8 with one scale per row
-  /// (linalg/packed_weight.hpp, kept by the model's WeightStore). Decoding steps (forward_cached and the decoding head, up to a
-  /// few rows) then read the packed copies: half or a quarter of the bytes per token. The float
-  /// weights are rounded in place to the same values, so that prefill's and evaluation's GEMMs
-  /// compute with the numbers decoding reads (the float copy is kept). f32 drops the packed
-  /// copies; the rounding stays. Float models only. When the parameters change afterwards,
-  /// decoding refuses to run until this is called again.
+  /// (linalg/packed_weight.hpp; the model's WeightStore keeps them). Decoding steps
+  /// (forward_cached and the decoding head, up to a few rows) then read the packed copies: half
+  /// or a quarter of the bytes per token. The float weights are rounded in place to the same
+  /// values, so that prefill's and evaluation's GEMMs compute with the numbers decoding reads
+  /// (the float copy is kept). f32 drops the packed copies; the rounding stays. Float models
+  /// only. When the parameters change afterwards, decoding refuses to run until this is called
+  /// again.
   void use_weights(linalg::Format type) { weights_.use_weights(params_, type, "CausalQwen::use_weights"); }
   /// The type the decoding matrices are read in (use_weights).
   linalg::Format weight_type() const { return weights_.weight_type(); }
