@@ -11,8 +11,7 @@
 /// Both share one implementation (CausalQwen<T, RuntimeConfig{}>).
 #pragma once
 #include "causalqwen/core/checked_size.hpp"
-#include "causalqwen/linalg/update_follower.hpp"
-#include "causalqwen/linalg/bf16_copies.hpp"
+#include "causalqwen/linalg/weight_store.hpp"
 #include "causalqwen/model/causal_head.hpp"
 #include "causalqwen/model/config.hpp"
 #include "causalqwen/model/numeric_embedding.hpp"
@@ -22,7 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <random>
-#include <type_traits>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -102,6 +101,8 @@ class CausalQwen<T, RuntimeConfig{}> {
     backbone_end_ = layout->total();
     add_head_params(*layout, cfg_);
     params_.reset(layout);
+    for (const auto& w : backbone_.weight_matrices(params_)) weights_.add(params_, w);  // the layers' (forms_of_layers)
+    weights_.add(params_, params_.template view<2>(names::cls_w));                       // W_cls (cls_index)
   }
 
   const CausalConfig& config() const { return cfg_; }
@@ -180,84 +181,39 @@ class CausalQwen<T, RuntimeConfig{}> {
   /// With bf16 and WeightCopies::kept (the default), the model also keeps a bf16 copy of the
   /// layers' matrices and of W_cls (2 bytes per weight), which an optimiser given update_follower() rewrites
   /// as it updates them; the products then read the copy instead of rounding the float weights
-  /// at every use, with the same results (linalg/bf16_copies.hpp).
+  /// at every use, with the same results (the model's linalg::WeightStore keeps them:
+  /// linalg/weight_store.hpp).
   void set_precision(linalg::Format precision, linalg::WeightCopies copies = linalg::WeightCopies::kept) {
-    linalg::require_precision_fits<T>(precision, "CausalQwen::set_precision");
-    precision_ = precision;
-    bf16_copies_.reset();
-    rounding_forms_.clear();
-    copy_forms_.clear();
-    cls_rounding_ = {};
-    cls_copy_ = {};
-    if constexpr (std::is_same_v<T, float>) {
-      if (precision == linalg::Format::bf16) {
-        rounding_forms_ = backbone_.bf16_forms(params_, nullptr);
-        cls_rounding_.precision = linalg::Format::bf16;
-        if (copies == linalg::WeightCopies::kept) {
-          // in rows where oneDNN runs the products (they read that layout), else in our kernels' panels
-          bf16_copies_ = std::make_unique<linalg::Bf16Copies>(linalg::bf16_products_on_onednn() ? linalg::detail_bf16::PackLayout::rows
-                                                                                                : linalg::detail_bf16::PackLayout::panels);
-          copy_forms_ = backbone_.bf16_forms(params_, bf16_copies_.get());
-          cls_copy_ = cls_rounding_;
-          cls_copy_.bf16_copy = bf16_copies_->add(params_, params_.template view<2>(names::cls_w));
-        }
-      }
-    }
+    weights_.set_precision(params_, precision, copies, "CausalQwen::set_precision");
   }
-  linalg::Format precision() const { return precision_; }
+  linalg::Format precision() const { return weights_.precision(); }
   /// What an optimiser step keeps current as it updates the parameters (AdamW::step's
   /// `follower`): the bf16 copies of set_precision, or null when there are none.
-  linalg::UpdateFollower<T>* update_follower() {
-    if constexpr (std::is_same_v<T, float>) return bf16_copies_.get();
-    return nullptr;
-  }
+  linalg::UpdateFollower<T>* update_follower() { return weights_.update_follower(); }
   /// Bytes of the bf16 copies of set_precision (0 without them).
-  std::size_t bf16_copy_bytes() const { return bf16_copies_ ? bf16_copies_->bytes() : 0; }
+  std::size_t bf16_copy_bytes() const { return weights_.bf16_copy_bytes(); }
   /// Whether the next forward's products read the bf16 copies (they hold the current weights).
-  bool bf16_copies_current() const {
-    return bf16_copies_ && precision_ == linalg::Format::bf16 && bf16_copies_->current(params_.version());
-  }
+  bool bf16_copies_current() const { return weights_.bf16_copies_current(params_.version()); }
 
   /// Stores the matrices that decoding reads once per token (every layer's q|k|v, o, gate, up
   /// and down projections, and W_cls) as `type` as well: bf16, or int8 with one scale per row
-  /// (linalg/packed_weight.hpp). Decoding steps (forward_cached and the decoding head, up to a
-  /// few rows) then read the packed copies: half or a quarter of the bytes per token. The float
-  /// weights are rounded in place to the same values, so that prefill's and evaluation's GEMMs
-  /// compute with the numbers decoding reads (the float copy is kept). f32 drops the packed
-  /// copies; the rounding stays. Float models only. When the parameters change afterwards,
-  /// decoding refuses to run until this is called again.
-  void use_weights(linalg::Format type) {
-    detail::require(type == linalg::Format::f32 || std::is_same_v<T, float>, "CausalQwen::use_weights",
-                    "{} weights serve float models only", linalg::format_name(type));
-    packed_store_.clear();
-    decode_forms_.clear();
-    cls_decode_ = {};
-    weight_type_ = type;
-    if (type != linalg::Format::f32) {
-      packed_store_.reserve(5 * cfg_.backbone.num_layers + 1);
-      decode_forms_ = backbone_.pack_weights(params_, type, packed_store_);
-      if constexpr (std::is_same_v<T, float>) {
-        const auto w = params_.template view<2>(names::cls_w);
-        linalg::round_weights(type, w);
-        cls_decode_.decode = packed_store_.emplace_back(type, TensorView<const float, 2>(w)).ref();
-      }
-      params_.touch();
-    }
-    packed_version_ = params_.version();
-  }
+  /// (linalg/packed_weight.hpp; the model's WeightStore keeps them). Decoding steps
+  /// (forward_cached and the decoding head, up to a few rows) then read the packed copies: half
+  /// or a quarter of the bytes per token. The float weights are rounded in place to the same
+  /// values, so that prefill's and evaluation's GEMMs compute with the numbers decoding reads
+  /// (the float copy is kept). f32 drops the packed copies; the rounding stays. Float models
+  /// only. When the parameters change afterwards, decoding refuses to run until this is called
+  /// again.
+  void use_weights(linalg::Format type) { weights_.use_weights(params_, type, "CausalQwen::use_weights"); }
   /// The type the decoding matrices are read in (use_weights).
-  linalg::Format weight_type() const { return weight_type_; }
+  linalg::Format weight_type() const { return weights_.weight_type(); }
   /// Bytes of the packed copies (0 for f32).
-  std::size_t packed_bytes() const {
-    std::size_t n = 0;
-    for (const auto& m : packed_store_) n += m.bytes();
-    return n;
-  }
+  std::size_t packed_bytes() const { return weights_.packed_bytes(); }
   /// The heads' parameters for decoding: the arena's views, W_cls's packed copy when there is one.
   HeadParams<const T> head_params() const {
-    check_packed("CausalQwen::head_params");
+    weights_.require_decoding_current(params_.version(), "CausalQwen::head_params");
     auto p = HeadParams<const T>::bind(params_);
-    p.action.cls_weight.use_forms(cls_decode_);
+    p.action.cls_weight.use_forms(weights_.decoding_forms(cls_index()));
     return p;
   }
 
@@ -269,16 +225,18 @@ class CausalQwen<T, RuntimeConfig{}> {
   TensorView<const T, 3> forward_cached(TensorView<const std::int64_t, 2> input_ids, TensorView<const T, 2> numeric_values,
                                         TensorView<const std::int64_t, 2> attention_mask,
                                         TensorView<const std::int64_t, 2> position_ids, InferenceState& state) const {
-    check_packed("CausalQwen::forward_cached");
+    weights_.require_decoding_current(params_.version(), "CausalQwen::forward_cached");
     const auto e = embed(input_ids, numeric_values, state.embedding, state.e);
-    return backbone_.forward_cached(params_, e, attention_mask, position_ids, state.backbone, decode_forms_);
+    return backbone_.forward_cached(params_, e, attention_mask, position_ids, state.backbone,
+                                    forms_of_layers(weights_.decoding_forms()));
   }
 
  private:
-  void check_packed(const char* fn) const {
-    detail::require(weight_type_ == linalg::Format::f32 || packed_version_ == params_.version(), fn,
-                    "the parameters changed after use_weights({}) packed them: call use_weights again",
-                    linalg::format_name(weight_type_));
+  /// The index of W_cls in weights_: it follows the layers' matrices.
+  std::size_t cls_index() const { return nn::DecoderBlock<T>::num_weights * cfg_.backbone.num_layers; }
+  /// The layers' entries of the forms of every registered matrix.
+  std::span<const linalg::WeightForms> forms_of_layers(std::span<const linalg::WeightForms> all) const {
+    return all.first(cls_index());
   }
 
   static CausalConfig validated(CausalConfig c) {
@@ -344,11 +302,11 @@ class CausalQwen<T, RuntimeConfig{}> {
   /// heads' parameters) in the layers' precision; the stack keeps its attention weights only for
   /// a backward.
   HeadParams<const T> begin_pass(Cache& cache, bool backward) const {
-    const bool copies = bf16_copies_current();  // the products read the copies only while they hold the weights
-    cache.backbone.forms = copies ? copy_forms_ : rounding_forms_;
+    const auto forms = weights_.training_forms(params_.version());  // with the copies only while they hold the weights
+    cache.backbone.forms = forms_of_layers(forms);
     cache.backbone.keep_for_backward = backward;  // an evaluation keeps no attention weights
     auto hp = HeadParams<const T>::bind(params_);
-    hp.action.cls_weight.use_forms(copies ? cls_copy_ : cls_rounding_);  // W_cls's products in the layers' precision
+    hp.action.cls_weight.use_forms(forms[cls_index()]);  // W_cls's products in the layers' precision
     return hp;
   }
 
@@ -357,19 +315,9 @@ class CausalQwen<T, RuntimeConfig{}> {
   CausalHead<T> head_;
   std::size_t backbone_end_ = 0;  // arena offset where the stack's slots end and the heads' begin
   Arena<T> params_;
-  linalg::Format precision_ = linalg::Format::f32;  // the layers' and W_cls's products (set_precision)
-  // bf16 copies of the layers' matrices and W_cls for mixed precision (set_precision), kept by the optimiser
-  std::unique_ptr<linalg::Bf16Copies> bf16_copies_;
-  // the forms of the layers' weights and W_cls in training (set_precision): Format::bf16 with
-  // the copies (while they are current), or without them; empty and f32 for float products
-  std::vector<typename nn::DecoderBlock<T>::Forms> copy_forms_, rounding_forms_;
-  linalg::WeightForms cls_copy_, cls_rounding_;  // |W_cls| is read from the copy with the sign bits cleared
-  // packed copies for decoding (use_weights)
-  linalg::Format weight_type_ = linalg::Format::f32;
-  std::uint64_t packed_version_ = 0;
-  std::vector<linalg::PackedMatrix> packed_store_;
-  std::vector<typename nn::DecoderBlock<T>::Forms> decode_forms_;  // the layers' weights' packed copies
-  linalg::WeightForms cls_decode_;                                 // W_cls's
+  // every form of the layers' matrices and W_cls besides their values: the training products'
+  // precision and bf16 copies (set_precision), the packed decoding copies (use_weights)
+  linalg::WeightStore<T> weights_;
 };
 
 /// The compile-time-configured model: the same implementation, shapes fixed by Shapes, whose

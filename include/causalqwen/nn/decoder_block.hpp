@@ -40,7 +40,8 @@ struct DecoderBlock {
   /// The forms of the layer's matrices q|k|v, o, gate, up, down (in that order) besides their
   /// values (linalg/weight.hpp): packed copies for decoding, bf16 copies and the products'
   /// precision for mixed-precision training (default: none, f32).
-  using Forms = std::array<linalg::WeightForms, 5>;
+  static constexpr std::size_t num_weights = 5;
+  using Forms = std::array<linalg::WeightForms, num_weights>;
   struct Cache {
     std::size_t batch = 0, seq = 0;
     typename RMSNorm<T>::Cache norm1, norm2;
@@ -97,7 +98,7 @@ struct DecoderBlock {
     return p;
   }
   /// The layer's weights that have forms, in Forms' order.
-  static std::array<linalg::Weight<T>*, 5> weights(Params& p) {
+  static std::array<linalg::Weight<T>*, num_weights> weights(Params& p) {
     return {&p.qkv.weight, &p.o_proj.weight, &p.mlp.gate.weight, &p.mlp.up.weight, &p.mlp.down.weight};
   }
   /// Gives the layer's weights the forms `f` (attention's own products and the norms stay float).

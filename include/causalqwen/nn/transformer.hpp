@@ -12,9 +12,8 @@
 #include "causalqwen/core/arena.hpp"
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/tensor.hpp"
-#include "causalqwen/linalg/bf16_copies.hpp"
 #include "causalqwen/linalg/gemm.hpp"
-#include "causalqwen/linalg/packed_weight.hpp"
+#include "causalqwen/linalg/weight.hpp"
 #include "causalqwen/linalg/weight_grad_sink.hpp"
 #include "causalqwen/nn/config.hpp"
 #include "causalqwen/nn/decoder_block.hpp"
@@ -22,13 +21,13 @@
 #include "causalqwen/nn/rmsnorm.hpp"
 #include "causalqwen/nn/rope.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
 #include <random>
 #include <span>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 namespace causalqwen::nn {
@@ -77,12 +76,12 @@ class Transformer {
     TensorView<const T, 2> input;             // [M,H] the embeddings of the last forward
     TensorView<T, 2> z;                       // [M,H] final output
     std::vector<TensorView<T, 2>> layer_out;  // [M,H] output of each block
-    /// The forms of the layers' weights in the next forward and its backward (one entry per
-    /// layer, or empty: float products of the weights; linalg/weight.hpp): the precision of
-    /// their products (bf16: mixed precision, float models only) and bf16 copies that those
-    /// products read instead of rounding the weights (linalg/bf16_copies.hpp), given only while
-    /// they hold the current weights: the caller's to check.
-    std::span<const typename DecoderBlock<T>::Forms> forms;
+    /// The forms of the layers' weights in the next forward and its backward (num_weights per
+    /// layer in weight_matrices' order, or empty: float products of the weights;
+    /// linalg/weight.hpp), as a linalg::WeightStore hands them out: the precision of their
+    /// products (bf16: mixed precision, float models only) and bf16 copies that those products
+    /// read instead of rounding the weights, given only while they hold the current weights.
+    std::span<const linalg::WeightForms> forms;
     /// Whether the next forward keeps the attention weights P that backward reads ([B, nkv, S,
     /// G, S] per layer: 22 GB for a 4,096-token row of Qwen2.5-0.5B). An evaluation sets it to
     /// false: a cache laid out for it then holds no P, and attention keeps one 64-token block of
@@ -192,12 +191,13 @@ class Transformer {
   /// (empty = all 1) marks padding; empty position_ids continue each row's count of real tokens
   /// (state.kv.positions). Equal, position by position, to forward() on the whole sequence with
   /// the concatenated masks and positions. The result views `state` (valid until the next call).
-  /// `forms` (one entry per layer, or empty): the layers' weights' forms, whose packed bf16 /
-  /// int8 copies steps of a few rows read instead of the float weights (linalg/weight.hpp).
+  /// `forms` (num_weights per layer in weight_matrices' order, or empty): the layers' weights'
+  /// forms, whose packed bf16 / int8 copies steps of a few rows read instead of the float
+  /// weights (linalg/weight.hpp; a linalg::WeightStore's decoding_forms).
   TensorView<const T, 3> forward_cached(const Arena<T>& params, TensorView<const T, 3> e,
                                         TensorView<const std::int64_t, 2> attention_mask,
                                         TensorView<const std::int64_t, 2> position_ids, InferenceState& state,
-                                        std::span<const typename DecoderBlock<T>::Forms> forms = {}) const {
+                                        std::span<const linalg::WeightForms> forms = {}) const {
     auto& kv = state.kv;
     const std::size_t B = e.shape[0], S = e.shape[1], M = B * S, H = config_.hidden_size;
     detail::require(kv.batch == B && kv.num_layers == config_.num_layers, "Transformer::forward_cached",
@@ -241,49 +241,18 @@ class Transformer {
     return TensorView<const T, 3>(state.z.data(), {B, S, H});
   }
 
-  /// Packs every layer's matrices as `type` for forward_cached (float stacks only): the packed
-  /// copies are appended to `store` (which owns them) and returned as the layers' forms, and the
-  /// float weights in `params` are rounded to the same values (linalg::round_weights). f32:
-  /// nothing packed, an empty result.
-  std::vector<typename DecoderBlock<T>::Forms> pack_weights(Arena<T>& params, linalg::Format type,
-                                                            std::vector<linalg::PackedMatrix>& store) const {
-    std::vector<typename DecoderBlock<T>::Forms> forms;
-    if (type == linalg::Format::f32) return forms;
-    if constexpr (std::is_same_v<T, float>) {
-      forms.resize(config_.num_layers);
-      for (std::size_t i = 0; i < config_.num_layers; ++i) {
-        auto layer = block_.bind_params(params, layer_prefix(i));
-        const auto weights = DecoderBlock<T>::weights(layer);
-        for (std::size_t k = 0; k < weights.size(); ++k) {
-          linalg::round_weights(type, weights[k]->values);
-          forms[i][k].decode = store.emplace_back(type, TensorView<const float, 2>(weights[k]->values)).ref();
-        }
-      }
-      params.touch();
-    } else {
-      detail::require(false, "Transformer::pack_weights", "{} weights serve float models only", linalg::format_name(type));
+  /// The matrices whose forms the layers read (a linalg::WeightStore registers them), views of
+  /// `params`: DecoderBlock::num_weights per layer in DecoderBlock::Forms' order (q|k|v, o,
+  /// gate, up, down), layer after layer.
+  std::vector<TensorView<const T, 2>> weight_matrices(const Arena<T>& params) const {
+    std::vector<TensorView<const T, 2>> out;
+    out.reserve(DecoderBlock<T>::num_weights * config_.num_layers);
+    auto& a = const_cast<Arena<T>&>(params);
+    for (std::size_t i = 0; i < config_.num_layers; ++i) {
+      auto layer = block_.bind_params(a, layer_prefix(i));
+      for (const auto* w : DecoderBlock<T>::weights(layer)) out.emplace_back(w->values);
     }
-    return forms;
-  }
-
-  /// The layers' forms for mixed-precision training (float stacks only): Format::bf16, and
-  /// with `copies` a bf16 copy of every layer's matrices added to it (it owns them, and the
-  /// optimiser's steps keep them current: linalg/bf16_copies.hpp).
-  std::vector<typename DecoderBlock<T>::Forms> bf16_forms(Arena<T>& params, linalg::Bf16Copies* copies) const {
-    std::vector<typename DecoderBlock<T>::Forms> forms(config_.num_layers);
-    if constexpr (std::is_same_v<T, float>) {
-      for (std::size_t i = 0; i < config_.num_layers; ++i) {
-        auto layer = block_.bind_params(params, layer_prefix(i));
-        const auto weights = DecoderBlock<T>::weights(layer);
-        for (std::size_t k = 0; k < weights.size(); ++k) {
-          forms[i][k].precision = linalg::Format::bf16;
-          if (copies) forms[i][k].bf16_copy = copies->add(params, TensorView<const float, 2>(weights[k]->values));
-        }
-      }
-    } else {
-      detail::require(false, "Transformer::bf16_forms", "bf16 products serve float models only");
-    }
-    return forms;
+    return out;
   }
 
   /// Bytes of one activation cache for B×S tokens (activations + backward scratch).
@@ -352,13 +321,16 @@ class Transformer {
     return bound;
   }
 
-  /// Gives every layer of `p` its entry of `forms` (empty: none, f32 products), refusing bf16
-  /// products for a double stack and a count of entries other than the layers'.
-  void use_forms(BoundArena& p, std::span<const typename DecoderBlock<T>::Forms> forms, const char* fn) const {
-    detail::require(forms.empty() || forms.size() == config_.num_layers, fn, "weight forms for {} layers, the stack has {}",
-                    forms.size(), config_.num_layers);
+  /// Gives every layer of `p` its num_weights entries of `forms` (empty: none, f32 products),
+  /// refusing bf16 products for a double stack and a count of entries other than the layers'.
+  void use_forms(BoundArena& p, std::span<const linalg::WeightForms> forms, const char* fn) const {
+    constexpr std::size_t W = DecoderBlock<T>::num_weights;
+    detail::require(forms.empty() || forms.size() == W * config_.num_layers, fn,
+                    "weight forms for {} matrices, the stack's {} layers have {}", forms.size(), config_.num_layers,
+                    W * config_.num_layers);
     for (std::size_t i = 0; i < config_.num_layers; ++i) {
-      const typename DecoderBlock<T>::Forms f = forms.empty() ? typename DecoderBlock<T>::Forms{} : forms[i];
+      typename DecoderBlock<T>::Forms f{};
+      if (!forms.empty()) std::copy_n(forms.begin() + static_cast<std::ptrdiff_t>(i * W), W, f.begin());
       for (const auto& w : f) linalg::require_precision_fits<T>(w.precision, fn);
       DecoderBlock<T>::use_forms(p.layers[i], f);
     }
