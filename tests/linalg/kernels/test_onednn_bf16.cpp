@@ -9,8 +9,8 @@
 //   - the products of mixed-precision training against our own bf16 kernels (the same formula,
 //     another order of the float sums), the bf16 copy in rows giving the same values;
 //   - fewer than onednn_min_rows rows stay on our kernels (their bits), and the name says what runs.
-#include "../support/float_matrices.hpp"
-#include "../support/test_support.hpp"
+#include "../../support/float_matrices.hpp"
+#include "../../support/test_support.hpp"
 
 #include <causalqwen/linalg/bf16_copies.hpp>
 #include <causalqwen/linalg/gemm.hpp>
