@@ -18,7 +18,7 @@
 #include "causalqwen/cauchy/ovr_row.hpp"
 #include "causalqwen/text/labels.hpp"
 #include "causalqwen/core/threading.hpp"
-#include "causalqwen/linalg/abs_weight.hpp"
+#include "causalqwen/linalg/cauchy_linear.hpp"
 #include "causalqwen/model/action.hpp"
 #include "causalqwen/model/config.hpp"
 #include "causalqwen/model/regression_head.hpp"
@@ -163,22 +163,22 @@ class OvrLoss {
   /// Evaluates the rows `rows` (positions with a label or a token): L_cls, Σ_k P_k, argmax_k P_k
   /// and max_k P_k = ½ + atan(z*)/π from the row's largest margin z* (P rises with the margin).
   /// `valid[m]`: position m has a label, whose BCE enters the mean over n_valid positions.
-  /// |W_cls| is cached per parameter `version` (generation and evaluation reuse it).
-  void forward(const typename Action<T>::Params& p, std::uint64_t version, Individuals<const T> A,
-               const std::vector<std::size_t>& rows, const std::vector<std::uint8_t>& valid, std::size_t n_valid,
-               TensorView<const std::int64_t, 1> labels, const CausalConfig& cfg, Rows& out) {
-    const std::size_t C = A.loc.shape[1], K = cfg.num_classes, R = rows.size();
+  /// |W_cls| is read from p.cls_weight.abs (the model's store keeps it per parameter version),
+  /// needed beyond linalg::fused_rows_max rows.
+  void forward(const typename Action<T>::Params& p, Individuals<const T> A, const std::vector<std::size_t>& rows,
+               const std::vector<std::uint8_t>& valid, std::size_t n_valid, TensorView<const std::int64_t, 1> labels,
+               const CausalConfig& cfg, Rows& out) {
+    const std::size_t K = cfg.num_classes, R = rows.size();
     const Individuals<const T> A_r = begin(A, rows, K, out);  // [R,C]
     if (R == 0) return;
     const T weight = T(1) / static_cast<T>(std::max<std::size_t>(n_valid, 1));
-    const T* abs_w = abs_cls_.get(p.cls_weight.values, version).data;
     const std::size_t Kc = std::min(chunk_, K);
     for (std::size_t k0 = 0; k0 < K; k0 += Kc) {
       const std::size_t n = std::min(Kc, K - k0);
-      const ClassScores<const T> S = scores(p, A_r, k0, n, {abs_w + k0 * C, {n, C}});  // [R,n]
+      const ClassScores<const T> S = scores(p, A_r, k0, n, p.cls_weight.rows(k0, n).abs);  // [R,n]
       parallel_for(R, R * n, [&](std::size_t r) { score_row(S, r, p.threshold.data + k0, rows, valid, labels, k0, weight, {}, cfg); });
     }
-    finish(rows, C, out);
+    finish(rows, A.loc.shape[1], out);
   }
 
   /// forward's values (|W_cls| formed chunk by chunk: it changes after every update), and
@@ -335,7 +335,6 @@ class OvrLoss {
   }
 
   std::size_t chunk_;
-  linalg::AbsWeightCache<T> abs_cls_;
   std::vector<T> loc_r_, scale_r_, d_loc_r_, d_scale_r_, loc_s_, scale_s_, d_loc_s_, d_scale_s_, col_, abs_chunk_, loss_r_;
   std::vector<OvrRowStats<T>> stats_;
 };
