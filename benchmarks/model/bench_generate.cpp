@@ -200,11 +200,10 @@ int main(int argc, char** argv) {
              bytes_per_token / 1e9);
 
   cqg::NextTokenHead<float> head(cfg);
-  const cq::Arena<float>& params = model->params();
   std::vector<cqg::StepDecision> decision(1);
   cqg::DecodeSettings det;
   auto head_step = [&](const float* z) {
-    head.step(model->head_params(), params.version(), {z, {1, H}}, det, {}, decision);
+    head.step(model->head_params(), {z, {1, H}}, det, {}, decision);
   };
   typename cq::model::CausalQwen<float>::InferenceState state;
   std::vector<std::int64_t> ids(std::max(context, *std::max_element(prefill_lengths.begin(), prefill_lengths.end())));

@@ -99,7 +99,7 @@ TEST_CASE("a tied base Qwen2 checkpoint converts: loc_S = base logits, scale_U =
   TinyBatch batch;
   m.evaluate(batch.view(), cache);
   const cq::Arena<float>& p = m.params();
-  const auto full = m.head().full_vocabulary(cq::model::HeadParams<const float>::bind(p), cache.head);
+  const auto full = m.head().full_vocabulary(m.evaluation_head_params(), cache.head);
   const auto embed = p.view<2>("model.embed_tokens.weight");
   const auto z = cache.backbone.z;
   for (std::size_t r = 0; r < 6; ++r)

@@ -208,8 +208,7 @@ TEST_CASE_TEMPLATE("evaluate: the calibration report equals the statistics compu
     typename cq::model::CausalQwen<T>::Cache cache;
     model.evaluate(b.view(), cache);
     const auto& h = cache.head;
-    const cq::Arena<T>& params = model.params();
-    const auto full = model.head().full_vocabulary(cq::model::HeadParams<const T>::bind(params), h);
+    const auto full = model.head().full_vocabulary(model.evaluation_head_params(), h);
     const std::size_t K = cfg.num_classes;
     for (std::size_t r = 0; r < b.batch; ++r)
       for (std::size_t s = 0; s < b.seq; ++s) {

@@ -61,7 +61,7 @@ Trace trace(const cqm::CausalQwen<float>& model, const std::vector<std::int64_t>
     const auto z = model.forward_cached(cq::TensorView<const std::int64_t, 2>(ids.data(), {1, ids.size()}), {}, {}, {}, state);
     const std::size_t S = z.shape[1];
     cqg::StepDecision d;
-    head.step(model.head_params(), model.params().version(), cq::TensorView<const float, 2>(z.data + (S - 1) * H, {1, H}),
+    head.step(model.head_params(), cq::TensorView<const float, 2>(z.data + (S - 1) * H, {1, H}),
               settings, {}, std::span<cqg::StepDecision>(&d, 1));
     t.loc_S.push_back(head.loc_S());
     t.scale_S.push_back(head.scale_S());

@@ -1,13 +1,15 @@
 // WeightStore: the registration of an arena's matrices, their training forms (bf16 products,
 // with bf16 copies while the copies hold the arena's version, rounding after any other change),
-// their decoding forms (packed bf16 / int8 copies, current until the parameters change), the
-// bytes of each kind, and the refusals with their messages.
+// their decoding forms (packed bf16 / int8 copies, current until the parameters change), |W| on
+// request (made once per parameter version, float and double), the bytes of each kind, and the
+// refusals with their messages.
 #include "../support/test_support.hpp"
 
 #include <causalqwen/core/bfloat16.hpp>
 #include <causalqwen/linalg/weight_store.hpp>
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -234,4 +236,73 @@ TEST_CASE("WeightStore<double> registers matrices and refuses bf16 products and 
   CHECK_THROWS_WITH_AS(store.use_weights(other, la::Format::f32, "M::use_weights"),
                        "causalqwen::M::use_weights: the arena holds 40 values, the store's matrices were registered in one of 32",
                        cq::DomainError);
+}
+
+namespace {
+/// Whether a [N,C] holds |w| exactly.
+template <class T>
+bool holds_abs_of(TensorView<const T, 2> a, TensorView<const T, 2> w) {
+  if (a.shape != w.shape) return false;
+  for (std::size_t i = 0; i < w.size(); ++i)
+    if (a.data[i] != std::fabs(w.data[i])) return false;
+  return true;
+}
+}  // namespace
+
+TEST_CASE("WeightStore's |W|: made on request, kept while the parameters are current, remade after a change") {
+  Params p;
+  la::WeightStore<float> store;
+  store.add(p.arena, p.qkv());
+  store.add(p.arena, p.w());
+  CHECK(store.abs_bytes() == 0);  // nothing before a request
+  CHECK(store.abs_rebuilds(0) == 0);
+  const auto a = store.abs(p.arena, 1);
+  CHECK(holds_abs_of<float>(a, p.w()));
+  CHECK(store.abs_rebuilds(1) == 1);
+  CHECK(store.abs_rebuilds(0) == 0);              // only the matrix asked for
+  CHECK(store.abs_bytes() == 9 * 20 * sizeof(float));
+  // current: the same buffer, not made again
+  const auto again = store.abs(p.arena, 1);
+  CHECK(again.data == a.data);
+  CHECK(store.abs_rebuilds(1) == 1);
+  // a change of the parameters (an optimiser step: new values, the version moved on) remakes it
+  // at the next request, in the same buffer
+  for (auto& x : p.arena.span()) x = -2.0f * x + 0.25f;
+  CHECK(store.abs_rebuilds(1) == 1);  // not before it is asked for
+  p.arena.touch();
+  const auto after = store.abs(p.arena, 1);
+  CHECK(store.abs_rebuilds(1) == 2);
+  CHECK(after.data == a.data);
+  CHECK(holds_abs_of<float>(after, p.w()));
+  // a matrix spanning consecutive slots (q|k|v), and use_weights' rounding (a new version)
+  CHECK(holds_abs_of<float>(store.abs(p.arena, 0), p.qkv()));
+  store.use_weights(p.arena, la::Format::bf16);
+  CHECK(holds_abs_of<float>(store.abs(p.arena, 0), p.qkv()));
+  CHECK(store.abs_rebuilds(0) == 2);
+  CHECK(store.abs_bytes() == (45 * 37 + 9 * 20) * sizeof(float));
+  CHECK(cqtest::error_message<cq::DomainError>([&] { store.abs(p.arena, 2); }) ==
+        "causalqwen::WeightStore: no matrix 2: 2 are registered");
+}
+
+TEST_CASE("WeightStore<double>'s |W|: exact, remade after a change of version only") {
+  auto layout = std::make_shared<cq::Layout>();
+  layout->add("b", {3});
+  layout->add("w", {4, 8});
+  cq::Arena<double> arena(layout);
+  std::mt19937_64 rng(cqtest::test_seed(66, "weight store abs double"));
+  std::normal_distribution<double> normal;
+  for (auto& x : arena.span()) x = normal(rng);
+  la::WeightStore<double> store;
+  store.add(arena, arena.view<2>("w"));
+  const auto w = arena.view<2>("w");
+  CHECK(holds_abs_of<double>(store.abs(arena, 0), w));
+  store.abs(arena, 0);
+  CHECK(store.abs_rebuilds(0) == 1);
+  CHECK(store.abs_bytes() == 32 * sizeof(double));
+  arena.view<2>("w")(2, 5) = -7.5;
+  arena.touch();
+  const auto a = store.abs(arena, 0);
+  CHECK(store.abs_rebuilds(0) == 2);
+  CHECK(a(2, 5) == 7.5);
+  CHECK(holds_abs_of<double>(a, w));
 }

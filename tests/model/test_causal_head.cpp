@@ -62,11 +62,10 @@ struct HeadFixture {
     cq::model::CausalHead<double> head(cfg, chunk);
     typename cq::model::CausalHead<double>::Cache cache;
     const cq::Arena<double>& cp = params;
-    return head.forward(cq::model::HeadParams<const double>::bind(cp), params.version() + 1000 + counter++,
-                        {z.data(), {M, 4}}, head_targets(), mode, noise(mode), cache)
+    return head.forward(cq::model::HeadParams<const double>::bind(cp), {z.data(), {M, 4}}, head_targets(), mode,
+                        noise(mode), cache)
         .L_total;
   }
-  std::uint64_t counter = 0;  // a new version per call: |W| is recomputed after perturbations
 };
 
 void check_all_gradients(HeadFixture& f, ActionMode mode) {
@@ -129,7 +128,7 @@ TEST_CASE("CausalHead: gradients with the Gaussian and the mse regression heads 
     cq::model::CausalHead<double> h(f.cfg, 3);
     typename cq::model::CausalHead<double>::Cache c;
     const cq::Arena<double>& cp = f.params;
-    h.forward(cq::model::HeadParams<const double>::bind(cp), 1, {f.z.data(), {f.M, 4}}, f.head_targets(), ActionMode::deterministic, {}, c);
+    h.forward(cq::model::HeadParams<const double>::bind(cp), {f.z.data(), {f.M, 4}}, f.head_targets(), ActionMode::deterministic, {}, c);
     for (std::size_t m : {std::size_t(1), std::size_t(3)}) {
       const auto expected = cq::model::regression_loss_grad(head, f.targets[m], c.regression.loc_Y[m], c.regression.scale_Y[m]);
       CHECK(c.regression.nll[m] == expected.value);
@@ -155,7 +154,7 @@ TEST_CASE("CausalHead: the scale floors hold and leave every gradient exact") {
     cq::model::CausalHead<double> head(f.cfg, 3);
     typename cq::model::CausalHead<double>::Cache cache;
     const cq::Arena<double>& cp = f.params;
-    head.forward(cq::model::HeadParams<const double>::bind(cp), 1, {f.z.data(), {f.M, 4}}, f.head_targets(),
+    head.forward(cq::model::HeadParams<const double>::bind(cp), {f.z.data(), {f.M, 4}}, f.head_targets(),
                  ActionMode::deterministic, {}, cache);
     return cache;
   };
@@ -194,7 +193,7 @@ TEST_CASE("CausalHead: pred and max_prob are the argmax and the maximum of the f
     typename cq::model::CausalHead<double>::Cache cache;
     const cq::Arena<double>& cp = f.params;
     const auto p = cq::model::HeadParams<const double>::bind(cp);
-    head.forward(p, 1, {f.z.data(), {f.M, 4}}, f.head_targets(), ActionMode::deterministic, {}, cache);
+    head.forward(p, {f.z.data(), {f.M, 4}}, f.head_targets(), ActionMode::deterministic, {}, cache);
     const auto full = head.full_vocabulary(p, cache);
     const std::size_t K = f.cfg.num_classes;
     REQUIRE(cache.ovr.max_prob.size() == f.M);
@@ -234,7 +233,7 @@ TEST_CASE("CausalHead: values by hand on one position") {
   cq::model::CausalHead<double> head(cfg);
   typename cq::model::CausalHead<double>::Cache cache;
   const cq::Arena<double>& cp = params;
-  const auto m = head.forward(cq::model::HeadParams<const double>::bind(cp), 0, {z, {1, 2}}, {{&label, {1}}, {&y, {1}}, {}},
+  const auto m = head.forward(cq::model::HeadParams<const double>::bind(cp), {z, {1, 2}}, {{&label, {1}}, {&y, {1}}, {}},
                               ActionMode::deterministic, {}, cache);
   // loc_U = 3.5, scale_U = 3, scale_A = 3.25; loc_S = (3.5, −6), scale_S = (3.25, 6.5)
   const double P0 = 0.5 + std::atan((3.5 - 1) / 3.25) / M_PI, P1 = 0.5 + std::atan((-6.0 - 1) / 6.5) / M_PI;
@@ -279,7 +278,7 @@ TEST_CASE("CausalHead: loss_and_gradient's values are forward's, bit for bit; ba
     const auto p = cq::model::HeadParams<const double>::bind(cp);
     const cq::TensorView<const double, 2> z(f.z.data(), {f.M, 4});
     std::vector<double> dz(f.M * 4, 0.0);
-    head.forward(p, 1, z, f.head_targets(), mode, f.noise(mode), evaluated);
+    head.forward(p, z, f.head_targets(), mode, f.noise(mode), evaluated);
     CHECK(cqtest::error_message<cq::DomainError>([&] { head.backward(p, g, z, evaluated, {dz.data(), {f.M, 4}}); }) ==
           "causalqwen::CausalHead::backward: the cache holds no dL/dA: call loss_and_gradient before each backward");
     head.loss_and_gradient(p, z, f.head_targets(), mode, f.noise(mode), trained, g);

@@ -10,6 +10,7 @@
 
 #include <omp.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -286,4 +287,36 @@ TEST_CASE("train_step refuses a gradient arena of another layout, naming itself"
   cq::Arena<double> wrong(std::make_shared<cq::Layout>());
   CHECK(cqtest::error_message<cq::DomainError>([&] { f.model.train_step(f.batch(), cache, wrong); }) ==
         "causalqwen::CausalQwen::train_step: the gradient arena does not have the model's layout");
+}
+
+TEST_CASE("the model's |W_cls| is a form of its store: handed out on request, made once per parameter version") {
+  ModelFixture f(cqtest::test_seed(67, "model abs cls"));
+  auto& model = f.model;
+  const std::size_t K = tiny.num_classes, C = tiny.causal_size;
+  CHECK(model.abs_bytes() == 0);  // nothing until asked for
+  // decoding a few rows reads W once (the fused pass): no |W_cls| handed out, none made
+  CHECK(model.head_params(1).action.cls_weight.abs.empty());
+  CHECK(model.head_params(cq::linalg::fused_rows_max).action.cls_weight.abs.empty());
+  CHECK(model.abs_bytes() == 0);
+  // more rows, an evaluation: |W_cls| exactly, the same buffer while the parameters are current
+  const auto abs = model.head_params(cq::linalg::fused_rows_max + 1).action.cls_weight.abs;
+  const auto w = cq::TensorView<const double, 2>(model.params().view<2>(cq::model::names::cls_w));
+  REQUIRE(abs.shape == cq::Shape<2>{K, C});
+  bool exact = true;
+  for (std::size_t i = 0; i < K * C; ++i) exact = exact && abs.data[i] == std::fabs(w.data[i]);
+  CHECK(exact);
+  CHECK(model.abs_bytes() == K * C * sizeof(double));
+  CHECK(model.evaluation_head_params().action.cls_weight.abs.data == abs.data);
+  typename decltype(f.model)::Cache cache;
+  model.evaluate(f.batch(), cache);
+  CHECK(model.abs_cls().data == abs.data);
+  // a change of the parameters: the next request remakes it, in the same buffer
+  for (auto& v : model.params().slot_span(cq::model::names::cls_w)) v = -v - 0.5;
+  model.params().touch();
+  const auto remade = model.abs_cls();
+  CHECK(remade.data == abs.data);
+  exact = true;
+  for (std::size_t i = 0; i < K * C; ++i) exact = exact && remade.data[i] == std::fabs(w.data[i]);
+  CHECK(exact);
+  CHECK(model.abs_bytes() == K * C * sizeof(double));
 }

@@ -277,12 +277,12 @@ struct GreedyDecoder {
     const std::size_t S = ids.size();
     model.begin_inference(state, 1, slots);
     const auto z = model.forward_cached({ids.data(), {1, S}}, {}, {}, {}, state);
-    head.step(head_params, model.params().version(), {z.data + (S - 1) * H, {1, H}}, deterministic, {}, decision);
+    head.step(head_params, {z.data + (S - 1) * H, {1, H}}, deterministic, {}, decision);
   }
   void step() {
     std::int64_t token = decision[0].token;
     const auto z1 = model.forward_cached({&token, {1, 1}}, {}, {}, {}, state);
-    head.step(head_params, model.params().version(), {z1.data, {1, H}}, deterministic, {}, decision);
+    head.step(head_params, {z1.data, {1, H}}, deterministic, {}, decision);
   }
 };
 

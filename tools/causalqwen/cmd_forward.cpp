@@ -87,8 +87,7 @@ void run_forward_typed(const ForwardOptions& o) {
   const auto batch = data.view();
   typename cq::model::CausalQwen<T>::Cache cache;
   const auto metrics = model.evaluate(batch, cache);
-  const cq::Arena<T>& cparams = model.params();
-  const auto hp = cq::model::HeadParams<const T>::bind(cparams);
+  const auto hp = model.evaluation_head_params();
   const auto& h = cache.head;
   const auto full = model.head().full_vocabulary(hp, h);
 

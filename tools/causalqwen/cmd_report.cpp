@@ -93,8 +93,7 @@ void run_report(const cqcli::ModelOptions& mo, const std::string& inputs, const 
   const std::size_t B = data.batch, S = data.seq, M = B * S, H = cfg.hidden_size(), K = cfg.num_classes;
   typename cq::model::CausalQwen<double>::Cache cache;
   const auto m = model.evaluate(data.view(), cache);
-  const cq::Arena<double>& cparams = model.params();
-  const auto hp = cq::model::HeadParams<const double>::bind(cparams);
+  const auto hp = model.evaluation_head_params();
   const auto& h = cache.head;
   const auto full = model.head().full_vocabulary(hp, h);
 

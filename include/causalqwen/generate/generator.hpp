@@ -267,7 +267,7 @@ class Generator {
     }
     steps_.assign(R, t);
     const auto noise = draw_step_noise<T>(seeds_, steps_, s, cfg.causal_size, action_, pick_);
-    head_.step(model_.head_params(), model_.params().version(), {z_active_.data(), {R, H}}, s, noise,
+    head_.step(model_.head_params(R), {z_active_.data(), {R, H}}, s, noise,
                std::span<StepDecision>(out.data(), R));
   }
 

@@ -13,7 +13,6 @@
 #include "causalqwen/cauchy/ovr.hpp"
 #include "causalqwen/cauchy/shift_to_draw.hpp"
 #include "causalqwen/generate/decode_mode.hpp"
-#include "causalqwen/linalg/abs_weight.hpp"
 #include "causalqwen/linalg/gemm.hpp"
 #include "causalqwen/model/causal_head.hpp"
 
@@ -114,9 +113,10 @@ class NextTokenHead {
  public:
   explicit NextTokenHead(const model::CausalConfig& cfg) : cfg_(cfg) {}
 
-  /// Decisions for R rows of z [R,H] (written into out[0..R)).
-  void step(const HeadParams<const T>& p, std::uint64_t version, TensorView<const T, 2> z,
-            const DecodeSettings& s, const StepNoise<T>& noise, std::span<StepDecision> out) {
+  /// Decisions for R rows of z [R,H] (written into out[0..R)). Beyond linalg::fused_rows_max
+  /// rows the class scales read |W_cls| from p.action.cls_weight.abs (CausalQwen::head_params(R)).
+  void step(const HeadParams<const T>& p, TensorView<const T, 2> z, const DecodeSettings& s, const StepNoise<T>& noise,
+            std::span<StepDecision> out) {
     using model::Action;
     const std::size_t R = z.shape[0], C = cfg_.causal_size, K = cfg_.num_classes, H = cfg_.hidden_size();
     require_shape(z, {R, H}, "NextTokenHead::step", "z");
@@ -141,9 +141,7 @@ class NextTokenHead {
     scale_S_.resize(need_scale ? R * K : 0);
     const TensorView<T, 2> loc_S(loc_S_.data(), {R, K});
     if (need_scale)
-      Action<T>::classes(p.action, A, 0, K,
-                         R > linalg::fused_rows_max ? abs_cache_.get(p.action.cls_weight.values, version) : TensorView<const T, 2>{},
-                         {loc_S, TensorView<T, 2>(scale_S_.data(), {R, K})});
+      Action<T>::classes(p.action, A, 0, K, p.action.cls_weight.abs, {loc_S, TensorView<T, 2>(scale_S_.data(), {R, K})});
     else
       linalg::linear_forward<T>(loc_S, shifted.loc, p.action.cls_weight, p.action.cls_bias);
     const auto num = static_cast<std::size_t>(cfg_.num_token_id);
@@ -201,7 +199,6 @@ class NextTokenHead {
   std::vector<T> individual_, loc_S_, scale_S_, margin_;
   std::vector<std::int64_t> order_;
   std::vector<double> prob_;
-  linalg::AbsWeightCache<T> abs_cache_;
 };
 
 }  // namespace causalqwen::generate

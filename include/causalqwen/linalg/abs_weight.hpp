@@ -39,6 +39,8 @@ class AbsWeightCache {
   void invalidate() { valid_ = false; }
   /// How many times |W| was recomputed (for tests and diagnostics).
   std::uint64_t rebuilds() const { return rebuilds_; }
+  /// Bytes held for |W| (0 before the first get).
+  std::size_t bytes() const { return abs_.size() * sizeof(T); }
 
  private:
   PageBuffer<T> abs_;

@@ -8,11 +8,11 @@
 ///   bf16_copy  bf16(W) kept current between the steps of mixed-precision training
 ///              (bf16_copies.hpp), read only by Format::bf16 products (for W, and for |W|
 ///              with the sign bits cleared) instead of rounding `values` at every use
-///   abs        |W| (abs_weight.hpp: AbsWeightCache), read by the scale products of the Cauchy
+///   abs        |W| (weight_store.hpp: WeightStore::abs), read by the scale products of the Cauchy
 ///              linear map beyond its fused rows, unless the bf16 copy stands in for it
 ///   precision  f32: float products; bf16: bf16 operands with float sums (mixed precision)
-/// A Weight owns none of them: the model keeps the arena, the packed store, the bf16 copies and
-/// the |W| caches, and hands out Weights; a form it does not hand out is absent (type f32, or an
+/// A Weight owns none of them: the model keeps the arena and a WeightStore (the bf16 and packed
+/// copies, |W|), and hands out Weights; a form it does not hand out is absent (type f32, or an
 /// empty view), and the products then read `values`.
 #pragma once
 #include "causalqwen/core/tensor.hpp"

@@ -8,13 +8,17 @@
 ///                                          rounding (bf16 products, no copy) otherwise
 ///   decoding   a packed bf16 or int8 copy read by decoding (use_weights: PackedMatrix), valid
 ///              while the arena is at the version it was packed at (decoding_current)
+///   |W|        on request (abs): |W_i| for the scale products of the Cauchy linear map
+///              (abs_weight.hpp), made at the first request and remade at a request after the
+///              arena's version moved on; float and double
 /// and the bytes of each kind. A new storage format is a Format, a branch here and its kernels:
-/// the layers and the model only pass the forms on. Float arenas only for every form but f32:
-/// a double store refuses bf16 products and packed copies.
+/// the layers and the model only pass the forms on. Float arenas only for every form but f32
+/// and |W|: a double store refuses bf16 products and packed copies.
 #pragma once
 #include "causalqwen/core/arena.hpp"
 #include "causalqwen/core/error.hpp"
 #include "causalqwen/core/tensor.hpp"
+#include "causalqwen/linalg/abs_weight.hpp"
 #include "causalqwen/linalg/bf16_copies.hpp"
 #include "causalqwen/linalg/bf16_gemm.hpp"
 #include "causalqwen/linalg/format.hpp"
@@ -26,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -53,6 +58,7 @@ class WeightStore {
     matrices_.push_back({offset, w.shape});
     rounding_.push_back(WeightForms{.precision = precision_});
     decode_.emplace_back();
+    abs_.emplace_back();
     return matrices_.size() - 1;
   }
   /// Registered matrices.
@@ -151,6 +157,30 @@ class WeightStore {
   /// Matrix i's forms for decoding.
   const WeightForms& decoding_forms(std::size_t i) const { return decode_[at(i)]; }
 
+  // ------------------------------------------------------------------ |W|
+  /// |W_i| [N,C] of matrix i in `params` at its current version (Arena::version()): made at the
+  /// first request, remade at a request after the version moved on (an optimiser step, a load,
+  /// use_weights' rounding), returned as it is while current; its buffer is kept, so a request
+  /// allocates only the first time (huge pages when large: abs_weight.hpp). A form the store
+  /// keeps for its callers (hence const); requests from several threads are serialised.
+  TensorView<const T, 2> abs(const Arena<T>& params, std::size_t i) const {
+    require_arena(params, "WeightStore::abs");
+    const std::lock_guard<std::mutex> hold(*abs_lock_);
+    return abs_[at(i)].get(TensorView<const T, 2>(view(params, i)), params.version());
+  }
+  /// Bytes of the |W| forms made so far.
+  std::size_t abs_bytes() const {
+    const std::lock_guard<std::mutex> hold(*abs_lock_);
+    std::size_t n = 0;
+    for (const auto& a : abs_) n += a.bytes();
+    return n;
+  }
+  /// How many times |W_i| was made (for tests and diagnostics).
+  std::uint64_t abs_rebuilds(std::size_t i) const {
+    const std::lock_guard<std::mutex> hold(*abs_lock_);
+    return abs_[at(i)].rebuilds();
+  }
+
  private:
   struct Matrix {
     std::size_t offset = 0;  // of row 0, in the arena
@@ -183,6 +213,9 @@ class WeightStore {
   std::uint64_t packed_version_ = 0;
   std::vector<PackedMatrix> packed_;
   std::vector<WeightForms> decode_;  // per matrix: its packed copy
+  // |W| (abs): per matrix, made on request; a cache behind a const interface, so locked
+  mutable std::vector<AbsWeightCache<T>> abs_;
+  std::unique_ptr<std::mutex> abs_lock_ = std::make_unique<std::mutex>();
 };
 
 }  // namespace causalqwen::linalg

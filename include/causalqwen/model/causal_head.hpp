@@ -108,12 +108,14 @@ class CausalHead {
   }
 
   /// Forward over z [M,H] (evaluation): U, A, Y, P_<NUM>, the losses' values and the metrics,
-  /// no gradients. |W_cls| is cached per `params_version`. Returns the metrics (also in c.metrics).
-  HeadMetrics forward(const HeadParams<const T>& p, std::uint64_t params_version, TensorView<const T, 2> z,
-                      const HeadTargets<T>& targets, ActionMode mode, SamplingNoise<T> noise, Cache& c) {
+  /// no gradients. Beyond linalg::fused_rows_max scored rows the class products read |W_cls| from
+  /// p.action.cls_weight.abs (a model's store keeps it: CausalQwen::evaluation_head_params).
+  /// Returns the metrics (also in c.metrics).
+  HeadMetrics forward(const HeadParams<const T>& p, TensorView<const T, 2> z, const HeadTargets<T>& targets,
+                      ActionMode mode, SamplingNoise<T> noise, Cache& c) {
     const auto A = actions(p, z, targets, mode, noise, c);  // independent [M,C]
     RegressionLoss<T>::forward(p.action, A, c.num, targets.target_values, cfg_, c.regression);
-    ovr_.forward(p.action, params_version, A, rows_, c.valid, n_valid_, targets.labels, cfg_, c.ovr);
+    ovr_.forward(p.action, A, rows_, c.valid, n_valid_, targets.labels, cfg_, c.ovr);
     finish_metrics(targets, c);
     c.has_loss_gradient = false;
     return c.metrics;
@@ -155,7 +157,9 @@ class CausalHead {
   }
 
   /// The [M,K] tensors of the report path (small models only): loc_S, scale_S, the margins
-  /// ovr_z = (loc_S − C)/scale_S, P, log P, log(1 − P), from a cache filled by forward or loss_and_gradient.
+  /// ovr_z = (loc_S − C)/scale_S, P, log P, log(1 − P), from a cache filled by forward or
+  /// loss_and_gradient; beyond linalg::fused_rows_max positions |W_cls| is read from
+  /// p.action.cls_weight.abs (CausalQwen::evaluation_head_params).
   struct FullVocabulary {
     std::vector<T> loc_S, scale_S, ovr_z, P, log_P, log_1mP;
   };
@@ -163,10 +167,8 @@ class CausalHead {
     const std::size_t M = c.rows, C = cfg_.causal_size, K = cfg_.num_classes;
     FullVocabulary out;
     for (auto* v : {&out.loc_S, &out.scale_S, &out.ovr_z, &out.P, &out.log_P, &out.log_1mP}) v->resize(M * K);
-    std::vector<T> abs_w(p.action.cls_weight.values.begin(), p.action.cls_weight.values.end());
-    for (auto& w : abs_w) w = std::fabs(w);
     const Individuals<const T> A = Action<T>::output(c.action, Abduction<T>::individuals(c.abduction, C));
-    Action<T>::classes(p.action, A, 0, K, {abs_w.data(), {K, C}},
+    Action<T>::classes(p.action, A, 0, K, p.action.cls_weight.abs,
                        {TensorView<T, 2>(out.loc_S.data(), {M, K}), TensorView<T, 2>(out.scale_S.data(), {M, K})});
     for (std::size_t i = 0; i < M * K; ++i) {
       const T l = out.loc_S[i], s = out.scale_S[i], thr = p.action.threshold[i % K];

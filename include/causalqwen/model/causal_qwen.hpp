@@ -138,9 +138,10 @@ class CausalQwen<T, RuntimeConfig{}> {
                        SamplingNoise<T> noise = {}) {
     check_batch(batch, false);
     const auto e = embed(batch.input_ids, batch.numeric_values, cache.embedding, cache.e);                  // [B,S,H]
-    const auto hp = begin_pass(cache, false);
+    auto hp = begin_pass(cache, false);
+    hp.action.cls_weight.abs = abs_cls();  // the class products of more than a few rows read it
     const auto z = backbone_.forward(params_, e, batch.attention_mask, batch.position_ids, cache.backbone);  // [B,S,H]
-    return head_.forward(hp, params_.version(), z.flat2d(), targets_of(batch), mode, noise, cache.head);
+    return head_.forward(hp, z.flat2d(), targets_of(batch), mode, noise, cache.head);
   }
 
   /// One training step over `batch`: grads += ∂L_total/∂θ for every parameter (weight products
@@ -209,13 +210,29 @@ class CausalQwen<T, RuntimeConfig{}> {
   linalg::Format weight_type() const { return weights_.weight_type(); }
   /// Bytes of the packed copies (0 for f32).
   std::size_t packed_bytes() const { return weights_.packed_bytes(); }
-  /// The heads' parameters for decoding: the arena's views, W_cls's packed copy when there is one.
-  HeadParams<const T> head_params() const {
+  /// The heads' parameters for decoding `rows` rows at once: the arena's views, W_cls's packed
+  /// copy when there is one and, beyond linalg::fused_rows_max rows (where the class products
+  /// read |W| besides W), |W_cls| from the model's store.
+  HeadParams<const T> head_params(std::size_t rows = 1) const {
     weights_.require_decoding_current(params_.version(), "CausalQwen::head_params");
     auto p = HeadParams<const T>::bind(params_);
     p.action.cls_weight.use_forms(weights_.decoding_forms(cls_index()));
+    if (rows > linalg::fused_rows_max) p.action.cls_weight.abs = abs_cls();
     return p;
   }
+  /// The heads' parameters as evaluate reads them (for CausalHead::full_vocabulary after an
+  /// evaluate): W_cls with its products' forms at the current parameters, and |W_cls|.
+  HeadParams<const T> evaluation_head_params() const {
+    auto p = HeadParams<const T>::bind(params_);
+    p.action.cls_weight.use_forms(weights_.training_forms(cls_index(), params_.version()));
+    p.action.cls_weight.abs = abs_cls();
+    return p;
+  }
+  /// |W_cls| [K,C] at the current parameters: the model's store makes it at the first request
+  /// after they change (an optimiser step, a load) and keeps it while they do not.
+  TensorView<const T, 2> abs_cls() const { return weights_.abs(params_, cls_index()); }
+  /// Bytes of the |W| forms the store holds (|W_cls| once requested; 0 before).
+  std::size_t abs_bytes() const { return weights_.abs_bytes(); }
 
   /// Starts an empty KV cache for `batch` rows with room for `slots` tokens per row.
   void begin_inference(InferenceState& state, std::size_t batch, std::size_t slots = 0) const {
@@ -316,7 +333,8 @@ class CausalQwen<T, RuntimeConfig{}> {
   std::size_t backbone_end_ = 0;  // arena offset where the stack's slots end and the heads' begin
   Arena<T> params_;
   // every form of the layers' matrices and W_cls besides their values: the training products'
-  // precision and bf16 copies (set_precision), the packed decoding copies (use_weights)
+  // precision and bf16 copies (set_precision), the packed decoding copies (use_weights), |W_cls|
+  // (abs_cls)
   linalg::WeightStore<T> weights_;
 };
 

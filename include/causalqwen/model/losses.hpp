@@ -9,16 +9,19 @@
 ///   regression  nll = log(π·scale_Y) + log1p(((y − loc_Y)/scale_Y)²)   (reg_head cauchy; the Gaussian
 ///               NLL or ½(y − loc_Y)² for reg_head gaussian or mse: model/regression_head.hpp)
 ///               gate = m·(α + (1 − α)·P_<NUM>)  (not detached);  L_reg_eff = Σ gate·nll / max(N_num, 1)
+///               position by position for the Cauchy work, then the gate, gate·nll and the
+///               backward's factors as expression passes over the M positions.
 ///
 /// Both take the action's output A (independent); the class scores S and the
 /// value Y are marginal Cauchy views, and the OvR probability and the NLL accept only Cauchy types.
 #pragma once
+#include "causalqwen/autodiff/expression.hpp"
 #include "causalqwen/cauchy/distribution.hpp"
 #include "causalqwen/cauchy/ovr.hpp"
 #include "causalqwen/cauchy/ovr_row.hpp"
 #include "causalqwen/text/labels.hpp"
 #include "causalqwen/core/threading.hpp"
-#include "causalqwen/linalg/abs_weight.hpp"
+#include "causalqwen/linalg/cauchy_linear.hpp"
 #include "causalqwen/model/action.hpp"
 #include "causalqwen/model/config.hpp"
 #include "causalqwen/model/regression_head.hpp"
@@ -51,20 +54,33 @@ CauchyParams<T> value_with_floor(CauchyParams<T> Y, const CausalConfig& cfg) {
   return Y;
 }
 
-/// The gated regression loss and P_<NUM>, position by position; its gradient alongside.
+/// The gated regression loss and P_<NUM> over the M positions, its gradient alongside, in three
+/// stages: the per-position Cauchy work (Y, the head's loss and its ∂/∂Y, P_<NUM> and its
+/// derivatives: function calls, one position at a time) fills [M] arrays; the gate, the gated
+/// loss and the backward's factors are elementwise chains over [M], one expression pass each
+/// (autodiff::eval, float and double); the C-length accumulation into ∂L/∂A and the gradients
+/// reads the factors. The chains take nll and P_<NUM> as 0 where m = 0 (copies made by the
+/// first stage), so that a non-finite value there never reaches the gate's zeros.
 template <class T>
 struct RegressionLoss {
+  /// The stages' [M] arrays: m (1 where the target is <NUM>), nll and P_<NUM> where m = 1 (0
+  /// elsewhere) and, for the gradient, their derivatives there and the backward's factors.
+  struct Work {
+    std::vector<T> is_num, nll, P;
+    std::vector<T> d_loc_nll, d_scale_nll, dP_d_loc, dP_d_scale, dP_d_threshold;
+    std::vector<T> d_loc_Y, d_scale_Y, d_P, d_loc_S, d_scale_S, d_threshold;
+  };
   struct Rows {
     std::vector<T> loc_Y, scale_Y, nll, P_num, gate, L_reg_gated;  // [M]
+    Work work;  // the stages' [M] arrays
   };
 
   /// For every position m: Y, P_<NUM> and, where a <NUM> is the target (num[m]), the gate and
   /// gate·nll.
   static void forward(const typename Action<T>::Params& p, Individuals<const T> A, const std::vector<std::uint8_t>& num,
                       TensorView<const T, 1> targets, const CausalConfig& cfg, Rows& r) {
-    const std::size_t M = A.loc.shape[0];
-    reset(r, M);
-    for (std::size_t m = 0; m < M; ++m) store(r, m, position(p, A, m, num[m], targets, cfg));
+    cauchy_stage(p, A, num, targets, cfg, r, false);
+    gate_stage(cfg, r);
   }
 
   /// forward, and dA += ∂(λ·L_reg_eff)/∂A with the gradients of w_reg, b_reg, the <NUM>
@@ -76,30 +92,21 @@ struct RegressionLoss {
                                 CauchyViewGrad<T, 2> dA) {
     const std::size_t M = A.loc.shape[0], C = A.loc.shape[1];
     const auto k_num = static_cast<std::size_t>(cfg.num_token_id);
-    reset(r, M);
-    std::size_t n_num = 0;
-    for (auto v : num) n_num += v;
-    const T lambda = static_cast<T>(cfg.reg_loss_weight), alpha = static_cast<T>(cfg.alpha_gate);
-    const T per_num = lambda / static_cast<T>(std::max<std::size_t>(n_num, 1));
+    cauchy_stage(p, A, num, targets, cfg, r, true);
+    gate_stage(cfg, r);
+    factor_stage(cfg, num, r);
+    const Work& f = r.work;
     const T* w = p.reg_weight.values.data;
     const T* w_num = p.cls_weight.values.data + k_num * C;
+    T* dw = g.reg_weight.values.data;
+    T* dw_num = g.cls_weight.values.data + k_num * C;
     for (std::size_t m = 0; m < M; ++m) {
+      if (!num[m]) continue;
       const T* la = A.loc.data + m * C;
       const T* sa = A.scale.data + m * C;
-      const auto a = row_of(A, m);
-      const CauchyParams<T> Y = value_with_floor(Action<T>::value(p, a), cfg), S_num = Action<T>::class_score(p, k_num, a);
-      const T y = targets.empty() ? T(0) : targets[m];
-      const auto nll = regression_loss_grad(cfg.reg_head, y, Y.loc, Y.scale);  // the head's loss (nll for cauchy)
-      const auto P = raw::ovr_prob_grad(S_num.loc, S_num.scale, p.threshold[k_num]);
-      store(r, m, {Y, nll, P, num[m] ? alpha + (T(1) - alpha) * P.value : T(0), num[m] != 0});
-      if (!num[m]) continue;
-      const T d_loc_y = per_num * r.gate[m] * nll.d_loc, d_scale_y = per_num * r.gate[m] * nll.d_scale;
-      const T d_P = per_num * (T(1) - alpha) * nll.value;  // ∂L/∂P_<NUM>
-      const T d_loc_s = d_P * P.d_loc, d_scale_s = d_P * P.d_scale;
       T* dla = dA.d_loc.data + m * C;
       T* dsa = dA.d_scale.data + m * C;
-      T* dw = g.reg_weight.values.data;
-      T* dw_num = g.cls_weight.values.data + k_num * C;
+      const T d_loc_y = f.d_loc_Y[m], d_scale_y = f.d_scale_Y[m], d_loc_s = f.d_loc_S[m], d_scale_s = f.d_scale_S[m];
       for (std::size_t j = 0; j < C; ++j) {
         dla[j] += d_loc_y * w[j] + d_loc_s * w_num[j];
         dsa[j] += d_scale_y * std::fabs(w[j]) + d_scale_s * std::fabs(w_num[j]);
@@ -108,41 +115,74 @@ struct RegressionLoss {
       }
       g.reg_bias[0] += d_loc_y;
       g.cls_bias[k_num] += d_loc_s;
-      g.threshold[k_num] += d_P * P.d_threshold;
+      g.threshold[k_num] += f.d_threshold[m];
     }
   }
 
  private:
-  /// One position's Y, its loss (value and ∂/∂Y, computed together), P_<NUM> (with ∂/∂S_<NUM>)
-  /// and gate = m·(α + (1 − α)·P_<NUM>).
-  struct Position {
-    CauchyParams<T> Y;
-    RegressionLossGrad<T> nll;
-    OvrGrad<T> P;
-    T gate;  // 0 where the target is not <NUM>
-    bool is_num;
-  };
-  static Position position(const typename Action<T>::Params& p, Individuals<const T> A, std::size_t m, bool is_num,
-                           TensorView<const T, 1> targets, const CausalConfig& cfg) {
+  static TensorView<T, 1> out(std::vector<T>& v) { return {v.data(), {v.size()}}; }
+  static auto in(const std::vector<T>& v) { return autodiff::constant(TensorView<const T, 1>(v.data(), {v.size()})); }
+
+  /// Stage 1, position by position: Y = the value head's linear map of A (with its floor),
+  /// S_<NUM> = the <NUM> class's, the head's loss of y under Y (value and ∂/∂Y, computed
+  /// together), P_<NUM> = P(S_<NUM> > C_<NUM>) (with ∂/∂S_<NUM>, ∂/∂C_<NUM> when `derivatives`).
+  static void cauchy_stage(const typename Action<T>::Params& p, Individuals<const T> A, const std::vector<std::uint8_t>& num,
+                           TensorView<const T, 1> targets, const CausalConfig& cfg, Rows& r, bool derivatives) {
+    const std::size_t M = A.loc.shape[0];
     const auto k_num = static_cast<std::size_t>(cfg.num_token_id);
+    Work& f = r.work;
+    for (auto* v : {&r.loc_Y, &r.scale_Y, &r.nll, &r.P_num, &r.gate, &r.L_reg_gated, &f.is_num, &f.nll, &f.P}) v->resize(M);
+    for (auto* v : {&f.d_loc_nll, &f.d_scale_nll, &f.dP_d_loc, &f.dP_d_scale, &f.dP_d_threshold}) v->resize(derivatives ? M : 0);
+    for (std::size_t m = 0; m < M; ++m) {
+      const auto a = row_of(A, m);
+      const CauchyParams<T> Y = value_with_floor(Action<T>::value(p, a), cfg), S_num = Action<T>::class_score(p, k_num, a);
+      const T y = targets.empty() ? T(0) : targets[m];
+      const auto nll = regression_loss_grad(cfg.reg_head, y, Y.loc, Y.scale);  // the head's loss (nll for cauchy)
+      const auto P = raw::ovr_prob_grad(S_num.loc, S_num.scale, p.threshold[k_num]);
+      r.loc_Y[m] = Y.loc;
+      r.scale_Y[m] = Y.scale;
+      r.nll[m] = nll.value;
+      r.P_num[m] = P.value;
+      const bool at = num[m] != 0;  // where m = 1: the chains' operands; 0 elsewhere
+      f.is_num[m] = at ? T(1) : T(0);
+      f.nll[m] = at ? nll.value : T(0);
+      f.P[m] = at ? P.value : T(0);
+      if (derivatives) {
+        f.d_loc_nll[m] = at ? nll.d_loc : T(0);
+        f.d_scale_nll[m] = at ? nll.d_scale : T(0);
+        f.dP_d_loc[m] = at ? P.d_loc : T(0);
+        f.dP_d_scale[m] = at ? P.d_scale : T(0);
+        f.dP_d_threshold[m] = at ? P.d_threshold : T(0);
+      }
+    }
+  }
+
+  /// Stage 2 over [M]:  gate = m·(α + (1 − α)·P_<NUM>),  L_reg_gated = gate·nll.
+  static void gate_stage(const CausalConfig& cfg, Rows& r) {
     const T alpha = static_cast<T>(cfg.alpha_gate);
-    const auto a = row_of(A, m);
-    const CauchyParams<T> Y = value_with_floor(Action<T>::value(p, a), cfg), S_num = Action<T>::class_score(p, k_num, a);
-    const T y = targets.empty() ? T(0) : targets[m];
-    const auto nll = regression_loss_grad(cfg.reg_head, y, Y.loc, Y.scale);  // the head's loss (nll for cauchy)
-    const auto P = raw::ovr_prob_grad(S_num.loc, S_num.scale, p.threshold[k_num]);
-    return {Y, nll, P, is_num ? alpha + (T(1) - alpha) * P.value : T(0), is_num};
+    const Work& f = r.work;
+    autodiff::eval(out(r.gate), in(f.is_num) * (alpha + (T(1) - alpha) * in(f.P)));
+    autodiff::eval(out(r.L_reg_gated), in(r.gate) * in(f.nll));
   }
-  static void reset(Rows& r, std::size_t M) {
-    for (auto* v : {&r.loc_Y, &r.scale_Y, &r.nll, &r.P_num, &r.gate, &r.L_reg_gated}) v->assign(M, T(0));
-  }
-  static void store(Rows& r, std::size_t m, const Position& q) {
-    r.loc_Y[m] = q.Y.loc;
-    r.scale_Y[m] = q.Y.scale;
-    r.nll[m] = q.nll.value;
-    r.P_num[m] = q.P.value;
-    r.gate[m] = q.gate;
-    r.L_reg_gated[m] = q.is_num ? q.gate * q.nll.value : T(0);
+
+  /// Stage 3 over [M], the backward's factors (c = λ/N_num):
+  ///   ∂L/∂loc_Y = c·gate·∂nll/∂loc_Y,   ∂L/∂scale_Y = c·gate·∂nll/∂scale_Y,
+  ///   ∂L/∂P = c·(1 − α)·nll,   ∂L/∂loc_S = ∂L/∂P·∂P/∂loc_S,   ∂L/∂scale_S = ∂L/∂P·∂P/∂scale_S,
+  ///   ∂L/∂C_<NUM> = ∂L/∂P·∂P/∂C_<NUM>   (each product rounded before the accumulation adds it).
+  static void factor_stage(const CausalConfig& cfg, const std::vector<std::uint8_t>& num, Rows& r) {
+    std::size_t n_num = 0;
+    for (auto v : num) n_num += v;
+    const T lambda = static_cast<T>(cfg.reg_loss_weight), alpha = static_cast<T>(cfg.alpha_gate);
+    const T per_num = lambda / static_cast<T>(std::max<std::size_t>(n_num, 1));
+    const T per_P = per_num * (T(1) - alpha);
+    Work& f = r.work;
+    for (auto* v : {&f.d_loc_Y, &f.d_scale_Y, &f.d_P, &f.d_loc_S, &f.d_scale_S, &f.d_threshold}) v->resize(r.gate.size());
+    autodiff::eval(out(f.d_loc_Y), per_num * in(r.gate) * in(f.d_loc_nll));
+    autodiff::eval(out(f.d_scale_Y), per_num * in(r.gate) * in(f.d_scale_nll));
+    autodiff::eval(out(f.d_P), per_P * in(f.nll));
+    autodiff::eval(out(f.d_loc_S), in(f.d_P) * in(f.dP_d_loc));
+    autodiff::eval(out(f.d_scale_S), in(f.d_P) * in(f.dP_d_scale));
+    autodiff::eval(out(f.d_threshold), in(f.d_P) * in(f.dP_d_threshold));
   }
 };
 
@@ -163,22 +203,22 @@ class OvrLoss {
   /// Evaluates the rows `rows` (positions with a label or a token): L_cls, Σ_k P_k, argmax_k P_k
   /// and max_k P_k = ½ + atan(z*)/π from the row's largest margin z* (P rises with the margin).
   /// `valid[m]`: position m has a label, whose BCE enters the mean over n_valid positions.
-  /// |W_cls| is cached per parameter `version` (generation and evaluation reuse it).
-  void forward(const typename Action<T>::Params& p, std::uint64_t version, Individuals<const T> A,
-               const std::vector<std::size_t>& rows, const std::vector<std::uint8_t>& valid, std::size_t n_valid,
-               TensorView<const std::int64_t, 1> labels, const CausalConfig& cfg, Rows& out) {
-    const std::size_t C = A.loc.shape[1], K = cfg.num_classes, R = rows.size();
+  /// |W_cls| is read from p.cls_weight.abs (the model's store keeps it per parameter version),
+  /// needed beyond linalg::fused_rows_max rows.
+  void forward(const typename Action<T>::Params& p, Individuals<const T> A, const std::vector<std::size_t>& rows,
+               const std::vector<std::uint8_t>& valid, std::size_t n_valid, TensorView<const std::int64_t, 1> labels,
+               const CausalConfig& cfg, Rows& out) {
+    const std::size_t K = cfg.num_classes, R = rows.size();
     const Individuals<const T> A_r = begin(A, rows, K, out);  // [R,C]
     if (R == 0) return;
     const T weight = T(1) / static_cast<T>(std::max<std::size_t>(n_valid, 1));
-    const T* abs_w = abs_cls_.get(p.cls_weight.values, version).data;
     const std::size_t Kc = std::min(chunk_, K);
     for (std::size_t k0 = 0; k0 < K; k0 += Kc) {
       const std::size_t n = std::min(Kc, K - k0);
-      const ClassScores<const T> S = scores(p, A_r, k0, n, {abs_w + k0 * C, {n, C}});  // [R,n]
+      const ClassScores<const T> S = scores(p, A_r, k0, n, p.cls_weight.rows(k0, n).abs);  // [R,n]
       parallel_for(R, R * n, [&](std::size_t r) { score_row(S, r, p.threshold.data + k0, rows, valid, labels, k0, weight, {}, cfg); });
     }
-    finish(rows, C, out);
+    finish(rows, A.loc.shape[1], out);
   }
 
   /// forward's values (|W_cls| formed chunk by chunk: it changes after every update), and
@@ -335,7 +375,6 @@ class OvrLoss {
   }
 
   std::size_t chunk_;
-  linalg::AbsWeightCache<T> abs_cls_;
   std::vector<T> loc_r_, scale_r_, d_loc_r_, d_scale_r_, loc_s_, scale_s_, d_loc_s_, d_scale_s_, col_, abs_chunk_, loss_r_;
   std::vector<OvrRowStats<T>> stats_;
 };

@@ -380,7 +380,7 @@ class Engine {
       }
       const auto noise = generate::draw_step_noise<T>(seeds_, steps_, settings, cfg.causal_size, action_, pick_);
       decisions_.resize(R);
-      head_.step(model_.head_params(), model_.params().version(), {z_rows_.data(), {R, H}}, settings, noise,
+      head_.step(model_.head_params(R), {z_rows_.data(), {R, H}}, settings, noise,
                  std::span<generate::StepDecision>(decisions_.data(), R));
       for (std::size_t i = 0; i < R; ++i) {
         const std::size_t s = rows_[i];

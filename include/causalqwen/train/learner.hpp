@@ -210,6 +210,7 @@ class HeadLearner final : public Learner<T> {
     params_.reset(layout_);
     model::init_heads(params_, cfg_, seed);
     model::init_cls_random(params_, seed, cls_std);
+    weights_.add(params_, params_.template view<2>(model::names::cls_w));  // for |W_cls|
     if (val_) val_start_ = val_->state();
   }
 
@@ -255,8 +256,9 @@ class HeadLearner final : public Learner<T> {
     batch_ = val_->next();
     check(batch_);
     const Arena<T>& cp = params_;
-    const auto m = head_.forward(model::HeadParams<const T>::bind(cp), params_.version(),
-                                 {batch_.features.data(), {batch_.rows, batch_.hidden}}, targets(batch_),
+    auto p = model::HeadParams<const T>::bind(cp);
+    p.action.cls_weight.abs = weights_.abs(params_, 0);  // |W_cls|, remade after each update
+    const auto m = head_.forward(p, {batch_.features.data(), {batch_.rows, batch_.hidden}}, targets(batch_),
                                  model::ActionMode::deterministic, {}, cache_);
     return {m, batch_.rows};
   }
@@ -300,6 +302,7 @@ class HeadLearner final : public Learner<T> {
   nlohmann::json val_start_;
   std::shared_ptr<const Layout> layout_;
   Arena<T> params_;
+  linalg::WeightStore<T> weights_;  // |W_cls| for the evaluation's class products
   FeatureBatch<T> batch_;
   typename model::CausalHead<T>::Cache cache_;
   std::vector<T> dz_, uniforms_;
