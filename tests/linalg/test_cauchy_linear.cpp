@@ -8,6 +8,8 @@
 #include <causalqwen/linalg/cauchy_linear.hpp>
 #include <doctest/doctest.h>
 
+#include "../support/float_matrices.hpp"
+
 #include <cmath>
 #include <random>
 #include <vector>
@@ -15,19 +17,8 @@
 namespace cq = causalqwen;
 using cq::TensorView;
 
-namespace {
-template <class T>
-std::vector<T> random_vector(std::size_t n, std::mt19937_64& rng) {
-  std::normal_distribution<double> d(0, 1);
-  std::vector<T> v(n);
-  for (auto& x : v) x = static_cast<T>(d(rng));
-  return v;
-}
-template <class T>
-double tol(std::size_t k) {  // k-term dot products of N(0,1) entries: k·ε·√k-sized sums
-  return 8.0 * double(k) * std::numeric_limits<T>::epsilon() * std::sqrt(double(k));
-}
-}  // namespace
+using cqtest::random_vector;
+using cqtest::sum_tol;
 
 TEST_CASE_TEMPLATE("the one-position Cauchy linear map: b + Σ_j loc_j·w_j and Σ_j scale_j·|w_j|; a wrong length refused", T,
                    float, double) {
@@ -48,8 +39,8 @@ TEST_CASE_TEMPLATE("the one-position Cauchy linear map: b + Σ_j loc_j·w_j and 
       l += double(loc[m * C + j]) * w[j];
       s += double(scale[m * C + j]) * std::abs(double(w[j]));
     }
-    CHECK(std::abs(y.loc - l) <= tol<T>(C) * 4);
-    CHECK(std::abs(y.scale - s) <= tol<T>(C) * 4);
+    CHECK(std::abs(y.loc - l) <= sum_tol<T>(C) * 4);
+    CHECK(std::abs(y.scale - s) <= sum_tol<T>(C) * 4);
   }
   CHECK_THROWS(cq::linalg::cauchy_linear<T>(TensorView<const T, 2>(w.data(), {1, C - 1}), 0, b, cq::row_of(A, 0)));
   CHECK_THROWS(cq::row_of(A, M));
@@ -79,14 +70,14 @@ TEST_CASE_TEMPLATE("the weights' Cauchy linear map agrees with the algebra's lin
     static_assert(decltype(S1)::kind == cq::Kind::marginal && decltype(S2)::kind == cq::Kind::marginal);
     for (std::size_t i = 0; i < R * N; ++i) {
       CAPTURE(i);
-      CHECK(std::abs(l1[i] - l2[i]) <= tol<T>(C));
-      CHECK(std::abs(s1[i] - s2[i]) <= tol<T>(C) * (1 + std::abs(s2[i])));
+      CHECK(std::abs(l1[i] - l2[i]) <= sum_tol<T>(C));
+      CHECK(std::abs(s1[i] - s2[i]) <= sum_tol<T>(C) * (1 + std::abs(s2[i])));
       CHECK(s1[i] > T(0));
     }
     for (std::size_t r = 0; r < R; ++r) {  // the one-position form gives row r's components too
       const auto y = cq::linalg::cauchy_linear<T>(cq::linalg::Weight<const T>(W), N - 1, b[N - 1], cq::row_of(A, r));
-      CHECK(std::abs(y.loc - l2[r * N + N - 1]) <= tol<T>(C));
-      CHECK(std::abs(y.scale - s2[r * N + N - 1]) <= tol<T>(C) * (1 + std::abs(y.scale)));
+      CHECK(std::abs(y.loc - l2[r * N + N - 1]) <= sum_tol<T>(C));
+      CHECK(std::abs(y.scale - s2[r * N + N - 1]) <= sum_tol<T>(C) * (1 + std::abs(y.scale)));
     }
   }
 }

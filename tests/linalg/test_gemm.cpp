@@ -7,6 +7,8 @@
 #include <causalqwen/linalg/matmul.hpp>
 #include <doctest/doctest.h>
 
+#include "../support/float_matrices.hpp"
+
 #include <omp.h>
 
 #include <cmath>
@@ -17,21 +19,9 @@
 namespace cq = causalqwen;
 using cq::TensorView;
 
-namespace {
-template <class T>
-std::vector<T> random_vector(std::size_t n, std::mt19937_64& rng) {
-  std::normal_distribution<double> d(0, 1);
-  std::vector<T> v(n);
-  for (auto& x : v) x = static_cast<T>(d(rng));
-  return v;
-}
-template <class T>
-TensorView<T, 2> v2(std::vector<T>& v, std::size_t r, std::size_t c) { return {v.data(), {r, c}}; }
-template <class T>
-double tol(std::size_t k) {  // k-term dot products of N(0,1) entries: k·ε·√k-sized sums
-  return 8.0 * double(k) * std::numeric_limits<T>::epsilon() * std::sqrt(double(k));
-}
-}  // namespace
+using cqtest::random_vector;
+using cqtest::sum_tol;
+using cqtest::v2;
 
 TEST_CASE_TEMPLATE("linear products match naive loops", T, float, double) {
   const std::uint64_t seed = 20261121;
@@ -49,22 +39,22 @@ TEST_CASE_TEMPLATE("linear products match naive loops", T, float, double) {
     for (std::size_t n = 0; n < N; ++n) {
       double s = b[n];
       for (std::size_t k = 0; k < K; ++k) s += double(x[m * K + k]) * w[n * K + k];
-      CHECK(std::abs(y[m * N + n] - s) <= tol<T>(K));
+      CHECK(std::abs(y[m * N + n] - s) <= sum_tol<T>(K));
     }
   for (std::size_t m = 0; m < M; ++m)
     for (std::size_t k = 0; k < K; ++k) {
       double s = 1;
       for (std::size_t n = 0; n < N; ++n) s += double(dy[m * N + n]) * w[n * K + k];
-      CHECK(std::abs(dx[m * K + k] - s) <= tol<T>(N));
+      CHECK(std::abs(dx[m * K + k] - s) <= sum_tol<T>(N));
     }
   for (std::size_t n = 0; n < N; ++n) {
     double sb = 3;
     for (std::size_t m = 0; m < M; ++m) sb += dy[m * N + n];
-    CHECK(std::abs(db[n] - sb) <= tol<T>(M));
+    CHECK(std::abs(db[n] - sb) <= sum_tol<T>(M));
     for (std::size_t k = 0; k < K; ++k) {
       double s = 2;
       for (std::size_t m = 0; m < M; ++m) s += double(dy[m * N + n]) * x[m * K + k];
-      CHECK(std::abs(dw[n * K + k] - s) <= tol<T>(M));
+      CHECK(std::abs(dw[n * K + k] - s) <= sum_tol<T>(M));
     }
   }
 }
@@ -90,20 +80,20 @@ TEST_CASE_TEMPLATE("Cauchy scale products and the |W| cache", T, float, double) 
     for (std::size_t n = 0; n < N; ++n) {
       double s = 0;
       for (std::size_t k = 0; k < K; ++k) s += double(scale[m * K + k]) * std::abs(double(w[n * K + k]));
-      CHECK(std::abs(out[m * N + n] - s) <= tol<T>(K) * 4);
+      CHECK(std::abs(out[m * N + n] - s) <= sum_tol<T>(K) * 4);
     }
   for (std::size_t m = 0; m < M; ++m)
     for (std::size_t k = 0; k < K; ++k) {
       double s = 0;
       for (std::size_t n = 0; n < N; ++n) s += double(ds[m * N + n]) * std::abs(double(w[n * K + k]));
-      CHECK(std::abs(dscale[m * K + k] - s) <= tol<T>(N) * 4);
+      CHECK(std::abs(dscale[m * K + k] - s) <= sum_tol<T>(N) * 4);
     }
   for (std::size_t n = 0; n < N; ++n)
     for (std::size_t k = 0; k < K; ++k) {
       double s = 0;
       for (std::size_t m = 0; m < M; ++m) s += double(ds[m * N + n]) * scale[m * K + k];
       const double sgn = w[n * K + k] > 0 ? 1 : (w[n * K + k] < 0 ? -1 : 0);
-      CHECK(std::abs(dw[n * K + k] - sgn * s) <= tol<T>(M) * 4);
+      CHECK(std::abs(dw[n * K + k] - sgn * s) <= sum_tol<T>(M) * 4);
     }
   // W changes: a new version rebuilds |W|, so does invalidate().
   w[0] = -w[0] - T(1);
@@ -180,7 +170,7 @@ TEST_CASE_TEMPLATE("matmul gives the same bits on 1 and 2 threads and inside a p
         double expect = 0.5;
         for (std::size_t k = 0; k < K; ++k)
           expect += double(op_a == Op::plain ? a[k] : a[k * lda]) * double(op_b == Op::plain ? b[k * ldb] : b[k]);
-        CHECK(std::abs(double(one[0]) - expect) <= tol<T>(K));
+        CHECK(std::abs(double(one[0]) - expect) <= sum_tol<T>(K));
       }
   }
   omp_set_num_threads(threads_before);
@@ -224,9 +214,9 @@ TEST_CASE_TEMPLATE("decoding's few-rows and fused Cauchy kernels: a double loop'
             s += double(x[m * K + k]) * w[n * K + k];
             s_abs += double(scale[m * K + k]) * std::abs(double(w[n * K + k]));
           }
-          CHECK(std::abs(y[m * N + n] - s) <= tol<T>(K));
-          CHECK(std::abs(loc[m * N + n] - s) <= tol<T>(K));
-          CHECK(std::abs(sc[m * N + n] - s_abs) <= tol<T>(K) * 4);
+          CHECK(std::abs(y[m * N + n] - s) <= sum_tol<T>(K));
+          CHECK(std::abs(loc[m * N + n] - s) <= sum_tol<T>(K));
+          CHECK(std::abs(sc[m * N + n] - s_abs) <= sum_tol<T>(K) * 4);
         }
       std::size_t mismatches = 0;
       for (std::size_t m = 0; m < M; ++m) {  // one row of X alone, on one thread
